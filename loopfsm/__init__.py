@@ -1,0 +1,25 @@
+"""loopfsm: state machines of LLM agent runtimes, declared as YAML tables.
+
+The public surface is deliberately small: load or compile a machine file,
+register the guards and actions it names, and catch the errors it raises.
+"""
+
+from .compiler import CompiledMachine, compile_file, compile_spec
+from .errors import (
+    FeedArgumentError,
+    IllegalFeed,
+    LoopFsmError,
+    NoBranchMatched,
+    PolicyError,
+    SnapshotError,
+    SpecError,
+)
+from .loader import load, parse
+from .registry import Registry
+from .runtime import MachineInstance
+
+__all__ = [
+    "CompiledMachine", "compile_file", "compile_spec", "load", "parse", "Registry", "MachineInstance",
+    "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError", "PolicyError",
+    "SnapshotError",
+]

@@ -1,0 +1,250 @@
+"""Semantic checks: what a JSON Schema cannot say about a machine.
+
+The schema knows shapes; these checks know meaning: that a branch's target is
+a real state, that a guard exists and is given the parameters it declares,
+that every state can be reached, that nothing leaves a terminal state, that no
+branch hides behind an unguarded one.  Each check appends located problems and
+carries on, so a user sees every mistake in a file in one run.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections import deque
+from typing import Any, Iterable
+
+from .errors import Problem
+from .fieldtypes import POLICY_TYPES, annotation_accepts, annotation_name, fits_type, python_checker
+from .registry import Entry, Registry
+from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec
+
+
+def _suggest(name: str, options: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""
+
+
+class _Checker:
+    def __init__(self, spec: Spec, registry: Registry):
+        self.spec = spec
+        self.reg = registry
+        self.src = spec.source
+        self.problems: list[Problem] = []
+        self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set()}
+
+    def error(self, path, message, *, key=False):
+        self.problems.append(self.src.problem(path, message, key=key))
+
+    def warn(self, path, message, *, key=False):
+        self.problems.append(self.src.problem(path, message, key=key, severity="warning"))
+
+    # -- references -------------------------------------------------------
+    def state_ref(self, name: str, path, *, key=False) -> bool:
+        if name in self.spec.states:
+            return True
+        self.error(path, f"unknown state '{name}'{_suggest(name, self.spec.states)}", key=key)
+        return False
+
+    def ref(self, kind: str, ref: Ref) -> None:
+        self.used[kind].add(ref.name)
+        entries = self.reg.entries[kind]
+        name_path = ref.path + (("name",) if ref.params or ref.negate else ())
+        if ref.name not in entries:
+            known = entries.keys()
+            hint = _suggest(ref.name, known) or (f" (registry '{self.reg.name}' has: {', '.join(sorted(known))})"
+                                                 if known else f" (registry '{self.reg.name}' has no {kind}s)")
+            self.error(name_path, f"unknown {kind} '{ref.name}'{hint}")
+            return
+        if ref.negate and kind != "guard":
+            self.error(ref.path + ("negate",), f"'negate' applies to guards only, not to {kind} '{ref.name}'")
+        self.params(entries[ref.name], ref)
+
+    def params(self, entry: Entry, ref: Ref) -> None:
+        declared = entry.params
+        for pname, value in ref.params.items():
+            ppath = ref.path + ("params", pname)
+            if pname not in declared:
+                sig = ", ".join(declared) or "no parameters"
+                self.error(ppath, f"{entry.kind} '{entry.name}' has no parameter '{pname}'"
+                                  f"{_suggest(pname, declared)} (it takes: {sig})", key=True)
+                continue
+            want = declared[pname].type
+            if isinstance(value, dict) and set(value) == {"policy"}:
+                pol = self.spec.policy.get(value["policy"])
+                if pol is None:
+                    self.error(ppath + ("policy",), f"unknown policy parameter '{value['policy']}'"
+                                                    f"{_suggest(value['policy'], self.spec.policy)}")
+                elif not annotation_accepts(want, pol.default):
+                    self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
+                                      f"{annotation_name(want)}, but policy '{pol.name}' is {pol.type}")
+            elif not annotation_accepts(want, value):
+                self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
+                                  f"{annotation_name(want)}, got {type(value).__name__} {value!r}")
+        for pname, p in declared.items():
+            if p.required and pname not in ref.params:
+                self.error(ref.path, f"{entry.kind} '{entry.name}' needs parameter '{pname}'")
+
+    # -- fields, policy ----------------------------------------------------
+    def fields(self, fields: dict[str, FieldDef], *, need_default: bool = False) -> None:
+        for f in fields.values():
+            if need_default and f.default is MISSING and not (f.list or f.nullable):
+                self.error(f.path, f"field '{f.name}' needs a 'default' (or 'nullable: true'): "
+                                   "a new instance must start with a value", key=True)
+            codec = self.reg.codecs.get(f.type)
+            if codec is None:
+                self.error(f.path + ("type",), f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
+                                               f"(built in: integer, boolean, string, number, json; "
+                                               f"others come from registry '{self.reg.name}')")
+                continue
+            if f.default is not MISSING and not python_checker(f, codec)(f.default):
+                self.error(f.path + ("default",), f"default {f.default!r} is not a valid {f.type}"
+                                                  f"{' list' if f.list else ''}")
+
+    def policy(self) -> None:
+        for p in self.spec.policy.values():
+            if not fits_type(POLICY_TYPES[p.type], p.default):
+                self.error(p.path + ("default",), f"default {p.default!r} is not a {p.type}")
+                continue
+            if p.minimum is not None and p.maximum is not None and p.minimum > p.maximum:
+                self.error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
+            if p.minimum is not None and isinstance(p.default, (int, float)) and p.default < p.minimum:
+                self.error(p.path + ("default",), f"default {p.default} is below the minimum {p.minimum}")
+            if p.maximum is not None and isinstance(p.default, (int, float)) and p.default > p.maximum:
+                self.error(p.path + ("default",), f"default {p.default} is above the maximum {p.maximum}")
+            if p.enum is not None and p.default not in p.enum:
+                self.error(p.path + ("default",), f"default {p.default!r} is not one of {list(p.enum)}")
+
+    # -- states and events -------------------------------------------------
+    def states(self) -> None:
+        initial = [s for s in self.spec.states.values() if s.initial]
+        if not initial:
+            self.error(("states",), "no initial state: mark exactly one state 'initial: true'")
+        for extra in initial[1:]:
+            self.error(extra.path + ("initial",), f"second initial state '{extra.name}' "
+                                                  f"(already '{initial[0].name}'); a machine starts in exactly one")
+        for s in self.spec.states.values():
+            if s.initial and s.terminal:
+                self.error(s.path + ("terminal",), f"initial state '{s.name}' is terminal: the machine could never move")
+            self.fields(s.data)
+
+    def events(self) -> None:
+        spec = self.spec
+        for ev in spec.events.values():
+            self.fields(ev.args)
+            for state, branches in ev.sources.items():
+                if state != WILDCARD:
+                    self.state_ref(state, ev.path + ("from", state), key=True)
+                unguarded_at = None
+                for i, b in enumerate(branches):
+                    if unguarded_at is not None:
+                        self.error(b.path, f"branch {i} of '{ev.name}' from '{state}' can never be taken: "
+                                           f"branch {unguarded_at} before it has no guard and always wins")
+                    elif not b.guarded:
+                        unguarded_at = i
+                    for g in b.guards:
+                        self.ref("guard", g)
+                    for a in b.actions:
+                        self.ref("action", a)
+                    if b.dest is not None:
+                        self.state_ref(b.dest, b.path + ("to",))
+                    src_state = spec.states.get(state)
+                    if src_state is not None and src_state.terminal and b.dest not in (None, state):
+                        self.error(b.path + ("to",), f"transition out of terminal state '{state}' "
+                                                     f"to '{b.dest}': terminal states are forever")
+                if unguarded_at is None and ev.otherwise is None:
+                    self.error(ev.path + ("from", state),
+                               f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
+                               "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
+                               key=True)
+
+    def graph(self) -> None:
+        spec = self.spec
+        if not any(s.initial for s in spec.states.values()):
+            return
+        edges: dict[str, set[str]] = {s: set() for s in spec.states}
+        for ev in spec.events.values():
+            for state, branches in spec.expanded_sources(ev).items():
+                for b in branches:
+                    if b.dest in spec.states:
+                        edges[state].add(b.dest)
+        seen = {spec.initial}
+        todo = deque([spec.initial])
+        while todo:
+            for nxt in edges[todo.popleft()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        for s in spec.states.values():
+            if s.name not in seen:
+                self.error(s.path, f"state '{s.name}' is unreachable from the initial state '{spec.initial}'", key=True)
+        if len(spec.states) > 1:
+            for s in spec.states.values():
+                if not s.terminal and not (edges[s.name] - {s.name}):
+                    self.error(s.path, f"non-terminal state '{s.name}' is a dead end: no feed leads out of it "
+                                       "(mark it 'terminal: true' or add a branch to another state)", key=True)
+
+    # -- decisions and outcomes ------------------------------------------------
+    def decisions(self) -> None:
+        spec = self.spec
+        for d in spec.decisions.values():
+            covered: set[str] = set()
+            names: dict[str, int] = {}
+            for i, r in enumerate(d.rules):
+                if r.name in names:
+                    self.error(r.path + ("name",), f"rule name '{r.name}' is used twice in '{d.name}' "
+                                                   f"(first at rule {names[r.name]}); traces need unique names")
+                names.setdefault(r.name, i)
+                scope = set(r.states) if r.states is not None else set(spec.states)
+                for j, st in enumerate(r.states or ()):
+                    self.state_ref(st, r.path + ("states", j))
+                if scope and scope <= covered:
+                    self.error(r.path, f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
+                                       f"rules already answer in {', '.join(sorted(scope))}")
+                for g in r.guards:
+                    self.ref("guard", g)
+                self.ref("result", r.result)
+                if not r.guards:
+                    covered |= scope
+            missing = sorted(set(spec.states) - covered)
+            if missing and d.otherwise is None:
+                self.error(d.path + ("rules",), f"decision '{d.name}' has no answer in state(s) {', '.join(missing)}: "
+                                                "end with an unguarded rule, or declare 'otherwise: raise'")
+
+    def outcomes(self) -> None:
+        for o in self.spec.outcomes.values():
+            self.fields(o.data)
+            err = o.error
+            if isinstance(err, str) and err not in self.reg.errors:
+                self.error(o.path + ("error",), f"unknown error class '{err}'{_suggest(err, self.reg.errors)}")
+            if isinstance(err, dict) and err["field"] not in o.data:
+                self.error(o.path + ("error", "field"), f"outcome '{o.name}' has no data field '{err['field']}'")
+
+    def unused(self) -> None:
+        for kind in ("guard", "action"):
+            for name in sorted(set(self.reg.entries[kind]) - self.used[kind]):
+                self.warn((), f"registered {kind} '{name}' of registry '{self.reg.name}' is used by no rule "
+                              f"of machine '{self.spec.name}'")
+
+    def run(self) -> list[Problem]:
+        self.policy()
+        self.fields(self.spec.data, need_default=True)
+        self.states()
+        self.events()
+        self.graph()
+        self.decisions()
+        self.outcomes()
+        self.unused()
+        return self.problems
+
+
+def check_spec(spec: Spec, registry: Registry) -> list[Problem]:
+    """Every semantic problem of ``spec`` against ``registry`` (errors and warnings)."""
+    return _Checker(spec, registry).run()
+
+
+def default_value(f: FieldDef) -> Any:
+    """A fresh copy of a field's default (lists default to empty, nullables to None)."""
+    if f.default is MISSING:
+        return [] if f.list else None
+    d = f.default
+    return list(d) if isinstance(d, list) else (dict(d) if isinstance(d, dict) else d)

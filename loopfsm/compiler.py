@@ -1,0 +1,301 @@
+"""Compiling a checked spec, once, into everything instances share.
+
+The compiler's output is the only place Python meets the table: one
+``transitions`` machine with guards and actions bound to their YAML parameters,
+a policy class whose defaults are the YAML's, a data class whose fields are the
+YAML's, argument binders per feed, decision chains flattened per state, and the
+codecs and validators snapshots go through.  None of it is rebuilt per instance.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Callable
+
+from jsonschema import Draft202012Validator
+
+from .backend import LoopBackendMachine
+from .checks import default_value
+from .errors import FeedArgumentError, PolicyError, SnapshotError
+from .fieldtypes import POLICY_TYPES, fits_type, json_schema, python_checker
+from .loader import load
+from .registry import Codec, Registry, registry_named
+from .runtime import SNAPSHOT_FORMAT, MachineInstance
+from .spec import MISSING, FieldDef, Ref, Spec
+
+_PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
+
+
+def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
+    """A one-argument callable (the EventData / QueryData) calling ``entry_fn`` with the YAML params."""
+    static = {k: v for k, v in ref.params.items() if not (isinstance(v, dict) and set(v) == {"policy"})}
+    dynamic = [(k, v["policy"]) for k, v in ref.params.items() if k not in static]
+    fn = entry_fn
+    if dynamic:
+        def call(ev: Any) -> Any:
+            pol = ev.policy
+            kw = dict(static)
+            for key, name in dynamic:
+                kw[key] = getattr(pol, name)
+            return fn(ev.model, ev, **kw)
+    elif static:
+        def call(ev: Any) -> Any:
+            return fn(ev.model, ev, **static)
+    else:
+        def call(ev: Any) -> Any:
+            return fn(ev.model, ev)
+    call.__name__ = ref.name
+    call.__qualname__ = ref.label()
+    return call
+
+
+def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
+    one = codec.to_json
+    if codec.name == "json":
+        one = copy.deepcopy
+    if f.nullable:
+        inner = one
+        one = lambda v: None if v is None else inner(v)  # noqa: E731
+    if f.list:
+        return lambda v: [one(x) for x in v]
+    return one
+
+
+def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
+    one = codec.from_json
+    if codec.name == "json":
+        one = copy.deepcopy
+    if f.nullable:
+        inner = one
+        one = lambda v: None if v is None else inner(v)  # noqa: E731
+    if f.list:
+        return lambda v: [one(x) for x in v]
+    return one
+
+
+def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": sorted(fields),
+        "additionalProperties": False,
+        "properties": {n: json_schema(f, codecs[f.type]) for n, f in fields.items()},
+    }
+
+
+def _make_policy_class(spec: Spec) -> type:
+    """A frozen dataclass whose fields, types, defaults and bounds are the YAML's ``policy``."""
+    params = list(spec.policy.values())
+    fields = [(p.name, _PY_POLICY[p.type], dataclasses.field(default=p.default)) for p in params]
+
+    def __post_init__(self) -> None:
+        for p in params:
+            v = getattr(self, p.name)
+            if not fits_type(POLICY_TYPES[p.type], v):
+                raise PolicyError(f"{spec.name}: policy '{p.name}' must be {p.type}, got {type(v).__name__} {v!r}")
+            if p.minimum is not None and v < p.minimum:
+                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v} is below its minimum {p.minimum}")
+            if p.maximum is not None and v > p.maximum:
+                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v} is above its maximum {p.maximum}")
+            if p.enum is not None and v not in p.enum:
+                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v!r} is not one of {list(p.enum)}")
+
+    cls_name = "".join(w.capitalize() for w in spec.name.split("_")) + "Policy"
+    cls = dataclasses.make_dataclass(cls_name, fields, frozen=True, namespace={"__post_init__": __post_init__})
+    cls.__doc__ = f"Policy of machine '{spec.name}'; defaults come from its YAML file.\n\n" + "\n".join(
+        f"{p.name}: {p.description}" for p in params)
+    return cls
+
+
+def _make_data_class(spec: Spec) -> type:
+    fields = spec.data
+    names = tuple(fields)
+
+    def __init__(self) -> None:
+        for n, f in fields.items():
+            setattr(self, n, default_value(f))
+
+    def __eq__(self, other: Any) -> bool:
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in names)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
+
+    return type(f"{spec.name}_data", (), {"__slots__": names, "__init__": __init__, "__eq__": __eq__,
+                                          "__repr__": __repr__, "__hash__": None})
+
+
+def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec]):
+    """Bind positional/keyword feed arguments to the declared ones, checking types, before anything runs."""
+    names = tuple(args)
+    checks = {n: python_checker(f, codecs[f.type]) for n, f in args.items()}
+    sig = inspect.Signature([
+        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                          default=inspect.Parameter.empty if f.default is MISSING else f.default)
+        for n, f in args.items()
+    ])
+    defaults = {n: f for n, f in args.items() if f.default is not MISSING}
+
+    def bind(pos: tuple, kw: dict) -> dict[str, Any]:
+        if not kw and len(pos) == len(names):
+            bound = dict(zip(names, pos))
+        else:
+            try:
+                ba = sig.bind(*pos, **kw)
+            except TypeError as err:
+                raise FeedArgumentError(f"{machine}: feed '{event}{sig}': {err}") from None
+            bound = dict(ba.arguments)
+            for n in defaults:
+                if n not in bound:
+                    bound[n] = default_value(defaults[n])
+        for n, v in bound.items():
+            if not checks[n](v):
+                f = args[n]
+                raise FeedArgumentError(
+                    f"{machine}: feed '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
+                    f"{f.type}{' or None' if f.nullable else ''}, got {type(v).__name__}")
+        return bound
+
+    return bind
+
+
+class CompiledMachine:
+    """Everything instances of one spec share; built once by :func:`compile_spec`."""
+
+    def __init__(self, spec: Spec, registry: Registry, base: type | None = None):
+        self.spec = spec
+        self.registry = registry
+        self.name = spec.name
+        self.fingerprint = spec.fingerprint
+        self.initial = spec.initial
+        self.terminal_states = frozenset(spec.terminal_states)
+        codecs = registry.codecs
+
+        self.Policy = _make_policy_class(spec)
+        self.default_policy = self.Policy()
+        self.Data = _make_data_class(spec)
+
+        self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
+        self.events = {}
+        self.binders = {}
+        for ev in spec.events.values():
+            sources = spec.expanded_sources(ev)
+            for state, branches in sources.items():
+                for b in branches:
+                    conditions = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
+                    unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
+                    before = [_bind_ref(registry.get("action", a.name).fn, a) for a in b.actions]
+                    data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
+                    self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
+                                                before=before, data_keys=data_keys)
+            event = self.backend.events[ev.name]
+            event.legal_states = tuple(sources)
+            all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
+            event.otherwise_raise = frozenset(all_guarded if ev.otherwise == "raise" else ())
+            event.ignored_in = frozenset(
+                s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore")
+            self.events[ev.name] = event
+            self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
+
+        self.decisions: dict[str, dict[str, list]] = {}
+        for d in spec.decisions.values():
+            per_state: dict[str, list] = {s: [] for s in spec.states}
+            for r in d.rules:
+                guards = []
+                for g in r.guards:
+                    bound = _bind_ref(registry.get("guard", g.name).fn, g)
+                    guards.append((lambda f: (lambda q: not f(q)))(bound) if g.negate else bound)
+                result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
+                for s in (r.states or spec.states):
+                    per_state[s].append((r.name, tuple(guards), result))
+            self.decisions[d.name] = per_state
+
+        self.data_encoders = {n: _encoder(f, codecs[f.type]) for n, f in spec.data.items()}
+        self.data_decoders = {n: _decoder(f, codecs[f.type]) for n, f in spec.data.items()}
+        self.state_encoders = {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()}
+                               for s in spec.states.values()}
+        self.state_decoders = {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()}
+                               for s in spec.states.values()}
+        self._data_validator = Draft202012Validator(_fields_schema(spec.data, codecs))
+        self._state_validators = {s.name: Draft202012Validator(_fields_schema(s.data, codecs))
+                                  for s in spec.states.values()}
+
+        bases = (base, MachineInstance) if base is not None else (MachineInstance,)
+        namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
+                                     "__doc__": f"An instance of machine '{spec.name}'.\n\n{spec.description}"}
+        for ev in spec.events.values():
+            if not any(hasattr(b, ev.name) for b in bases):
+                namespace[ev.name] = _feed_method(ev.name, ev.description)
+        cls_name = "".join(w.capitalize() for w in spec.name.split("_"))
+        self.Instance: type[MachineInstance] = type(cls_name, bases, namespace)
+
+    def policy(self, value: Any = None) -> Any:
+        """The policy to use for one call: ``None`` means the YAML defaults; a mapping is converted."""
+        if value is None:
+            return self.default_policy
+        if isinstance(value, self.Policy):
+            return value
+        if isinstance(value, Mapping):
+            try:
+                return self.Policy(**value)
+            except TypeError as err:
+                raise PolicyError(f"{self.name}: {err}") from None
+        raise PolicyError(f"{self.name}: policy must be a {self.Policy.__name__} or a mapping, "
+                          f"got {type(value).__name__}")
+
+    def new(self) -> MachineInstance:
+        return self.Instance()
+
+    def restore(self, snap: Mapping[str, Any]) -> MachineInstance:
+        return self.Instance.restore(snap)
+
+    def check_snapshot(self, snap: Any) -> None:
+        """Refuse anything that is not a whole, matching snapshot; explain exactly why."""
+        def fail(msg: str) -> SnapshotError:
+            return SnapshotError(f"{self.name}: refusing snapshot: {msg}")
+        if not isinstance(snap, Mapping):
+            raise fail(f"expected a JSON object, got {type(snap).__name__}")
+        missing = [k for k in ("format", "machine", "fingerprint", "state", "state_data", "data") if k not in snap]
+        if missing:
+            raise fail(f"missing {', '.join(missing)}")
+        if snap["format"] != SNAPSHOT_FORMAT:
+            raise fail(f"format {snap['format']!r} is not the supported format {SNAPSHOT_FORMAT}")
+        if snap["machine"] != self.name:
+            raise fail(f"it is of machine {snap['machine']!r}")
+        if snap["fingerprint"] != self.fingerprint:
+            raise fail(f"it was taken under another version of the spec (fingerprint {snap['fingerprint']!r}, "
+                       f"this spec is {self.fingerprint!r})")
+        if snap["state"] not in self._state_validators:
+            raise fail(f"unknown state {snap['state']!r}")
+        for where, validator, value in (("data", self._data_validator, snap["data"]),
+                                        (f"state_data of {snap['state']}", self._state_validators[snap["state"]],
+                                         snap["state_data"])):
+            err = next(iter(validator.iter_errors(value)), None)
+            if err is not None:
+                path = ".".join(str(p) for p in err.absolute_path)
+                raise fail(f"{where}{'.' + path if path else ''}: {err.message}")
+
+    def __repr__(self) -> str:
+        return f"<CompiledMachine {self.name} {self.fingerprint}>"
+
+
+def _feed_method(event: str, doc: str):
+    def method(self, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
+        return self.feed(event, *args, policy=policy, **kwargs)
+    method.__name__ = event
+    method.__doc__ = doc
+    return method
+
+
+def compile_spec(spec: Spec, registry: Registry | None = None, *, base: type | None = None) -> CompiledMachine:
+    """Compile a checked spec.  ``base`` is a mixin with a typed API the instance class should have."""
+    return CompiledMachine(spec, registry if registry is not None else registry_named(spec.registry), base)
+
+
+def compile_file(path: str | Path, registry: Registry | None = None, *, base: type | None = None) -> CompiledMachine:
+    """Load, check and compile a machine file in one call."""
+    spec = load(path, registry)
+    return compile_spec(spec, registry, base=base)

@@ -1,0 +1,100 @@
+"""The error hierarchy: one root, a few branches a caller can tell apart.
+
+A driver catches ``IllegalFeed`` to find its own contract bugs, ``SnapshotError``
+to refuse a bad checkpoint, and ``SpecError`` when a machine file is wrong; all
+of them are ``LoopFsmError`` so one ``except`` is enough where detail does not
+matter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+
+class LoopFsmError(Exception):
+    """Root of every error loopfsm raises on purpose."""
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One thing wrong with a machine file, located precisely enough to jump to.
+
+    ``path`` is the dotted path inside the document (``events.coin.from.locked[0].to``),
+    so a reader can find the spot even when line numbers drift after an edit.
+    """
+
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        path = f" {self.path}:" if self.path else ""
+        tag = "" if self.severity == "error" else f" [{self.severity}]"
+        return f"{where}:{path}{tag} {self.message}"
+
+
+class SpecError(LoopFsmError):
+    """A machine file is invalid; carries every problem found, not only the first."""
+
+    def __init__(self, problems: Iterable[Problem]):
+        self.problems: list[Problem] = sorted(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.severity == "error"]
+
+
+class RegistryError(LoopFsmError):
+    """A guard, action, result or codec is registered wrongly or looked up by an unknown name."""
+
+
+class IllegalFeed(LoopFsmError):
+    """A feed arrived in a state where the table does not allow it.
+
+    The driver sent something the machine was not waiting for; naming the
+    states where it *is* legal usually points straight at the driver bug.
+    """
+
+    def __init__(self, machine: str, state: str, feed: str, legal_states: Sequence[str], reason: str = ""):
+        self.machine = machine
+        self.state = state
+        self.feed = feed
+        self.legal_states = tuple(legal_states)
+        legal = ", ".join(self.legal_states) or "no state"
+        why = f": {reason}" if reason else ""
+        super().__init__(
+            f"{machine}: feed '{feed}' is illegal in state '{state}'{why} (legal in: {legal})"
+        )
+
+
+class NoBranchMatched(IllegalFeed):
+    """The feed is legal in this state, but none of its guarded branches held and the table says raise."""
+
+    def __init__(self, machine: str, state: str, feed: str, legal_states: Sequence[str]):
+        super().__init__(machine, state, feed, legal_states, reason="no branch's guard held")
+
+
+class FeedArgumentError(LoopFsmError):
+    """A feed was called with arguments that do not match its declaration in the table."""
+
+
+class PolicyError(LoopFsmError):
+    """A policy value is of the wrong type or outside the bounds the table declares."""
+
+
+class DecisionError(LoopFsmError):
+    """A decision chain had no rule for the current state and the table says raise."""
+
+
+class SnapshotError(LoopFsmError):
+    """A snapshot is corrupt, from another machine or spec, or of an unknown format; nothing was restored."""
+
+
+class ActionError(LoopFsmError):
+    """A registered action broke the table's contract (for example left a state's data unset)."""

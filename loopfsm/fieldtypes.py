@@ -1,0 +1,73 @@
+"""What a declared field type accepts, in Python and in JSON.
+
+One place answers "does this value fit this field?" for defaults at load time,
+feed arguments at run time, and the JSON Schema that guards snapshots, so the
+three can never disagree.
+"""
+
+from __future__ import annotations
+
+import typing
+from typing import Any, Callable
+
+from .registry import Codec
+from .spec import FieldDef
+
+POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
+    "integer": int, "boolean": bool, "string": str, "number": (int, float),
+}
+
+
+def fits_type(py_type: type | tuple[type, ...], value: Any) -> bool:
+    """isinstance, except that a bool is not accepted as a number (YAML ``true`` is not ``1``)."""
+    if isinstance(value, bool) and not _admits_bool(py_type):
+        return False
+    return isinstance(value, py_type)
+
+
+def _admits_bool(py_type: type | tuple[type, ...]) -> bool:
+    types = py_type if isinstance(py_type, tuple) else (py_type,)
+    return bool in types or object in types
+
+
+def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
+    """A fast predicate for values of field ``f``."""
+    py = codec.py_type
+
+    def one(v: Any) -> bool:
+        return (f.nullable and v is None) or fits_type(py, v)
+
+    if f.list:
+        return lambda v: isinstance(v, list) and all(one(x) for x in v)
+    return one
+
+
+def json_schema(f: FieldDef, codec: Codec) -> dict[str, Any]:
+    item = dict(codec.schema)
+    if f.nullable:
+        item = {"anyOf": [{"type": "null"}, item]} if item else {}
+    return {"type": "array", "items": item} if f.list else item
+
+
+def annotation_accepts(annotation: Any, value: Any) -> bool:
+    """Whether a YAML literal suits a guard parameter annotated ``annotation``."""
+    if annotation is Any:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+        return any(annotation_accepts(a, value) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return value is None
+    if origin is not None:
+        annotation = origin
+    if annotation is float:
+        return fits_type((int, float), value)
+    if isinstance(annotation, type):
+        return fits_type(annotation, value)
+    return True
+
+
+def annotation_name(annotation: Any) -> str:
+    if annotation is Any:
+        return "any"
+    return getattr(annotation, "__name__", None) or str(annotation)

@@ -1,0 +1,113 @@
+"""Loading a machine file: safe YAML, then the JSON Schema, then the semantic checks.
+
+The schema validator is built once per process: checking the meta-schema and
+compiling the validator costs tens of milliseconds, which a build over many
+machine files (or a test suite loading them hundreds of times) should pay once.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import ValidationError, best_match
+
+from .checks import check_spec
+from .errors import Problem, SpecError
+from .registry import Registry, registry_named
+from .resources import schema_path
+from .source import Source, SourceProblems, read_file, read_source
+from .spec import Spec, build_spec
+
+
+@lru_cache(maxsize=1)
+def machine_schema() -> dict[str, Any]:
+    return json.loads(schema_path().read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    schema = machine_schema()
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+_FRIENDLY = {
+    ("branch", "oneOf"): "a branch needs exactly one of 'to: <State>' or 'stay: true'",
+}
+
+
+def _schema_problem(src: Source, err: ValidationError) -> Problem:
+    top = err
+    err = best_match([err]) if err.context else err
+    path = tuple(err.absolute_path)
+    key = False
+    message = err.message
+    schema_path = [p for p in err.absolute_schema_path if isinstance(p, str)]
+    if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+        allowed = set(err.schema.get("properties", {}))
+        extras = sorted(k for k in err.instance if k not in allowed)
+        if extras:
+            path = path + (extras[0],)
+            key = True
+            message = (f"unknown key '{extras[0]}'"
+                       + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else ""))
+    elif err.validator == "propertyNames" or "propertyNames" in schema_path:
+        name = err.instance if isinstance(err.instance, str) else None
+        if name is not None:
+            path = tuple(err.absolute_path) + (name,)
+            key = True
+            message = f"'{name}' is not a valid name here: {err.message}"
+    elif err.validator == "required":
+        message = err.message.replace("is a required property", "is required here")
+    for (where, validator), text in _FRIENDLY.items():
+        if top.validator == validator and where in [p for p in top.absolute_schema_path if isinstance(p, str)][-2:]:
+            path, message = tuple(top.absolute_path), text
+    return src.problem(path, message, key=key)
+
+
+def _schema_problems(src: Source) -> list[Problem]:
+    return [_schema_problem(src, e) for e in _validator().iter_errors(src.doc)]
+
+
+def parse(text: str, file: str = "<string>", registry: Registry | None = None) -> Spec:
+    """Parse and fully check machine text; raise :class:`SpecError` listing every problem."""
+    try:
+        src = read_source(text, file)
+    except SourceProblems as err:
+        raise SpecError(err.problems) from None
+    return _from_source(src, registry)
+
+
+def load(path: str | Path, registry: Registry | None = None) -> Spec:
+    """Load and fully check a machine file; raise :class:`SpecError` listing every problem.
+
+    Without an explicit ``registry`` the one the file names under ``registry:``
+    is used, looked up among registries loopfsm ships or installed packages declare.
+    """
+    try:
+        src = read_file(path)
+    except SourceProblems as err:
+        raise SpecError(err.problems) from None
+    return _from_source(src, registry)
+
+
+def _from_source(src: Source, registry: Registry | None) -> Spec:
+    problems = _schema_problems(src)
+    if problems:
+        raise SpecError(problems)
+    spec = build_spec(src)
+    if registry is None:
+        try:
+            registry = registry_named(spec.registry)
+        except Exception as err:  # an unknown registry is a problem of this file
+            raise SpecError([src.problem(("registry",), str(err))]) from None
+    found = check_spec(spec, registry)
+    errors = [p for p in found if p.severity == "error"]
+    if errors:
+        raise SpecError(found)
+    spec.warnings = [p for p in found if p.severity != "error"]
+    return spec

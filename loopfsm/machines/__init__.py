@@ -1,0 +1,1 @@
+"""The machines that ship with loopfsm, each compiled from its YAML file in ``machines/``."""

@@ -1,0 +1,182 @@
+"""The explicit registry of named guards, actions, results, codecs and errors.
+
+A machine file refers to Python code only by name, and a name resolves only
+against a ``Registry`` that Python code built on purpose.  Nothing is ever
+imported from a string found in YAML, so a machine file cannot make loopfsm
+run code its author did not register.
+
+A guard or action declares its parameters as keyword-only arguments with type
+annotations; the checker compares the YAML ``params`` against that signature,
+so a typo in a parameter name is caught at load time, not mid-run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass, field
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any, Callable
+
+from .errors import RegistryError
+
+KINDS = ("guard", "action", "result")
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: Any  # a Python type, or Any when unannotated
+    required: bool
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered callable and the parameters YAML may (or must) give it."""
+
+    kind: str
+    name: str
+    fn: Callable[..., Any]
+    params: dict[str, Param]
+    doc: str
+
+
+@dataclass(frozen=True)
+class Codec:
+    """How a field type that is not plain JSON travels into and out of a snapshot."""
+
+    name: str
+    py_type: type | tuple[type, ...]
+    to_json: Callable[[Any], Any]
+    from_json: Callable[[Any], Any]
+    schema: dict[str, Any]
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+BUILTIN_CODECS: dict[str, Codec] = {
+    "integer": Codec("integer", int, _identity, _identity, {"type": "integer"}),
+    "boolean": Codec("boolean", bool, _identity, _identity, {"type": "boolean"}),
+    "string": Codec("string", str, _identity, _identity, {"type": "string"}),
+    "number": Codec("number", (int, float), _identity, _identity, {"type": "number"}),
+    "json": Codec("json", object, _identity, _identity, {}),
+}
+
+
+def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]:
+    sig = inspect.signature(fn)
+    positional = [p for p in sig.parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) != 2:
+        raise RegistryError(
+            f"{kind} '{name}' must take exactly two positional arguments (machine, ctx) "
+            f"and its YAML parameters as keyword-only arguments; it takes {len(positional)} positional"
+        )
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: treat as untyped rather than refuse
+        hints = {}
+    out: dict[str, Param] = {}
+    for p in sig.parameters.values():
+        if p.kind is p.KEYWORD_ONLY:
+            out[p.name] = Param(p.name, hints.get(p.name, Any), p.default is inspect.Parameter.empty)
+        elif p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+            raise RegistryError(f"{kind} '{name}' may not take *args or **kwargs: its parameters must be declared")
+    return out
+
+
+class Registry:
+    """Named guards, actions, results, codecs and error classes for one family of machines."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
+        self.codecs: dict[str, Codec] = dict(BUILTIN_CODECS)
+        self.errors: dict[str, type] = {}
+
+    def _register(self, kind: str, fn: Callable[..., Any] | None, name: str | None):
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            key = name or f.__name__
+            if key in self.entries[kind]:
+                raise RegistryError(f"registry '{self.name}': {kind} '{key}' is registered twice")
+            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key),
+                                            inspect.cleandoc(f.__doc__ or ""))
+            return f
+        return add(fn) if fn is not None else add
+
+    def guard(self, fn: Callable[..., bool] | None = None, *, name: str | None = None):
+        """Register ``fn(machine, ctx, **params) -> bool``."""
+        return self._register("guard", fn, name)
+
+    def action(self, fn: Callable[..., None] | None = None, *, name: str | None = None):
+        """Register ``fn(machine, ctx, **params)``; it may mutate the machine's data and ``ctx.enter``."""
+        return self._register("action", fn, name)
+
+    def result(self, fn: Callable[..., Any] | None = None, *, name: str | None = None):
+        """Register ``fn(machine, ctx, **params) -> value``, the answer of a decision rule."""
+        return self._register("result", fn, name)
+
+    def codec(self, name: str, py_type: type | tuple[type, ...], to_json: Callable[[Any], Any],
+              from_json: Callable[[Any], Any], schema: dict[str, Any] | None = None) -> None:
+        if name in self.codecs:
+            raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
+        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {})
+
+    def error(self, cls: type, name: str | None = None) -> type:
+        self.errors[name or cls.__name__] = cls
+        return cls
+
+    def get(self, kind: str, name: str) -> Entry:
+        try:
+            return self.entries[kind][name]
+        except KeyError:
+            raise RegistryError(f"registry '{self.name}' has no {kind} named '{name}'") from None
+
+    def names(self, kind: str) -> list[str]:
+        return sorted(self.entries[kind])
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{len(v)} {k}s" for k, v in self.entries.items())
+        return f"<Registry {self.name}: {counts}>"
+
+
+EMPTY = Registry("empty")
+
+# Registries of the machines that ship with loopfsm.  The strings here are ours,
+# written in this file; nothing from a machine file ever reaches import_module.
+_BUILTIN: dict[str, str] = {
+    "turnstile": "loopfsm.machines.turnstile",
+    "engine_brain": "loopfsm.machines.engine_brain",
+    "tool_breaker": "loopfsm.machines.tool_breaker",
+    "fallback_breaker": "loopfsm.machines.fallback_breaker",
+}
+
+ENTRY_POINT_GROUP = "loopfsm.registries"
+
+
+def known_registries() -> list[str]:
+    names = set(_BUILTIN)
+    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
+    return sorted(names)
+
+
+def registry_named(name: str | None) -> Registry:
+    """The registry a machine file names: a built-in one, or one an installed package registered.
+
+    Third-party packages register theirs under the ``loopfsm.registries`` entry
+    point group, so the set of reachable registries is fixed by what is installed,
+    never by what a YAML file says.
+    """
+    if name is None:
+        return EMPTY
+    if name in _BUILTIN:
+        return import_module(_BUILTIN[name]).REGISTRY
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        reg = ep.load()
+        if not isinstance(reg, Registry):
+            raise RegistryError(f"entry point '{name}' in {ENTRY_POINT_GROUP} is not a loopfsm Registry")
+        return reg
+    raise RegistryError(f"unknown registry '{name}' (known: {', '.join(known_registries())})")

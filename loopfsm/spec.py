@@ -1,0 +1,256 @@
+"""The machine file as typed Python values, built once a document passed the JSON Schema.
+
+Every element keeps the path it came from, so later checks (and the compiler)
+can report problems at the exact line of the YAML the user edits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .source import PathT, Source
+
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
+WILDCARD = "*"
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A named guard, action or result with the parameters the YAML gives it."""
+
+    name: str
+    params: dict[str, Any]
+    negate: bool
+    path: PathT
+
+    def label(self) -> str:
+        """Human-readable form for diagrams: ``not tokens_at_least(percent=95)``."""
+        def show(v: Any) -> str:
+            if isinstance(v, dict) and set(v) == {"policy"}:
+                return f"policy.{v['policy']}"
+            return json.dumps(v) if not isinstance(v, str) else v
+        args = ", ".join(f"{k}={show(v)}" for k, v in self.params.items())
+        core = f"{self.name}({args})" if args else self.name
+        return f"not {core}" if self.negate else core
+
+
+@dataclass(frozen=True)
+class FieldDef:
+    name: str
+    type: str
+    list: bool
+    nullable: bool
+    default: Any
+    description: str
+    path: PathT
+
+
+@dataclass(frozen=True)
+class PolicyParam:
+    name: str
+    type: str
+    default: Any
+    minimum: float | None
+    maximum: float | None
+    enum: tuple[Any, ...] | None
+    description: str
+    path: PathT
+
+
+@dataclass(frozen=True)
+class StateDef:
+    name: str
+    initial: bool
+    terminal: bool
+    data: dict[str, FieldDef]
+    description: str
+    path: PathT
+
+
+@dataclass(frozen=True)
+class Branch:
+    guards: tuple[Ref, ...]
+    dest: str | None  # None: stay
+    actions: tuple[Ref, ...]
+    description: str
+    path: PathT
+
+    @property
+    def guarded(self) -> bool:
+        return bool(self.guards)
+
+    def guard_label(self) -> str:
+        return " and ".join(g.label() for g in self.guards)
+
+
+@dataclass(frozen=True)
+class EventDef:
+    name: str
+    description: str
+    args: dict[str, FieldDef]
+    sources: dict[str, tuple[Branch, ...]]  # as written, '*' included
+    otherwise: str | None
+    on_terminal: str | None
+    path: PathT
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    states: tuple[str, ...] | None
+    guards: tuple[Ref, ...]
+    result: Ref
+    description: str
+    path: PathT
+
+
+@dataclass(frozen=True)
+class Decision:
+    name: str
+    description: str
+    rules: tuple[Rule, ...]
+    otherwise: str | None
+    path: PathT
+
+
+@dataclass(frozen=True)
+class OutcomeDef:
+    name: str
+    description: str
+    error: Any  # None | str | {"field": name}
+    data: dict[str, FieldDef]
+    path: PathT
+
+
+@dataclass
+class Spec:
+    """A whole machine file, typed.  ``source`` keeps positions for later error reports."""
+
+    name: str
+    description: str
+    registry: str | None
+    terminal_feeds: str
+    policy: dict[str, PolicyParam]
+    data: dict[str, FieldDef]
+    states: dict[str, StateDef]
+    events: dict[str, EventDef]
+    decisions: dict[str, Decision]
+    outcomes: dict[str, OutcomeDef]
+    source: Source
+    warnings: list = field(default_factory=list)
+
+    @property
+    def file(self) -> str:
+        return self.source.file
+
+    @property
+    def initial(self) -> str:
+        return next(s.name for s in self.states.values() if s.initial)
+
+    @property
+    def terminal_states(self) -> list[str]:
+        return [s.name for s in self.states.values() if s.terminal]
+
+    def expanded_sources(self, event: EventDef) -> dict[str, tuple[Branch, ...]]:
+        """Source state -> branches, with '*' expanded to every non-terminal state not listed by name.
+
+        A state named explicitly overrides the wildcard for that state, so a
+        file can say "from anywhere, except here it works differently".
+        """
+        out: dict[str, tuple[Branch, ...]] = {}
+        wild = event.sources.get(WILDCARD)
+        for state in self.states.values():
+            if state.name in event.sources:
+                out[state.name] = event.sources[state.name]
+            elif wild is not None and not state.terminal:
+                out[state.name] = wild
+        return out
+
+    def terminal_behaviour(self, event: EventDef) -> str:
+        return event.on_terminal or self.terminal_feeds
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of everything that affects behaviour or snapshots; descriptions are left out.
+
+        Rewording a description must not orphan saved runs; changing a state,
+        branch, guard order or field must.
+        """
+        def strip(node: Any) -> Any:
+            if isinstance(node, dict):
+                return {k: strip(v) for k, v in node.items() if k != "description"}
+            if isinstance(node, list):
+                return [strip(v) for v in node]
+            return node
+        body = json.dumps(strip(self.source.doc), sort_keys=True, separators=(",", ":"), default=str)
+        return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def _ref(raw: Any, path: PathT) -> Ref:
+    if isinstance(raw, str):
+        return Ref(raw, {}, False, path)
+    return Ref(raw["name"], dict(raw.get("params") or {}), bool(raw.get("negate", False)), path)
+
+
+def _guards(raw: Any, path: PathT) -> tuple[Ref, ...]:
+    if raw is None:
+        return ()
+    if isinstance(raw, list):
+        return tuple(_ref(r, path + (i,)) for i, r in enumerate(raw))
+    return (_ref(raw, path),)
+
+
+def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
+    out: dict[str, FieldDef] = {}
+    for name, f in (raw or {}).items():
+        out[name] = FieldDef(name, f["type"], bool(f.get("list", False)), bool(f.get("nullable", False)),
+                             f.get("default", MISSING), f.get("description", ""), path + (name,))
+    return out
+
+
+def build_spec(src: Source) -> Spec:
+    """Turn a schema-valid document into a :class:`Spec`."""
+    doc = src.doc
+    policy = {
+        name: PolicyParam(name, p["type"], p["default"], p.get("minimum"), p.get("maximum"),
+                          tuple(p["enum"]) if "enum" in p else None, p["description"], ("policy", name))
+        for name, p in (doc.get("policy") or {}).items()
+    }
+    states = {
+        name: StateDef(name, bool(s.get("initial", False)), bool(s.get("terminal", False)),
+                       _fields(s.get("data"), ("states", name, "data")), s["description"], ("states", name))
+        for name, s in doc["states"].items()
+    }
+    events: dict[str, EventDef] = {}
+    for name, e in (doc.get("events") or {}).items():
+        sources: dict[str, tuple[Branch, ...]] = {}
+        for state, branches in e["from"].items():
+            bs = []
+            for i, b in enumerate(branches):
+                p = ("events", name, "from", state, i)
+                bs.append(Branch(_guards(b.get("guard"), p + ("guard",)),
+                                 None if b.get("stay") else b["to"],
+                                 tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
+                                 b.get("description", ""), p))
+            sources[state] = tuple(bs)
+        events[name] = EventDef(name, e["description"], _fields(e.get("args"), ("events", name, "args")),
+                                sources, e.get("otherwise"), e.get("on_terminal"), ("events", name))
+    decisions: dict[str, Decision] = {}
+    for name, d in (doc.get("decisions") or {}).items():
+        rules = []
+        for i, r in enumerate(d["rules"]):
+            p = ("decisions", name, "rules", i)
+            rules.append(Rule(r.get("name") or f"rule_{i}", tuple(r["states"]) if "states" in r else None,
+                              _guards(r.get("guard"), p + ("guard",)), _ref(r["result"], p + ("result",)),
+                              r.get("description", ""), p))
+        decisions[name] = Decision(name, d["description"], tuple(rules), d.get("otherwise"), ("decisions", name))
+    outcomes = {
+        name: OutcomeDef(name, o["description"], o["error"], _fields(o.get("data"), ("outcomes", name, "data")),
+                         ("outcomes", name))
+        for name, o in (doc.get("outcomes") or {}).items()
+    }
+    return Spec(doc["machine"], doc["description"], doc.get("registry"), doc.get("terminal_feeds", "raise"),
+                policy, _fields(doc.get("data"), ("data",)), states, events, decisions, outcomes, src)
