@@ -31,6 +31,7 @@ class _Checker:
         self.src = spec.source
         self.problems: list[Problem] = []
         self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set()}
+        self.unresolved = False  # a state name did not resolve: graph checks would only echo it
 
     def error(self, path, message, *, key=False):
         self.problems.append(self.src.problem(path, message, key=key))
@@ -42,6 +43,7 @@ class _Checker:
     def state_ref(self, name: str, path, *, key=False) -> bool:
         if name in self.spec.states:
             return True
+        self.unresolved = True
         self.error(path, f"unknown state '{name}'{_suggest(name, self.spec.states)}", key=key)
         return False
 
@@ -61,12 +63,14 @@ class _Checker:
 
     def params(self, entry: Entry, ref: Ref) -> None:
         declared = entry.params
+        misspelt = False
         for pname, value in ref.params.items():
             ppath = ref.path + ("params", pname)
             if pname not in declared:
                 sig = ", ".join(declared) or "no parameters"
                 self.error(ppath, f"{entry.kind} '{entry.name}' has no parameter '{pname}'"
                                   f"{_suggest(pname, declared)} (it takes: {sig})", key=True)
+                misspelt = True
                 continue
             want = declared[pname].type
             if isinstance(value, dict) and set(value) == {"policy"}:
@@ -81,7 +85,7 @@ class _Checker:
                 self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
                                   f"{annotation_name(want)}, got {type(value).__name__} {value!r}")
         for pname, p in declared.items():
-            if p.required and pname not in ref.params:
+            if p.required and pname not in ref.params and not misspelt:
                 self.error(ref.path, f"{entry.kind} '{entry.name}' needs parameter '{pname}'")
 
     # -- fields, policy ----------------------------------------------------
@@ -159,8 +163,8 @@ class _Checker:
 
     def graph(self) -> None:
         spec = self.spec
-        if not any(s.initial for s in spec.states.values()):
-            return
+        if self.unresolved or sum(s.initial for s in spec.states.values()) != 1:
+            return  # the errors already reported explain the graph better than its symptoms would
         edges: dict[str, set[str]] = {s: set() for s in spec.states}
         for ev in spec.events.values():
             for state, branches in spec.expanded_sources(ev).items():

@@ -35,9 +35,11 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
-_FRIENDLY = {
-    ("branch", "oneOf"): "a branch needs exactly one of 'to: <State>' or 'stay: true'",
-}
+def _friendly(err: ValidationError) -> str | None:
+    """Messages for the schema's few constraints whose generic wording helps nobody."""
+    if err.validator == "oneOf" and err.schema is machine_schema()["$defs"]["branch"]:
+        return "a branch needs exactly one of 'to: <State>' or 'stay: true'"
+    return None
 
 
 def _schema_problem(src: Source, err: ValidationError) -> Problem:
@@ -63,14 +65,18 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             message = f"'{name}' is not a valid name here: {err.message}"
     elif err.validator == "required":
         message = err.message.replace("is a required property", "is required here")
-    for (where, validator), text in _FRIENDLY.items():
-        if top.validator == validator and where in [p for p in top.absolute_schema_path if isinstance(p, str)][-2:]:
-            path, message = tuple(top.absolute_path), text
+    friendly = _friendly(top)
+    if friendly:
+        path, message, key = tuple(top.absolute_path), friendly, False
     return src.problem(path, message, key=key)
 
 
-def _schema_problems(src: Source) -> list[Problem]:
-    return [_schema_problem(src, e) for e in _validator().iter_errors(src.doc)]
+def schema_problems(src: Source) -> list[Problem]:
+    errors = list(_validator().iter_errors(src.doc))
+    # A misspelt key also makes the intended key "missing"; report the typo only.
+    typo_at = {tuple(e.absolute_path) for e in errors if e.validator == "additionalProperties"}
+    errors = [e for e in errors if not (e.validator == "required" and tuple(e.absolute_path) in typo_at)]
+    return [_schema_problem(src, e) for e in errors]
 
 
 def parse(text: str, file: str = "<string>", registry: Registry | None = None) -> Spec:
@@ -96,7 +102,7 @@ def load(path: str | Path, registry: Registry | None = None) -> Spec:
 
 
 def _from_source(src: Source, registry: Registry | None) -> Spec:
-    problems = _schema_problems(src)
+    problems = schema_problems(src)
     if problems:
         raise SpecError(problems)
     spec = build_spec(src)

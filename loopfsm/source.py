@@ -87,6 +87,9 @@ def _walk(node: yaml.Node, path: PathT, src: Source, problems: list[Problem]) ->
             seen[key] = (line, col)
             src.keys[path + (key,)] = (line, col)
             _walk(value_node, path + (key,), src, problems)
+            if isinstance(value_node, (yaml.MappingNode, yaml.SequenceNode)) and not value_node.flow_style:
+                # A block collection starts on the line after its key; point at the key the user wrote.
+                src.values[path + (key,)] = (line, col)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _walk(item, path + (i,), src, problems)

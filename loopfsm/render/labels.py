@@ -1,0 +1,52 @@
+"""Labels shared by every renderer, so the SVG, Mermaid and Markdown views of a table agree."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..spec import Branch, Ref, Rule, Spec
+
+
+def value_label(spec: Spec, v: Any) -> str:
+    """A parameter value; a policy reference shows its name and its current YAML default."""
+    if isinstance(v, dict) and set(v) == {"policy"}:
+        p = spec.policy.get(v["policy"])
+        default = json.dumps(p.default) if p is not None else "?"
+        return f"{default} (policy.{v['policy']})"
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def ref_label(spec: Spec, ref: Ref) -> str:
+    args = ", ".join(f"{k}={value_label(spec, v)}" for k, v in ref.params.items())
+    core = f"{ref.name}({args})" if args else ref.name
+    return f"not {core}" if ref.negate else core
+
+
+def guards_label(spec: Spec, guards: tuple[Ref, ...]) -> str:
+    return " and ".join(ref_label(spec, g) for g in guards)
+
+
+def branch_label(spec: Spec, event: str, b: Branch) -> str:
+    """``event [guard] / action, action`` — the UML transition label."""
+    text = event
+    if b.guards:
+        text += f" [{guards_label(spec, b.guards)}]"
+    if b.actions:
+        text += " / " + ", ".join(ref_label(spec, a) for a in b.actions)
+    return text
+
+
+def rule_question(spec: Spec, rule: Rule) -> str:
+    parts = []
+    if rule.states is not None:
+        parts.append("state in " + "/".join(rule.states))
+    if rule.guards:
+        parts.append(guards_label(spec, rule.guards))
+    return " and ".join(parts) + "?"
+
+
+def state_title(spec: Spec, name: str) -> str:
+    """``AwaitingModel { turn }`` for states that carry data."""
+    fields = spec.states[name].data
+    return f"{name} {{ {', '.join(fields)} }}" if fields else name
