@@ -66,7 +66,7 @@ class LoopTransition(Transition):
                 f"{'; ' if missing and extra else ''}{'undeclared ' + ', '.join(extra) if extra else ''}"
             )
         model = event_data.model
-        model.state = self.dest
+        model._state = self.dest
         model.state_data = data
         event_data.update(self.dest)
 
@@ -106,7 +106,8 @@ class LoopBackendMachine(Machine):
 
     def __init__(self, name: str, states: list[str], initial: str):
         super().__init__(model=None, states=states, initial=initial, auto_transitions=False,
-                         send_event=True, ignore_invalid_triggers=False, name=name)
+                         send_event=True, ignore_invalid_triggers=False, name=name,
+                         model_attribute="_state")
         # transitions prefixes names with "<name>: " for logs; errors carry the bare machine name.
         self.name = name
 

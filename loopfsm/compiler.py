@@ -246,6 +246,19 @@ class CompiledMachine:
         raise PolicyError(f"{self.name}: policy must be a {self.Policy.__name__} or a mapping, "
                           f"got {type(value).__name__}")
 
+    def outcome_error(self, outcome_name: str, outcome: Any) -> Any:
+        """The error an outcome maps to by the YAML's ``outcomes`` table (None for success).
+
+        Total by construction: the checker refuses an outcome whose error class
+        or field does not exist.
+        """
+        err = self.spec.outcomes[outcome_name].error
+        if err is None:
+            return None
+        if isinstance(err, str):
+            return self.registry.errors[err](self.spec.outcomes[outcome_name].description)
+        return getattr(outcome, err["field"])
+
     def new(self) -> MachineInstance:
         return self.Instance()
 

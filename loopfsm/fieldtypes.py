@@ -56,6 +56,8 @@ def annotation_accepts(annotation: Any, value: Any) -> bool:
     origin = typing.get_origin(annotation)
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
         return any(annotation_accepts(a, value) for a in typing.get_args(annotation))
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
     if annotation is type(None):
         return value is None
     if origin is not None:
@@ -70,4 +72,6 @@ def annotation_accepts(annotation: Any, value: Any) -> bool:
 def annotation_name(annotation: Any) -> str:
     if annotation is Any:
         return "any"
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(annotation)))
     return getattr(annotation, "__name__", None) or str(annotation)

@@ -34,16 +34,26 @@ class MachineInstance:
 
     ``state`` is the state's name, ``state_data`` the typed values it carries
     (``{"turn": 2}`` in ``AwaitingModel``), ``data`` the machine's fields.
+    The name is stored as ``_state`` (the ``transitions`` model attribute) so a
+    machine's typed API may offer a richer ``state()`` of its own.
     """
 
-    __slots__ = ("state", "state_data", "data")
+    __slots__ = ("_state", "state_data", "data")
     compiled: ClassVar["CompiledMachine"]
 
     def __init__(self) -> None:
         c = self.compiled
-        self.state: str = c.initial
+        self._state: str = c.initial
         self.state_data: dict[str, Any] = {}
         self.data = c.Data()
+
+    @property
+    def state(self) -> str:
+        return self._state
+
+    @property
+    def state_name(self) -> str:
+        return self._state
 
     # -- feeding ------------------------------------------------------------
     def feed(self, event: str, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
@@ -68,7 +78,7 @@ class MachineInstance:
         """The name of the rule that answered, and its answer; for traces and debugging."""
         c = self.compiled
         try:
-            rules = c.decisions[decision][self.state]
+            rules = c.decisions[decision][self._state]
         except KeyError:
             raise DecisionError(f"{c.name}: no decision named '{decision}'") from None
         q = QueryData(self, c.policy(policy))
@@ -78,10 +88,10 @@ class MachineInstance:
                     break
             else:
                 return name, result(q)
-        raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self.state}'")
+        raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")
 
     def is_terminal(self) -> bool:
-        return self.state in self.compiled.terminal_states
+        return self._state in self.compiled.terminal_states
 
     # -- snapshots --------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -92,8 +102,8 @@ class MachineInstance:
             "format": SNAPSHOT_FORMAT,
             "machine": c.name,
             "fingerprint": c.fingerprint,
-            "state": self.state,
-            "state_data": {k: c.state_encoders[self.state][k](v) for k, v in self.state_data.items()},
+            "state": self._state,
+            "state_data": {k: c.state_encoders[self._state][k](v) for k, v in self.state_data.items()},
             "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},
         }
 
@@ -113,7 +123,7 @@ class MachineInstance:
         except Exception as err:
             raise SnapshotError(f"{c.name}: snapshot field could not be decoded: {err}") from err
         inst = cls.__new__(cls)
-        inst.state = snap["state"]
+        inst._state = snap["state"]
         inst.state_data = state_data
         inst.data = data
         return inst
@@ -121,11 +131,11 @@ class MachineInstance:
     def copy(self):
         """An independent instance in the same situation (cheaper than a snapshot round-trip)."""
         inst = type(self).__new__(type(self))
-        inst.state = self.state
+        inst._state = self._state
         inst.state_data = copy.deepcopy(self.state_data)
         inst.data = copy.deepcopy(self.data)
         return inst
 
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
-        return f"<{self.compiled.name} {self.state}{'(' + sd + ')' if sd else ''}>"
+        return f"<{self.compiled.name} {self._state}{'(' + sd + ')' if sd else ''}>"

@@ -1,0 +1,383 @@
+"""The engine brain's named guards, actions and results, and its typed Python API.
+
+Everything about states, moves, guard order and numbers is in
+``machines/engine_brain.yaml``; this module only implements the names that
+file uses, and gives drivers typed methods.  ``load_brain(path)`` compiles
+another copy of the YAML, so a policy edit is a YAML edit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Literal
+
+from ..compiler import CompiledMachine, compile_file
+from ..errors import FeedArgumentError
+from ..registry import Registry
+from ..resources import machine_path
+from .engine_values import (
+    ERROR_KINDS,
+    LOOP_ERROR_SCHEMA,
+    OUTCOME_SCHEMA,
+    OUTCOMES,
+    PENDING_TOOL_SCHEMA,
+    STEP_TYPES,
+    CallLLM,
+    CallTools,
+    Cancelled,
+    Compact,
+    CompactionReason,
+    Completed,
+    ContextExceeded,
+    Done,
+    Emergency,
+    Failed,
+    LoopError,
+    MaxTurnsExceeded,
+    Outcome,
+    PendingToolCall,
+    RunCancelled,
+    Step,
+    ThresholdExceeded,
+    TurnLimitExceeded,
+    outcome_from_json,
+    outcome_to_json,
+)
+from .messages import MESSAGE_SCHEMA, Message, ToolCall
+
+__all__ = [
+    "LoopMachine", "MachinePolicy", "ENGINE_BRAIN", "load_brain", "REGISTRY",
+    "CallLLM", "CallTools", "Compact", "Done", "Step",
+    "Completed", "Cancelled", "MaxTurnsExceeded", "Failed", "Outcome",
+    "Emergency", "ThresholdExceeded", "CompactionReason",
+    "LoopError", "RunCancelled", "TurnLimitExceeded", "ContextExceeded",
+    "Message", "ToolCall", "PendingToolCall",
+]
+
+REGISTRY = Registry("engine_brain")
+
+
+def _refuse(_: Any) -> Any:
+    raise TypeError("steps are feed arguments only; they are never stored in a snapshot")
+
+
+REGISTRY.codec("message", Message, Message.to_json, Message.from_json, MESSAGE_SCHEMA)
+REGISTRY.codec("pending_tool", PendingToolCall, PendingToolCall.to_json, PendingToolCall.from_json,
+               PENDING_TOOL_SCHEMA)
+REGISTRY.codec("outcome", tuple(OUTCOMES.values()), outcome_to_json, outcome_from_json, OUTCOME_SCHEMA)
+REGISTRY.codec("loop_error", LoopError, LoopError.to_json, LoopError.from_json, LOOP_ERROR_SCHEMA)
+REGISTRY.codec("compaction_reason", CompactionReason, lambda r: r.value, CompactionReason,
+               {"enum": [r.value for r in CompactionReason]})
+REGISTRY.codec("step", STEP_TYPES, _refuse, _refuse)
+REGISTRY.error(RunCancelled)
+REGISTRY.error(TurnLimitExceeded)
+
+
+# -- guards ---------------------------------------------------------------------------------
+
+StepKind = Literal["CallLLM", "CallTools", "Compact", "Done"]
+
+
+@REGISTRY.guard
+def step_is(m, ctx, *, kind: StepKind) -> bool:
+    """The step reported is of ``kind`` and is the one this state can be acting on.
+
+    A CallLLM must be for the current turn, a CallTools for the pending calls,
+    and a Done may only carry outcomes next_step gives (Completed comes from a
+    reply, Failed from ``fail``), so a stale or invented step is refused.
+    """
+    step = ctx.args["step"]
+    if type(step).__name__ != kind:
+        return False
+    if isinstance(step, CallLLM):
+        return step.turn == m.data.turns_taken
+    if isinstance(step, CallTools):
+        return step.turn == m.state_data["turn"] and list(step.calls) == m.data.pending_tools
+    if isinstance(step, Done):
+        return isinstance(step.outcome, (Cancelled, MaxTurnsExceeded))
+    return True
+
+
+@REGISTRY.guard
+def has_tool_calls(m, ctx) -> bool:
+    return bool(ctx.args["response"].tool_calls)
+
+
+@REGISTRY.guard
+def no_progress(m, ctx) -> bool:
+    """The no-progress guard: a pass that did not shrink the conversation ends the run."""
+    return ctx.args["after"] >= ctx.args["before"]
+
+
+@REGISTRY.guard
+def flag(m, q, *, field: str) -> bool:
+    return bool(getattr(m.data, field))
+
+
+@REGISTRY.guard
+def turns_at_least(m, q, *, limit: int) -> bool:
+    return m.data.turns_taken >= limit
+
+
+@REGISTRY.guard
+def tokens_past_percent(m, q, *, window: int, percent: int, inclusive: bool) -> bool:
+    """``tokens >= window*percent//100`` (inclusive) or ``>`` (strict); a window of 0 never fires.
+
+    Integer arithmetic only: the line truncates like the seed's integer formula.
+    """
+    if window == 0:
+        return False
+    line = window * percent // 100
+    tokens = m.data.context_tokens
+    return tokens >= line if inclusive else tokens > line
+
+
+@REGISTRY.guard
+def policy_switch(m, q, *, enabled: bool) -> bool:
+    """A policy boolean as a guard (``auto_compact``)."""
+    return enabled
+
+
+# -- actions ------------------------------------------------------------------------------
+
+@REGISTRY.action
+def enter_model_turn(m, ctx) -> None:
+    ctx.enter(turn=m.data.turns_taken)
+
+
+@REGISTRY.action
+def enter_compaction(m, ctx) -> None:
+    m.data.last_compaction_tokens = m.data.context_tokens
+    ctx.enter(reason=ctx.args["step"].reason)
+
+
+@REGISTRY.action
+def enter_done(m, ctx) -> None:
+    ctx.enter(outcome=ctx.args["step"].outcome)
+
+
+@REGISTRY.action
+def start_run(m, ctx) -> None:
+    d = m.data
+    d.pending = [Message.user(ctx.args["text"])]
+    d.pending_tools = []
+    d.turns_taken = 0
+    d.cancelled = False
+    d.last_compaction_tokens = None
+
+
+@REGISTRY.action
+def record_reply(m, ctx) -> None:
+    response = ctx.args["response"]
+    if response.role != "assistant":
+        raise FeedArgumentError(f"engine_brain: model_response needs an assistant message, got role {response.role!r}")
+    d = m.data
+    d.pending.append(response)
+    d.context_tokens = ctx.args["context_tokens"]
+    d.turns_taken += 1
+
+
+@REGISTRY.action
+def complete(m, ctx) -> None:
+    ctx.enter(outcome=Completed(ctx.args["response"].text))
+
+
+@REGISTRY.action
+def classify_tool_calls(m, ctx) -> None:
+    """Known names become pending calls; unknown ones are pre-answered so the model can correct itself."""
+    available = set(ctx.args["available_tools"])
+    pending = []
+    for call in ctx.args["response"].tool_calls:
+        if call.name in available:
+            pending.append(PendingToolCall(call))
+        else:
+            answer = Message.tool_result(call.id, f"tool '{call.name}' is not available", is_error=True)
+            pending.append(PendingToolCall(call, answer))
+    m.data.pending_tools = pending
+    ctx.enter(turn=m.state_data["turn"])
+
+
+@REGISTRY.action
+def consume_tool_results(m, ctx) -> None:
+    results = ctx.args["results"]
+    wanted = [p.call.id for p in m.data.pending_tools]
+    got = [r.tool_call_id for r in results]
+    if sorted(wanted) != sorted(got) or any(r.role != "tool" for r in results):
+        missing = sorted(set(wanted) - set(got))
+        extra = sorted(set(got) - set(wanted))
+        raise FeedArgumentError(
+            "engine_brain: tool_results must answer each pending call exactly once with a tool message "
+            f"(pending: {wanted}; missing: {missing}; unexpected: {extra})")
+    m.data.pending.extend(results)
+    m.data.pending_tools = []
+
+
+@REGISTRY.action
+def fail_with(m, ctx, *, kind: str, message: str) -> None:
+    before, after = ctx.args["before"], ctx.args["after"]
+    error = ERROR_KINDS.get(kind, LoopError)(f"{message} ({before} -> {after} tokens)")
+    ctx.enter(outcome=Failed(error))
+
+
+@REGISTRY.action
+def replace_history(m, ctx) -> None:
+    d = m.data
+    d.history = list(ctx.args["compacted"])
+    d.pending = []
+    d.context_tokens = ctx.args["after"]
+
+
+@REGISTRY.action
+def adopt_estimate(m, ctx) -> None:
+    m.data.context_tokens = ctx.args["after"]
+
+
+@REGISTRY.action
+def append_pending(m, ctx) -> None:
+    m.data.pending.append(ctx.args["message"])
+
+
+@REGISTRY.action
+def set_estimate(m, ctx) -> None:
+    m.data.context_tokens = ctx.args["tokens"]
+
+
+@REGISTRY.action
+def set_cancelled(m, ctx) -> None:
+    m.data.cancelled = True
+
+
+@REGISTRY.action
+def enter_failed(m, ctx) -> None:
+    ctx.enter(outcome=Failed(ctx.args["error"]))
+
+
+@REGISTRY.action
+def commit(m, ctx) -> None:
+    m.data.history.extend(m.data.pending)
+    m.data.pending = []
+
+
+@REGISTRY.action
+def discard(m, ctx) -> None:
+    m.data.pending = []
+
+
+# -- results of next_step ---------------------------------------------------------------------
+
+@REGISTRY.result
+def done(m, q, *, outcome: Literal["Cancelled", "MaxTurnsExceeded"]) -> Done:
+    return Done(OUTCOMES[outcome]())
+
+
+@REGISTRY.result
+def same_outcome(m, q) -> Done:
+    return Done(m.state_data["outcome"])
+
+
+@REGISTRY.result
+def compact(m, q, *, reason: Literal["Emergency", "ThresholdExceeded"]) -> Compact:
+    return Compact(CompactionReason(reason))
+
+
+@REGISTRY.result
+def call_llm(m, q) -> CallLLM:
+    return CallLLM(m.data.turns_taken)
+
+
+@REGISTRY.result
+def call_tools(m, q) -> CallTools:
+    return CallTools(m.state_data["turn"], tuple(m.data.pending_tools))
+
+
+@REGISTRY.result
+def compact_in_flight(m, q) -> Compact:
+    return Compact(m.state_data["reason"])
+
+
+# -- the typed API ------------------------------------------------------------------------------
+
+class LoopMachineAPI:
+    """Typed methods over the generic feed/decide interface; mixed into the compiled instance class."""
+
+    __slots__ = ()
+
+    def next_step(self, policy: Any) -> Step:
+        """What next?  Pure: asking twice with nothing in between gives the same answer."""
+        return self.decide("next_step", policy)
+
+    def begin(self, step: Step) -> None:
+        """Report that the driver is acting on ``step``."""
+        self.feed("begin", step)
+
+    def accept_input(self, text: str) -> None:
+        self.feed("accept_input", text)
+
+    def model_response(self, response: Message, context_tokens: int, available_tools: Iterable[str]) -> None:
+        self.feed("model_response", response, context_tokens, list(available_tools))
+
+    def tool_results(self, results: Iterable[Message]) -> None:
+        self.feed("tool_results", list(results))
+
+    def compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
+        self.feed("compaction_result", list(compacted), before, after)
+
+    def compaction_noop(self, before: int, after: int) -> None:
+        self.feed("compaction_noop", before, after)
+
+    def inject(self, message: Message) -> None:
+        self.feed("inject", message)
+
+    def set_context_tokens(self, tokens: int) -> None:
+        self.feed("set_context_tokens", tokens)
+
+    def cancel(self) -> None:
+        self.feed("cancel")
+
+    def fail(self, error: LoopError) -> None:
+        self.feed("fail", error)
+
+    def commit_pending(self) -> None:
+        self.feed("commit_pending")
+
+    def discard_pending(self) -> None:
+        self.feed("discard_pending")
+
+    # -- readers --
+    def history(self) -> list[Message]:
+        """Committed messages only."""
+        return list(self.data.history)
+
+    def full_history(self) -> list[Message]:
+        """History plus scratchpad: exactly what the next request would send."""
+        return self.data.history + self.data.pending
+
+    def state(self) -> tuple[str, dict[str, Any]]:  # type: ignore[override]
+        """The state's name and the data it carries, e.g. ``("AwaitingModel", {"turn": 0})``."""
+        return self._state, dict(self.state_data)
+
+    def turns_taken(self) -> int:
+        return self.data.turns_taken
+
+    def is_cancelled(self) -> bool:
+        return self.data.cancelled
+
+    def outcome(self) -> Outcome | None:
+        return self.state_data.get("outcome") if self.is_terminal() else None
+
+    def to_loop_error(self) -> LoopError | None:
+        """The error this run ended with, by the YAML's outcome mapping; None if it completed (or runs on)."""
+        outcome = self.outcome()
+        if outcome is None:
+            return None
+        return self.compiled.outcome_error(type(outcome).__name__, outcome)
+
+
+def load_brain(path: str | Path) -> CompiledMachine:
+    """Compile another copy of the engine brain's YAML with this module's registry and typed API."""
+    return compile_file(path, REGISTRY, base=LoopMachineAPI)
+
+
+ENGINE_BRAIN = load_brain(machine_path("engine_brain"))
+LoopMachine = ENGINE_BRAIN.Instance
+MachinePolicy = ENGINE_BRAIN.Policy

@@ -1,0 +1,94 @@
+"""A small provider-neutral message model that serializes to plain JSON.
+
+It carries what every provider shares (role, text, tool calls with id, name and
+arguments, tool results with an error flag) and nothing a particular API adds,
+so a saved brain can be resumed against any provider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ToolCall":
+        return cls(d["id"], d["name"], dict(d.get("arguments") or {}))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One conversation message; a tool result is a ``tool`` message naming its call."""
+
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"message role must be one of {ROLES}, got {self.role!r}")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool result message needs the tool_call_id it answers")
+        if not isinstance(self.tool_calls, tuple):
+            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+
+    @classmethod
+    def user(cls, text: str) -> "Message":
+        return cls("user", text)
+
+    @classmethod
+    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> "Message":
+        return cls("assistant", text, tuple(tool_calls))
+
+    @classmethod
+    def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> "Message":
+        return cls("tool", text, (), call_id, is_error)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "text": self.text}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+            d["is_error"] = self.is_error
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Message":
+        return cls(d["role"], d.get("text", ""), tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
+                   d.get("tool_call_id"), bool(d.get("is_error", False)))
+
+
+TOOL_CALL_SCHEMA = {
+    "type": "object",
+    "required": ["id", "name"],
+    "additionalProperties": False,
+    "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
+}
+
+MESSAGE_SCHEMA = {
+    "type": "object",
+    "required": ["role", "text"],
+    "additionalProperties": False,
+    "properties": {
+        "role": {"enum": list(ROLES)},
+        "text": {"type": "string"},
+        "tool_calls": {"type": "array", "items": TOOL_CALL_SCHEMA},
+        "tool_call_id": {"type": "string"},
+        "is_error": {"type": "boolean"},
+    },
+}
