@@ -34,15 +34,18 @@ def state_graph(spec: Spec) -> graphviz.Digraph:
             attrs = {"peripheries": "2", "style": "rounded,filled", "fillcolor": "#e6e6e6"}
         g.node(s.name, state_title(spec, s.name), tooltip=s.description, **attrs)
     g.edge("__start__", spec.initial)
+    # One edge per (source, target, kind), its branches stacked in the label: a
+    # state with eight self-loops reads better as one loop with eight lines.
+    grouped: dict[tuple[str, str, str], list[str]] = {}
     for ev in spec.events.values():
         for state, branches in spec.expanded_sources(ev).items():
             for b in branches:
-                dest = b.dest or state
-                style = "dashed" if b.guarded else "solid"
-                if b.dest is None:
-                    style = "dotted" if not b.guarded else "dashed"
-                g.edge(state, dest, branch_label(spec, ev.name, b), style=style,
-                       color="#1f5fa8" if b.guarded else "black")
+                kind = "guarded" if b.guarded else ("stay" if b.dest is None else "move")
+                grouped.setdefault((state, b.dest or state, kind), []).append(branch_label(spec, ev.name, b))
+    styles = {"guarded": ("dashed", "#1f5fa8"), "stay": ("dotted", "black"), "move": ("solid", "black")}
+    for (src, dst, kind), labels in grouped.items():
+        style, color = styles[kind]
+        g.edge(src, dst, "\n".join(labels), style=style, color=color)
     return g
 
 
@@ -53,14 +56,16 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     g.node("ask", f"{d.name}(policy)", shape="box", style="rounded")
     prev = "ask"
     prev_label = ""
+    covered: set[str] = set()
     for i, r in enumerate(d.rules):
         q = f"q{i}"
-        unconditional = not r.guards and r.states is None
-        if unconditional:
+        if not r.guards:
+            covered |= set(r.states or spec.states)
+        if not r.guards and (r.states is None or covered == set(spec.states)):
             g.node(f"a{i}", ref_label(spec, r.result), shape="box", style="filled", fillcolor="#eef4fb")
             g.edge(prev, f"a{i}", prev_label)
             break
-        g.node(q, rule_question(spec, r), shape="diamond")
+        g.node(q, rule_question(spec, r, "\nand "), shape="diamond")
         g.edge(prev, q, prev_label)
         g.node(f"a{i}", ref_label(spec, r.result), shape="box", style="filled", fillcolor="#eef4fb",
                tooltip=r.description)

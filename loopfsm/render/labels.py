@@ -37,13 +37,12 @@ def branch_label(spec: Spec, event: str, b: Branch) -> str:
     return text
 
 
-def rule_question(spec: Spec, rule: Rule) -> str:
+def rule_question(spec: Spec, rule: Rule, sep: str = " and ") -> str:
     parts = []
     if rule.states is not None:
         parts.append("state in " + "/".join(rule.states))
-    if rule.guards:
-        parts.append(guards_label(spec, rule.guards))
-    return " and ".join(parts) + "?"
+    parts += [ref_label(spec, g) for g in rule.guards]
+    return sep.join(parts) + "?"
 
 
 def state_title(spec: Spec, name: str) -> str:

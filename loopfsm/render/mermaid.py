@@ -35,10 +35,13 @@ def state_diagram(spec: Spec) -> str:
 def decision_flowchart(spec: Spec, d: Decision) -> str:
     lines = ["flowchart TD", f'    ask["{d.name}(policy)"]']
     prev, label = "ask", ""
+    covered: set[str] = set()
     for i, r in enumerate(d.rules):
         arrow = f" -- {label} --> " if label else " --> "
         answer = f'a{i}["{_text(ref_label(spec, r.result))}"]'
-        if not r.guards and r.states is None:
+        if not r.guards:
+            covered |= set(r.states or spec.states)
+        if not r.guards and (r.states is None or covered == set(spec.states)):
             lines.append(f"    {prev}{arrow}{answer}")
             break
         lines.append(f'    {prev}{arrow}q{i}{{"{_text(rule_question(spec, r))}"}}')
