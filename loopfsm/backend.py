@@ -22,7 +22,6 @@ added to the machine with ``add_model``.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from transitions import Event, EventData, Machine, Transition
@@ -33,11 +32,17 @@ from .errors import ActionError, IllegalFeed, NoBranchMatched
 class FeedData(EventData):
     """What a guard or action sees of one feed."""
 
-    __slots__ = ("args", "policy", "enter_data", "reply")
-
     def __init__(self, event: "LoopEvent", model: Any, args: dict[str, Any], policy: Any):
-        super().__init__(None, event, event.machine, model, (), {})
+        # EventData's fields, set inline: this runs once per feed.
+        self.state = None
+        self.event = event
+        self.machine = event.machine
+        self.model = model
         self.args = args
+        self.kwargs: dict[str, Any] = {}
+        self.transition = None
+        self.error = None
+        self.result = False
         self.policy = policy
         self.enter_data: dict[str, Any] = {}
         self.reply: Any = None
@@ -55,6 +60,22 @@ class LoopTransition(Transition):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
         self.data_keys = data_keys
 
+    def execute(self, event_data: FeedData) -> bool:
+        """Guards, then actions, then the move: ``Transition.execute`` without the hooks we never set.
+
+        A loopfsm table has no prepare/after callbacks and its machine no
+        machine-wide callbacks, so the parent's per-call logging and callback
+        chains are skipped; this is most of what a feed costs in ``transitions``.
+        """
+        for cond in self.conditions:
+            if bool(cond.func(event_data)) != cond.target:
+                return False
+        for action in self.before:
+            action(event_data)
+        if self.dest is not None:
+            self._change_state(event_data)
+        return True
+
     def _change_state(self, event_data: FeedData) -> None:
         data = event_data.enter_data
         if data.keys() != self.data_keys:
@@ -68,7 +89,6 @@ class LoopTransition(Transition):
         model = event_data.model
         model._state = self.dest
         model.state_data = data
-        event_data.update(self.dest)
 
 
 class LoopEvent(Event):
@@ -81,21 +101,27 @@ class LoopEvent(Event):
         self.legal_states: tuple[str, ...] = ()
 
     def trigger(self, model: Any, args: dict[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
+        """Run the feed on ``model``; the machine is never queued, so no ``_process`` indirection."""
         data = FeedData(self, model, args or {}, policy)
-        self.machine._process(partial(self._trigger, data))
+        self._trigger(data)
         return data
 
-    def _is_valid_source(self, state) -> bool:
-        if state.name in self.transitions:
-            return True
-        if state.name in self.ignored_in:
-            return False
-        raise IllegalFeed(self.machine.name, state.name, self.name, self.legal_states)
-
-    def _process(self, event_data: FeedData) -> None:
-        super()._process(event_data)
-        if not event_data.result and event_data.state.name in self.otherwise_raise:
-            raise NoBranchMatched(self.machine.name, event_data.state.name, self.name, self.legal_states)
+    def _trigger(self, event_data: FeedData) -> bool:
+        state = event_data.model._state
+        branches = self.transitions.get(state)
+        if branches is None:
+            if state in self.ignored_in:
+                return False
+            raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
+        event_data.state = self.machine.states[state]
+        for trans in branches:
+            event_data.transition = trans
+            if trans.execute(event_data):
+                event_data.result = True
+                return True
+        if state in self.otherwise_raise:
+            raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
+        return False
 
 
 class LoopBackendMachine(Machine):

@@ -1,0 +1,167 @@
+"""``loopfsm run engine_brain --script FILE``: drive the brain with a scripted model and canned tools.
+
+A newcomer can watch the machine work without writing a driver: every row of
+the printed trace is one step or feed, with the state before and after and, for
+decisions, the name of the rule that answered.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from .errors import LoopFsmError
+
+SCRIPT_SCHEMA = {
+    "type": "object",
+    "required": ["input", "model"],
+    "additionalProperties": False,
+    "properties": {
+        "input": {"type": "string"},
+        "tools": {"type": "array", "items": {"type": "string"}},
+        "policy": {"type": "object"},
+        "context_tokens": {"type": "integer", "minimum": 0},
+        "model": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "additionalProperties": False, "required": ["context_tokens"],
+            "properties": {
+                "text": {"type": "string"},
+                "context_tokens": {"type": "integer", "minimum": 0},
+                "tool_calls": {"type": "array", "items": {
+                    "type": "object", "required": ["id", "name"], "additionalProperties": False,
+                    "properties": {"id": {"type": "string"}, "name": {"type": "string"},
+                                   "arguments": {"type": "object"}}}},
+            }}},
+        "tool_outputs": {"type": "object", "additionalProperties": {"type": "string"}},
+        "compactions": {"type": "array", "items": {
+            "type": "object", "required": ["after"], "additionalProperties": False,
+            "properties": {"after": {"type": "integer", "minimum": 0}, "summary": {"type": "string"}}}},
+        "cancel_after_turn": {"type": "integer", "minimum": 0},
+    },
+}
+_VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
+
+
+class ScriptError(LoopFsmError):
+    """A run script is malformed or ran out of scripted replies."""
+
+
+def _show_state(m) -> str:
+    name, data = m.state()
+    if not data:
+        return name
+    inner = ", ".join(f"{k}={getattr(v, 'value', None) or (type(v).__name__ if k == 'outcome' else v)}"
+                      for k, v in data.items())
+    return f"{name}({inner})"
+
+
+def _show_step(s) -> str:
+    kind = type(s).__name__
+    if kind == "CallLLM":
+        return f"CallLLM({s.turn})"
+    if kind == "CallTools":
+        names = ", ".join(p.call.name + ("*" if p.pre_answered else "") for p in s.calls)
+        return f"CallTools({s.turn}: {names})"
+    if kind == "Compact":
+        return f"Compact({s.reason.value})"
+    return f"Done({type(s.outcome).__name__})"
+
+
+def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """Run the brain through ``script``; yield (state before, what happened, state after) per row."""
+    from .machines.engine_brain import (
+        CallLLM, CallTools, Compact, Done, LoopMachine, MachinePolicy, Message, ToolCall,
+    )
+
+    errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
+    policy = MachinePolicy(**script.get("policy", {}))
+    tools = script.get("tools", [])
+    replies = list(script["model"])
+    compactions = list(script.get("compactions", []))
+    outputs = script.get("tool_outputs", {})
+    m = LoopMachine()
+
+    def row(what: str, action) -> Iterator[tuple[str, str, str]]:
+        before = _show_state(m)
+        action()
+        yield before, what, _show_state(m)
+
+    yield from row(f"accept_input({script['input']!r})", lambda: m.accept_input(script["input"]))
+    if "context_tokens" in script:
+        yield from row(f"set_context_tokens({script['context_tokens']})",
+                       lambda: m.set_context_tokens(script["context_tokens"]))
+    while True:
+        rule, s = m.explain("next_step", policy)
+        yield from row(f"next_step -> {_show_step(s)} [{rule}]; begin", lambda: m.begin(s))
+        if isinstance(s, Done):
+            return
+        if isinstance(s, CallLLM):
+            if not replies:
+                raise ScriptError(f"the script has no model reply left for turn {s.turn}")
+            r = replies.pop(0)
+            calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
+            msg = Message.assistant(r.get("text", ""), calls)
+            what = f"model_response({len(calls)} tool call(s){': ' if calls else ''}" \
+                   f"{', '.join(c.name for c in calls)}, {r['context_tokens']} tokens)"
+            yield from row(what, lambda: m.model_response(msg, r["context_tokens"], tools))
+            if script.get("cancel_after_turn") == m.turns_taken() and not m.is_terminal():
+                yield from row("cancel()", m.cancel)
+        elif isinstance(s, CallTools):
+            results = [p.answer or Message.tool_result(p.call.id, outputs.get(p.call.name, f"ran {p.call.name}"))
+                       for p in s.calls]
+            pre = sum(p.pre_answered for p in s.calls)
+            yield from row(f"tool_results({len(results)} result(s), {pre} pre-answered)",
+                           lambda: m.tool_results(results))
+        elif isinstance(s, Compact):
+            before = m.data.context_tokens
+            if compactions:
+                c = compactions.pop(0)
+                summary = [Message.user(c.get("summary", "summary of the conversation so far"))]
+                yield from row(f"compaction_result(before={before}, after={c['after']})",
+                               lambda: m.compaction_result(summary, before, c["after"]))
+            else:
+                yield from row(f"compaction_noop(before={before}, after={before})",
+                               lambda: m.compaction_noop(before, before))
+        if m.is_terminal():
+            rule, s = m.explain("next_step", policy)
+            yield _show_state(m), f"next_step -> {_show_step(s)} [{rule}]", _show_state(m)
+            return
+
+
+def run_script(machine: str, path: Path) -> int:
+    if machine != "engine_brain":
+        print(f"loopfsm run: only engine_brain can be driven by a script (got {machine!r})", file=sys.stderr)
+        return 2
+    try:
+        script = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        print(f"loopfsm run: cannot read {path}: {err.strerror}", file=sys.stderr)
+        return 2
+    except yaml.YAMLError as err:
+        print(f"loopfsm run: {path}: not valid YAML: {err}", file=sys.stderr)
+        return 1
+    rows = []
+    try:
+        for r in drive(script if isinstance(script, dict) else {"": script}):
+            rows.append(r)
+    except (ScriptError, LoopFsmError) as err:
+        _print(rows)
+        print(f"loopfsm run: {path}: {err}", file=sys.stderr)
+        return 1
+    _print(rows)
+    return 0
+
+
+def _print(rows: list[tuple[str, str, str]]) -> None:
+    w1 = max([len("state")] + [len(r[0]) for r in rows])
+    w2 = max([len("step / feed")] + [len(r[1]) for r in rows])
+    print(f"{'#':>2}  {'state':<{w1}}  {'step / feed':<{w2}}  new state")
+    print("(CallTools: * marks a call the brain pre-answered; [rule] names the next_step rule that answered)")
+    for i, (a, b, c) in enumerate(rows, 1):
+        print(f"{i:>2}  {a:<{w1}}  {b:<{w2}}  {c}")
