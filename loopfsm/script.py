@@ -162,6 +162,6 @@ def _print(rows: list[tuple[str, str, str]]) -> None:
     w1 = max([len("state")] + [len(r[0]) for r in rows])
     w2 = max([len("step / feed")] + [len(r[1]) for r in rows])
     print(f"{'#':>2}  {'state':<{w1}}  {'step / feed':<{w2}}  new state")
-    print("(CallTools: * marks a call the brain pre-answered; [rule] names the next_step rule that answered)")
     for i, (a, b, c) in enumerate(rows, 1):
         print(f"{i:>2}  {a:<{w1}}  {b:<{w2}}  {c}")
+    print("[rule] names the next_step rule that answered; * marks a tool call the brain pre-answered")
