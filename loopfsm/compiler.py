@@ -156,9 +156,10 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
         for n, v in bound.items():
             if not checks[n](v):
                 f = args[n]
+                choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
                 raise FeedArgumentError(
                     f"{machine}: feed '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
-                    f"{f.type}{' or None' if f.nullable else ''}, got {type(v).__name__}")
+                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {v!r}")
         return bound
 
     return bind

@@ -33,9 +33,12 @@ def _admits_bool(py_type: type | tuple[type, ...]) -> bool:
 def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     """A fast predicate for values of field ``f``."""
     py = codec.py_type
+    allowed = f.enum
 
     def one(v: Any) -> bool:
-        return (f.nullable and v is None) or fits_type(py, v)
+        if f.nullable and v is None:
+            return True
+        return fits_type(py, v) and (allowed is None or v in allowed)
 
     if f.list:
         return lambda v: isinstance(v, list) and all(one(x) for x in v)
@@ -44,6 +47,8 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
 
 def json_schema(f: FieldDef, codec: Codec) -> dict[str, Any]:
     item = dict(codec.schema)
+    if f.enum is not None:
+        item["enum"] = list(f.enum)
     if f.nullable:
         item = {"anyOf": [{"type": "null"}, item]} if item else {}
     return {"type": "array", "items": item} if f.list else item

@@ -57,6 +57,9 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             key = True
             message = (f"unknown key '{extras[0]}'"
                        + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else ""))
+            if " " in str(extras[0]):
+                message += ("; a comma inside a flow mapping {...} ends the value before it, "
+                            "so quote text that contains commas")
     elif err.validator == "propertyNames" or "propertyNames" in schema_path:
         name = err.instance if isinstance(err.instance, str) else None
         if name is not None:

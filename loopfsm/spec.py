@@ -46,6 +46,7 @@ class FieldDef:
     default: Any
     description: str
     path: PathT
+    enum: tuple[Any, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,8 @@ def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
     out: dict[str, FieldDef] = {}
     for name, f in (raw or {}).items():
         out[name] = FieldDef(name, f["type"], bool(f.get("list", False)), bool(f.get("nullable", False)),
-                             f.get("default", MISSING), f.get("description", ""), path + (name,))
+                             f.get("default", MISSING), f.get("description", ""), path + (name,),
+                             tuple(f["enum"]) if "enum" in f else None)
     return out
 
 

@@ -285,6 +285,18 @@ events:
         - to: done
 """, "unknown key 'discription'", "states.done.discription"),
 
+    "comma in a flow mapping (schema)": (HEAD + """\
+states:
+  idle: {initial: true, description: waiting, then working}   # <-
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+""", "a comma inside a flow mapping {...} ends the value before it", "states.idle.then working"),
+
     "branch with neither to nor stay (schema)": (HEAD + """\
 states:
   idle: {initial: true, description: waiting}

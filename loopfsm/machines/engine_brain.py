@@ -43,7 +43,9 @@ from .engine_values import (
     outcome_from_json,
     outcome_to_json,
 )
+from .breaker_values import Reject
 from .messages import MESSAGE_SCHEMA, Message, ToolCall
+from .tool_breaker import ToolHealth
 
 __all__ = [
     "LoopMachine", "MachinePolicy", "ENGINE_BRAIN", "load_brain", "REGISTRY",
@@ -51,14 +53,14 @@ __all__ = [
     "Completed", "Cancelled", "MaxTurnsExceeded", "Failed", "Outcome",
     "Emergency", "ThresholdExceeded", "CompactionReason",
     "LoopError", "RunCancelled", "TurnLimitExceeded", "ContextExceeded",
-    "Message", "ToolCall", "PendingToolCall",
+    "Message", "ToolCall", "PendingToolCall", "ToolHealth",
 ]
 
 REGISTRY = Registry("engine_brain")
 
 
 def _refuse(_: Any) -> Any:
-    raise TypeError("steps are feed arguments only; they are never stored in a snapshot")
+    raise TypeError("steps and tool health are feed arguments only; they are never stored in a snapshot")
 
 
 REGISTRY.codec("message", Message, Message.to_json, Message.from_json, MESSAGE_SCHEMA)
@@ -69,6 +71,7 @@ REGISTRY.codec("loop_error", LoopError, LoopError.to_json, LoopError.from_json, 
 REGISTRY.codec("compaction_reason", CompactionReason, lambda r: r.value, CompactionReason,
                {"enum": [r.value for r in CompactionReason]})
 REGISTRY.codec("step", STEP_TYPES, _refuse, _refuse)
+REGISTRY.codec("tool_health", ToolHealth, _refuse, _refuse)
 REGISTRY.error(RunCancelled)
 REGISTRY.error(TurnLimitExceeded)
 
@@ -184,15 +187,32 @@ def complete(m, ctx) -> None:
 
 @REGISTRY.action
 def classify_tool_calls(m, ctx) -> None:
-    """Known names become pending calls; unknown ones are pre-answered so the model can correct itself."""
+    """Known names become pending calls; unknown ones are pre-answered so the model can correct itself.
+
+    With a ToolHealth, a known call also takes a permit from its tool's breaker;
+    a rejected one is pre-answered with when to retry.
+    """
     available = set(ctx.args["available_tools"])
+    health, now = ctx.args.get("tool_health"), ctx.args.get("now")
+    if health is not None and now is None:
+        raise FeedArgumentError("engine_brain: model_response needs 'now' to consult tool_health")
     pending = []
     for call in ctx.args["response"].tool_calls:
-        if call.name in available:
-            pending.append(PendingToolCall(call))
-        else:
+        if call.name not in available:
             answer = Message.tool_result(call.id, f"tool '{call.name}' is not available", is_error=True)
             pending.append(PendingToolCall(call, answer))
+        elif health is None:
+            pending.append(PendingToolCall(call))
+        else:
+            permit = health.acquire(call.name, now, call.id)
+            if isinstance(permit, Reject):
+                when = "until an operator resets it" if permit.retry_at is None else f"retry at t={permit.retry_at} ms"
+                answer = Message.tool_result(
+                    call.id, f"tool '{call.name}' is temporarily unavailable ({permit.reason}); {when}",
+                    is_error=True)
+                pending.append(PendingToolCall(call, answer))
+            else:
+                pending.append(PendingToolCall(call, None, permit.generation))
     m.data.pending_tools = pending
     ctx.enter(turn=m.state_data["turn"])
 
@@ -313,8 +333,9 @@ class LoopMachineAPI:
     def accept_input(self, text: str) -> None:
         self.feed("accept_input", text)
 
-    def model_response(self, response: Message, context_tokens: int, available_tools: Iterable[str]) -> None:
-        self.feed("model_response", response, context_tokens, list(available_tools))
+    def model_response(self, response: Message, context_tokens: int, available_tools: Iterable[str],
+                       tool_health: ToolHealth | None = None, now: int | None = None) -> None:
+        self.feed("model_response", response, context_tokens, list(available_tools), tool_health, now)
 
     def tool_results(self, results: Iterable[Message]) -> None:
         self.feed("tool_results", list(results))

@@ -152,22 +152,26 @@ class PendingToolCall:
 
     call: ToolCall
     answer: Message | None = None
+    generation: int | None = None  # the breaker permit's generation, when a ToolHealth was consulted
 
     @property
     def pre_answered(self) -> bool:
         return self.answer is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {"call": self.call.to_json(), "answer": None if self.answer is None else self.answer.to_json()}
+        return {"call": self.call.to_json(), "answer": None if self.answer is None else self.answer.to_json(),
+                "generation": self.generation}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "PendingToolCall":
-        return cls(ToolCall.from_json(d["call"]), None if d["answer"] is None else Message.from_json(d["answer"]))
+        return cls(ToolCall.from_json(d["call"]), None if d["answer"] is None else Message.from_json(d["answer"]),
+                   d.get("generation"))
 
 
 PENDING_TOOL_SCHEMA = {"type": "object", "required": ["call", "answer"], "additionalProperties": False,
                        "properties": {"call": TOOL_CALL_SCHEMA,
-                                      "answer": {"anyOf": [{"type": "null"}, MESSAGE_SCHEMA]}}}
+                                      "answer": {"anyOf": [{"type": "null"}, MESSAGE_SCHEMA]},
+                                      "generation": {"type": ["integer", "null"]}}}
 
 
 # -- steps: the brain's answers to "what next?" ------------------------------------------------

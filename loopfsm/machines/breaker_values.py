@@ -1,0 +1,41 @@
+"""What the breakers answer: permits, rejections and routes, as plain frozen values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Allow:
+    """Go ahead.  Record the result with this ``generation``; a probe must report before ``lease_expires_at``."""
+
+    call_id: str
+    generation: int
+    probe: bool = False
+    lease_expires_at: int | None = None
+
+
+@dataclass(frozen=True)
+class Reject:
+    """Do not call.  ``retry_at`` (ms) is when asking again can succeed; None while forced open."""
+
+    retry_at: int | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class Route:
+    """Call ``model`` (``"primary"`` or ``"fallback"``); ``probe`` marks the one probe of the primary."""
+
+    model: str
+    generation: int
+    probe: bool = False
+    lease_expires_at: int | None = None
+
+
+@dataclass(frozen=True)
+class FailFast:
+    """Both models are failing and the policy says not to try: surface ``reason`` to the caller."""
+
+    retry_at: int
+    reason: str

@@ -1,0 +1,202 @@
+"""Guards and actions of the model fallback breaker; the table is ``machines/fallback_breaker.yaml``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from ..compiler import CompiledMachine, compile_file
+from ..registry import Registry
+from ..resources import machine_path
+from .breaker_values import FailFast, Route
+
+REGISTRY = Registry("fallback_breaker")
+
+
+def _now(m, ctx) -> int:
+    return max(ctx.args["now"], m.data.last_now)
+
+
+def _bump(stats: dict, what: str) -> None:
+    stats[what] = stats.get(what, 0) + 1
+
+
+# -- guards -------------------------------------------------------------------------------
+
+@REGISTRY.guard
+def cooldown_over(m, ctx) -> bool:
+    return _now(m, ctx) >= m.state_data["until"]
+
+
+@REGISTRY.guard
+def fallback_failing(m, ctx, *, max_failures: int) -> bool:
+    return m.data.fallback_failures >= max_failures
+
+
+@REGISTRY.guard
+def policy_equals(m, ctx, *, value: str, expected: str) -> bool:
+    """A string policy (``when_fallback_fails``) has the value this branch is for."""
+    return value == expected
+
+
+@REGISTRY.guard
+def probe_expired(m, ctx) -> bool:
+    expires = m.data.probe_expires_at
+    return expires is not None and _now(m, ctx) >= expires
+
+
+@REGISTRY.guard
+def probe_free(m, ctx) -> bool:
+    return m.data.probe_expires_at is None
+
+
+@REGISTRY.guard
+def stale(m, ctx) -> bool:
+    return ctx.args["generation"] != m.data.generation
+
+
+@REGISTRY.guard
+def model_is(m, ctx, *, model: Literal["primary", "fallback"]) -> bool:
+    return ctx.args["model"] == model
+
+
+@REGISTRY.guard
+def outcome_in(m, ctx, *, outcomes: list) -> bool:
+    return ctx.args["outcome"] in outcomes
+
+
+@REGISTRY.guard
+def primary_failures_reach(m, ctx, *, threshold: int) -> bool:
+    """This counted failure makes ``threshold`` in a row."""
+    return m.data.primary_failures + 1 >= threshold
+
+
+@REGISTRY.guard
+def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
+    return m.data.probe_success_count + 1 >= threshold
+
+
+# -- actions ------------------------------------------------------------------------------
+
+@REGISTRY.action
+def clamp_clock(m, ctx) -> None:
+    m.data.last_now = _now(m, ctx)
+
+
+@REGISTRY.action
+def route_to(m, ctx, *, model: Literal["primary", "fallback"]) -> None:
+    _bump(m.data.stats, f"routed_{model}")
+    ctx.reply = Route(model, m.data.generation)
+
+
+@REGISTRY.action
+def grant_probe(m, ctx, *, ttl_ms: int) -> None:
+    d = m.data
+    d.probe_expires_at = d.last_now + ttl_ms
+    _bump(d.stats, "probes")
+    ctx.reply = Route("primary", d.generation, probe=True, lease_expires_at=d.probe_expires_at)
+
+
+@REGISTRY.action
+def fail_fast(m, ctx) -> None:
+    _bump(m.data.stats, "failed_fast")
+    ctx.reply = FailFast(m.state_data["until"], "primary tripped and the fallback is failing too")
+
+
+@REGISTRY.action
+def enter_recovering(m, ctx) -> None:
+    d = m.data
+    d.generation += 1
+    d.probe_success_count = 0
+    d.probe_expires_at = None
+    ctx.enter(since=d.last_now)
+
+
+@REGISTRY.action
+def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
+    d = m.data
+    d.trips += 1
+    cooldown = min(cooldown_ms * multiplier ** (d.trips - 1), max_cooldown_ms)
+    retry_after = ctx.args.get("retry_after")
+    if retry_after is not None and retry_after > cooldown:
+        cooldown = retry_after
+    d.generation += 1
+    d.probe_expires_at = None
+    d.probe_success_count = 0
+    _bump(d.stats, "trips")
+    if reason == "at_once":
+        reason = ctx.args["outcome"]
+    ctx.enter(until=d.last_now + cooldown, reason=reason)
+
+
+@REGISTRY.action
+def recover(m, ctx) -> None:
+    d = m.data
+    d.generation += 1
+    d.trips = 0
+    d.primary_failures = 0
+    d.fallback_failures = 0
+    d.probe_expires_at = None
+    d.probe_success_count = 0
+
+
+@REGISTRY.action
+def release_probe(m, ctx) -> None:
+    m.data.probe_expires_at = None
+
+
+@REGISTRY.action
+def count_probe_success(m, ctx) -> None:
+    m.data.probe_success_count += 1
+
+
+@REGISTRY.action
+def primary_ok(m, ctx) -> None:
+    m.data.primary_failures = 0
+    _bump(m.data.stats, "primary_ok")
+
+
+@REGISTRY.action
+def primary_failed(m, ctx) -> None:
+    m.data.primary_failures += 1
+    _bump(m.data.stats, "primary_failed")
+
+
+@REGISTRY.action
+def fallback_ok(m, ctx) -> None:
+    m.data.fallback_failures = 0
+    _bump(m.data.stats, "fallback_ok")
+
+
+@REGISTRY.action
+def fallback_failed(m, ctx) -> None:
+    m.data.fallback_failures += 1
+    _bump(m.data.stats, "fallback_failed")
+
+
+@REGISTRY.action
+def count(m, ctx, *, what: str) -> None:
+    _bump(m.data.stats, what)
+
+
+class FallbackBreakerAPI:
+    __slots__ = ()
+
+    def route(self, now: int, policy: Any = None) -> Route | FailFast:
+        return self.feed("route", now, policy=policy)
+
+    def record(self, now: int, route: Route, outcome: str, *, retry_after: int | None = None,
+               policy: Any = None) -> None:
+        self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
+
+    def tick(self, now: int, policy: Any = None) -> None:
+        self.feed("tick", now, policy=policy)
+
+
+def load_fallback_breaker(path: str | Path) -> CompiledMachine:
+    return compile_file(path, REGISTRY, base=FallbackBreakerAPI)
+
+
+FALLBACK_BREAKER = load_fallback_breaker(machine_path("fallback_breaker"))
+FallbackBreaker = FALLBACK_BREAKER.Instance
+FallbackBreakerPolicy = FALLBACK_BREAKER.Policy
