@@ -420,3 +420,39 @@ def test_policy_is_never_stored():
     m = brain_in("AwaitingModel")
     assert "policy" not in json.dumps(m.snapshot())
     assert not any("max_turns" in f for f in ENGINE_BRAIN.spec.data)
+
+
+def test_brain_pre_answers_calls_whose_breaker_rejects():
+    from loopfsm.machines.tool_breaker import ToolBreakerPolicy, ToolHealth
+
+    health = ToolHealth(ToolBreakerPolicy(consecutive_failures=1, open_ms=30_000))
+    m = brain_in("AwaitingModel")
+    m.model_response(reply_with_tools("shell", "read_file"), 100, TOOLS, tool_health=health, now=1_000)
+    shell, read = m.data.pending_tools
+    assert not shell.pre_answered and shell.generation == 0
+    results = [Message.tool_result("c1", "boom", is_error=True), Message.tool_result("c2", "ok")]
+    step(m)
+    m.tool_results(results)
+    from loopfsm.machines.breaker_values import Allow
+    health.record("shell", 1_500, Allow("c1", shell.generation), "failure")
+    health.record("read_file", 1_500, Allow("c2", read.generation), "success")
+    assert health.states() == {"read_file": "Closed", "shell": "Open"}
+    step(m)
+    m.model_response(reply_with_tools("shell", "read_file"), 200, TOOLS, tool_health=health, now=2_000)
+    shell, read = m.data.pending_tools
+    assert shell.answer == Message.tool_result(
+        "c1", "tool 'shell' is temporarily unavailable (open: consecutive_failures); retry at t=31500 ms",
+        is_error=True)
+    assert not read.pre_answered
+    # the model sees the refusal in the next request and can adapt
+    step(m)
+    m.tool_results(answers(m))
+    assert "retry at t=31500 ms" in m.full_history()[-2].text
+    # consulting health needs a time
+    m2 = brain_in("AwaitingModel")
+    before = m2.snapshot()
+    with pytest.raises(FeedArgumentError, match="needs 'now'"):
+        m2.model_response(reply_with_tools("shell"), 1, TOOLS, tool_health=health)
+    with pytest.raises(FeedArgumentError, match="needs an assistant message"):
+        m2.model_response(Message.user("not a reply"), 1, TOOLS)
+    assert m2.snapshot() == before

@@ -172,8 +172,11 @@ def start_run(m, ctx) -> None:
 @REGISTRY.action
 def record_reply(m, ctx) -> None:
     response = ctx.args["response"]
+    # Checked here, in the feed's first action, so a refused reply changes nothing.
     if response.role != "assistant":
         raise FeedArgumentError(f"engine_brain: model_response needs an assistant message, got role {response.role!r}")
+    if ctx.args.get("tool_health") is not None and ctx.args.get("now") is None:
+        raise FeedArgumentError("engine_brain: model_response needs 'now' to consult tool_health")
     d = m.data
     d.pending.append(response)
     d.context_tokens = ctx.args["context_tokens"]
@@ -194,8 +197,6 @@ def classify_tool_calls(m, ctx) -> None:
     """
     available = set(ctx.args["available_tools"])
     health, now = ctx.args.get("tool_health"), ctx.args.get("now")
-    if health is not None and now is None:
-        raise FeedArgumentError("engine_brain: model_response needs 'now' to consult tool_health")
     pending = []
     for call in ctx.args["response"].tool_calls:
         if call.name not in available:

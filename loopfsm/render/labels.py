@@ -28,12 +28,16 @@ def guards_label(spec: Spec, guards: tuple[Ref, ...]) -> str:
 
 
 def branch_label(spec: Spec, event: str, b: Branch) -> str:
-    """``event [guard] / action, action`` — the UML transition label."""
+    """``event [guard] / action, action`` — the UML transition label.
+
+    Diagrams name actions without their parameters (the review sheet has them
+    in full): a trip action's five policy numbers would bury the graph.
+    """
     text = event
     if b.guards:
         text += f" [{guards_label(spec, b.guards)}]"
     if b.actions:
-        text += " / " + ", ".join(ref_label(spec, a) for a in b.actions)
+        text += " / " + ", ".join(a.name for a in b.actions)
     return text
 
 
