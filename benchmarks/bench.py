@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from transitions import Machine  # noqa: E402
 
-from handwritten import Brain, Gate  # noqa: E402
+from handwritten import Brain, Breaker, Gate  # noqa: E402
 from loopfsm import compile_file  # noqa: E402
 from loopfsm.machines import engine_brain as eb  # noqa: E402
 from loopfsm.machines import turnstile as ts  # noqa: E402
@@ -152,6 +152,34 @@ def brain_section() -> None:
     row("next_step (one decision)", best(lambda: q.next_step(P), 20000), {"vs hand-written": best(lambda: Brain().next_step(P), 20000)})
 
 
+def breaker_section() -> None:
+    print("per-tool circuit breaker: one decision = acquire + record (success)")
+    import pybreaker
+
+    from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy
+
+    P = ToolBreakerPolicy()
+    ours, hand, cb = ToolBreaker(), Breaker(), pybreaker.CircuitBreaker(fail_max=5, reset_timeout=30)
+    clock = [0]
+
+    def ours_decision():
+        clock[0] += 1
+        permit = ours.acquire(clock[0], "c", P)
+        ours.record(clock[0], permit, "success", policy=P)
+
+    def hand_decision():
+        clock[0] += 1
+        g = hand.acquire(clock[0])
+        hand.record(clock[0], g, True)
+
+    def pybreaker_decision():
+        cb.call(int)
+
+    n = 20000
+    h, pb, o = best(hand_decision, n), best(pybreaker_decision, n), best(ours_decision, n)
+    row("acquire + record", o, {"vs hand-written": h, "vs pybreaker": pb})
+
+
 def compile_section() -> None:
     print("compile once, per spec")
     for name, reg in (("turnstile", ts.REGISTRY), ("engine_brain", eb.REGISTRY)):
@@ -167,6 +195,8 @@ def main() -> None:
     turnstile_section()
     print()
     brain_section()
+    print()
+    breaker_section()
     print()
     compile_section()
     print(f"\n(ran in {time.perf_counter() - start:.1f} s)")

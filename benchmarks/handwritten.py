@@ -132,3 +132,33 @@ class Brain:
         b.turns_taken, b.context_tokens = d["turns_taken"], d["context_tokens"]
         b.cancelled, b.last_compaction_tokens = d["cancelled"], d["last_compaction_tokens"]
         return b
+
+
+class Breaker:
+    """A consecutive-failures breaker with a half-open probe, injected time, as plain Python."""
+
+    __slots__ = ("state", "failures", "opened_at", "successes", "generation")
+
+    def __init__(self):
+        self.state, self.failures, self.opened_at, self.successes, self.generation = "closed", 0, 0, 0, 0
+
+    def acquire(self, now: int, fail_max: int = 5, reset_ms: int = 30_000) -> int | None:
+        if self.state == "open":
+            if now < self.opened_at + reset_ms:
+                return None
+            self.state, self.successes, self.generation = "half_open", 0, self.generation + 1
+        return self.generation
+
+    def record(self, now: int, generation: int, ok: bool, fail_max: int = 5, success_threshold: int = 2) -> None:
+        if generation != self.generation:
+            return
+        if ok:
+            self.failures = 0
+            if self.state == "half_open":
+                self.successes += 1
+                if self.successes >= success_threshold:
+                    self.state, self.generation = "closed", self.generation + 1
+            return
+        self.failures += 1
+        if self.state == "half_open" or self.failures >= fail_max:
+            self.state, self.opened_at, self.generation = "open", now, self.generation + 1

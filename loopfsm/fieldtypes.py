@@ -34,6 +34,10 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     """A fast predicate for values of field ``f``."""
     py = codec.py_type
     allowed = f.enum
+    if py is int and allowed is None and not f.nullable and not f.list:
+        return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+    if py is str and allowed is None and not f.nullable and not f.list:
+        return lambda v: isinstance(v, str)
 
     def one(v: Any) -> bool:
         if f.nullable and v is None:

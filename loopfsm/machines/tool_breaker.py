@@ -99,13 +99,13 @@ def consecutive_failures_reach(m, ctx, *, threshold: int) -> bool:
 
 @REGISTRY.guard
 def failure_rate_reaches(m, ctx, *, percent: int, window_size: int, minimum_calls: int) -> bool:
-    """With this outcome in the window, failures are at least ``percent`` of it."""
-    return _rate_reached(_window_after(m, ctx, window_size), "failure", percent, minimum_calls)
+    """With this outcome in the window, failures are at least ``percent`` of it (0 turns the rule off)."""
+    return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "failure", percent, minimum_calls)
 
 
 @REGISTRY.guard
 def slow_rate_reaches(m, ctx, *, percent: int, window_size: int, minimum_calls: int) -> bool:
-    return _rate_reached(_window_after(m, ctx, window_size), "slow", percent, minimum_calls)
+    return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "slow", percent, minimum_calls)
 
 
 @REGISTRY.guard
