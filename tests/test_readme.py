@@ -76,3 +76,22 @@ def test_run_refuses_a_bad_script(tmp_path, capsys):
 def test_benchmark_output_is_pasted():
     assert "full 10-turn run (feeds + next_step)" in README
     assert "vs raw transitions" in README and (ROOT / "benchmarks" / "bench.py").exists()
+
+
+def example(name: str) -> str:
+    return README.split(f"<!-- readme-example: {name} -->")[1].split("```python\n")[1].split("```")[0]
+
+
+def test_tool_breaker_example_trips_on_a_real_failing_command(capsys):
+    scope: dict = {}
+    exec(compile(example("tool-breaker"), "README-tool-breaker", "exec"), scope)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 4 and all("failed" in line for line in out[:3])
+    assert "unavailable (open: consecutive_failures)" in out[3]
+    assert scope["health"].states() == {"false": "Open"}
+
+
+def test_fallback_breaker_example_switches_models(capsys):
+    exec(compile(example("fallback-breaker"), "README-fallback-breaker", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "primary timed out Primary", "primary timed out Fallback", "fallback answers 'hi' Fallback"]

@@ -170,11 +170,11 @@ def test_jitter_is_deterministic_and_bounded():
 def test_admin_arrows():
     for start in (ToolBreaker(), opened(), half_open()[0]):
         b = ToolBreaker.restore(start.snapshot())
-        b.feed("force_open", 5000, policy=P)
+        b.force_open(5000)
         assert b.state == "ForcedOpen" and b.acquire(6000, "x", P) == Reject(None, "forced_open")
-        b.feed("disable", 6001, policy=P)
+        b.disable(6001)
         assert b.state == "Disabled" and isinstance(b.acquire(6002, "x", P), Allow)
-        b.feed("reset", 6003, policy=P)
+        b.reset(6003)
         assert b.state == "Closed" and b.data.trips == 0 and b.data.window == []
 
 

@@ -237,6 +237,18 @@ class ToolBreakerAPI:
     def tick(self, now: int, policy: Any = None) -> None:
         self.feed("tick", now, policy=policy)
 
+    def force_open(self, now: int) -> None:
+        """Hold the breaker open until :meth:`reset`."""
+        self.feed("force_open", now)
+
+    def disable(self, now: int) -> None:
+        """Let every call through until :meth:`reset`."""
+        self.feed("disable", now)
+
+    def reset(self, now: int) -> None:
+        """Close the breaker and forget its history."""
+        self.feed("reset", now)
+
 
 def load_tool_breaker(path: str | Path) -> CompiledMachine:
     return compile_file(path, REGISTRY, base=ToolBreakerAPI)
