@@ -65,28 +65,24 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
     return call
 
 
-def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
-    one = codec.to_json
+def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
+    """Lift a codec's per-value function (to or from JSON) over the field's nullability and list-ness."""
     if codec.name == "json":
-        one = copy.deepcopy
+        one = copy.deepcopy  # snapshots must never alias an instance's mutable JSON values
     if f.nullable:
         inner = one
         one = lambda v: None if v is None else inner(v)  # noqa: E731
     if f.list:
         return lambda v: [one(x) for x in v]
     return one
+
+
+def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
+    return _converter(f, codec.to_json, codec)
 
 
 def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
-    one = codec.from_json
-    if codec.name == "json":
-        one = copy.deepcopy
-    if f.nullable:
-        inner = one
-        one = lambda v: None if v is None else inner(v)  # noqa: E731
-    if f.list:
-        return lambda v: [one(x) for x in v]
-    return one
+    return _converter(f, codec.from_json, codec)
 
 
 def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dict[str, Any]:

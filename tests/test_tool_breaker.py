@@ -352,3 +352,18 @@ def test_never_more_probes_than_allowed_and_never_stuck_half_open(ops, max_probe
         if b.state == "HalfOpen":
             assert clock < b.state_data["since"] + p.half_open_max_ms
             assert all(clock < lease["expires_at"] for lease in b.data.leases)
+
+
+def test_time_a_stale_result_carries_still_ages_half_open():
+    """Found by the property test: a stale result arriving after the maximum age used to be filed as
+    stale before the age was checked, leaving HalfOpen past its maximum until the next acquire."""
+    b = ToolBreaker()
+    old = b.acquire(0, "old", P)
+    b, _ = half_open()
+    b.record(1499, old, "success", policy=P)  # stale, within the maximum age... but the probe lease expired
+    assert b.state == "Open" and b.state_data["reason"] == "probe_lease_expired"
+    b2, probe = half_open(ToolBreakerPolicy(**{**P.__dict__, "probe_ttl_ms": 10_000}))
+    b2.record(1200, old, "failure", policy=b2.compiled.Policy(**{**P.__dict__, "probe_ttl_ms": 10_000}))
+    assert b2.state == "HalfOpen" and b2.data.stats["stale"] == 1  # stale and in time: counted only
+    b2.record(1500, old, "success", policy=P)
+    assert b2.state == "Open" and b2.state_data["reason"] == "half_open_timeout"

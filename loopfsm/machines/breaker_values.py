@@ -39,3 +39,9 @@ class FailFast:
 
     retry_at: int
     reason: str
+
+
+def backoff_ms(base_ms: int, multiplier: int, trips: int, cap_ms: int, retry_after: int | None) -> int:
+    """``base * multiplier^(trips-1)`` capped at ``cap_ms``; a larger ``retry_after`` from the service wins."""
+    duration = min(base_ms * multiplier ** (trips - 1), cap_ms)
+    return retry_after if retry_after is not None and retry_after > duration else duration

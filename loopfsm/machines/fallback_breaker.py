@@ -8,7 +8,7 @@ from typing import Any, Literal
 from ..compiler import CompiledMachine, compile_file
 from ..registry import Registry
 from ..resources import machine_path
-from .breaker_values import FailFast, Route
+from .breaker_values import FailFast, Route, backoff_ms
 
 REGISTRY = Registry("fallback_breaker")
 
@@ -19,6 +19,13 @@ def _now(m, ctx) -> int:
 
 def _bump(stats: dict, what: str) -> None:
     stats[what] = stats.get(what, 0) + 1
+
+
+def _new_generation(d) -> None:
+    """Every transition starts a generation: older routes and the probe lease stop counting."""
+    d.generation += 1
+    d.probe_expires_at = None
+    d.probe_success_count = 0
 
 
 # -- guards -------------------------------------------------------------------------------
@@ -105,24 +112,16 @@ def fail_fast(m, ctx) -> None:
 
 @REGISTRY.action
 def enter_recovering(m, ctx) -> None:
-    d = m.data
-    d.generation += 1
-    d.probe_success_count = 0
-    d.probe_expires_at = None
-    ctx.enter(since=d.last_now)
+    _new_generation(m.data)
+    ctx.enter(since=m.data.last_now)
 
 
 @REGISTRY.action
 def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
     d = m.data
     d.trips += 1
-    cooldown = min(cooldown_ms * multiplier ** (d.trips - 1), max_cooldown_ms)
-    retry_after = ctx.args.get("retry_after")
-    if retry_after is not None and retry_after > cooldown:
-        cooldown = retry_after
-    d.generation += 1
-    d.probe_expires_at = None
-    d.probe_success_count = 0
+    cooldown = backoff_ms(cooldown_ms, multiplier, d.trips, max_cooldown_ms, ctx.args.get("retry_after"))
+    _new_generation(d)
     _bump(d.stats, "trips")
     if reason == "at_once":
         reason = ctx.args["outcome"]
@@ -132,12 +131,10 @@ def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown
 @REGISTRY.action
 def recover(m, ctx) -> None:
     d = m.data
-    d.generation += 1
+    _new_generation(d)
     d.trips = 0
     d.primary_failures = 0
     d.fallback_failures = 0
-    d.probe_expires_at = None
-    d.probe_success_count = 0
 
 
 @REGISTRY.action

@@ -17,7 +17,7 @@ from ..compiler import CompiledMachine, compile_file
 from ..errors import SnapshotError
 from ..registry import Registry
 from ..resources import machine_path
-from .breaker_values import Allow, Reject
+from .breaker_values import Allow, Reject, backoff_ms
 
 REGISTRY = Registry("tool_breaker")
 
@@ -119,6 +119,13 @@ def _bump(stats: dict, what: str) -> None:
     stats[what] = stats.get(what, 0) + 1
 
 
+def _new_generation(d) -> None:
+    """Every transition starts a generation: older permits and probe leases stop counting."""
+    d.generation += 1
+    d.leases = []
+    d.probe_success_count = 0
+
+
 @REGISTRY.action
 def clamp_clock(m, ctx) -> None:
     m.data.last_now = _now(m, ctx)
@@ -171,25 +178,17 @@ def trip(m, ctx, *, reason: str, open_ms: int, multiplier: int, max_open_ms: int
     """Open for a duration that grows with consecutive trips, honours retry_after, and jitters reproducibly."""
     d = m.data
     d.trips += 1
-    duration = min(open_ms * multiplier ** (d.trips - 1), max_open_ms)
-    retry_after = ctx.args.get("retry_after")
-    if retry_after is not None and retry_after > duration:
-        duration = retry_after
+    duration = backoff_ms(open_ms, multiplier, d.trips, max_open_ms, ctx.args.get("retry_after"))
     duration += jitter_ms(d.tool, d.trips, duration, jitter_percent)
-    d.generation += 1
-    d.leases = []
-    d.probe_success_count = 0
+    _new_generation(d)
     _bump(d.stats, "trips")
     ctx.enter(until=d.last_now + duration, reason=reason)
 
 
 @REGISTRY.action
 def enter_half_open(m, ctx) -> None:
-    d = m.data
-    d.generation += 1
-    d.leases = []
-    d.probe_success_count = 0
-    ctx.enter(since=d.last_now)
+    _new_generation(m.data)
+    ctx.enter(since=m.data.last_now)
 
 
 @REGISTRY.action
@@ -205,18 +204,15 @@ def count_probe_success(m, ctx) -> None:
 @REGISTRY.action
 def close(m, ctx) -> None:
     d = m.data
-    d.generation += 1
+    _new_generation(d)
     d.window = []
     d.consecutive_failures = 0
     d.trips = 0
-    d.leases = []
-    d.probe_success_count = 0
 
 
 @REGISTRY.action
 def new_generation(m, ctx) -> None:
-    m.data.generation += 1
-    m.data.leases = []
+    _new_generation(m.data)
 
 
 # -- typed API ------------------------------------------------------------------------------
