@@ -61,8 +61,11 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
                 message += ("; a comma inside a flow mapping {...} ends the value before it, "
                             "so quote text that contains commas")
     elif err.validator == "propertyNames" or "propertyNames" in schema_path:
-        name = err.instance if isinstance(err.instance, str) else None
-        if name is not None:
+        name = err.instance
+        if isinstance(name, bool):
+            message = (f"a key was read as the boolean {name}: YAML 1.1 turns unquoted on/off/yes/no/true/false "
+                       "into booleans, so quote the key or choose another name")
+        elif isinstance(name, str):
             path = tuple(err.absolute_path) + (name,)
             key = True
             message = f"'{name}' is not a valid name here: {err.message}"

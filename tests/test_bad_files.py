@@ -297,6 +297,23 @@ events:
         - to: done
 """, "a comma inside a flow mapping {...} ends the value before it", "states.idle.then working"),
 
+    "YAML 1.1 boolean key (schema)": (HEAD + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    otherwise: stay
+    from:
+      idle:
+        - guard:
+            name: flag
+            params:   # <-
+              on: count
+          to: done
+""", "YAML 1.1 turns unquoted on/off/yes/no/true/false into booleans", "events.go.from.idle[0].guard.params"),
+
     "branch with neither to nor stay (schema)": (HEAD + """\
 states:
   idle: {initial: true, description: waiting}
@@ -450,6 +467,7 @@ def test_unknown_registry_is_located():
 def test_schema_validator_is_compiled_once(monkeypatch):
     from jsonschema import Draft202012Validator
 
+    parse(GOOD, "m.yaml", make_registry())  # the first load in a process builds the validator
     calls = []
     monkeypatch.setattr(Draft202012Validator, "check_schema",
                         classmethod(lambda cls, s, **kw: calls.append(1)))

@@ -82,12 +82,12 @@ StepKind = Literal["CallLLM", "CallTools", "Compact", "Done"]
 
 
 @REGISTRY.guard
-def step_is(m, ctx, *, kind: StepKind) -> bool:
-    """The step reported is of ``kind`` and is the one this state can be acting on.
+def step_is(m, ctx, *, kind: StepKind, outcomes: list | None = None) -> bool:
+    """The step reported is of ``kind`` and is one this state can be acting on.
 
-    A CallLLM must be for the current turn, a CallTools for the pending calls,
-    and a Done may only carry outcomes next_step gives (Completed comes from a
-    reply, Failed from ``fail``), so a stale or invented step is refused.
+    A CallLLM must be for the current turn and a CallTools for the pending
+    calls; a Done must carry one of ``outcomes`` (the YAML lists those
+    next_step can give), so a stale or invented step is refused.
     """
     step = ctx.args["step"]
     if type(step).__name__ != kind:
@@ -96,8 +96,8 @@ def step_is(m, ctx, *, kind: StepKind) -> bool:
         return step.turn == m.data.turns_taken
     if isinstance(step, CallTools):
         return step.turn == m.state_data["turn"] and list(step.calls) == m.data.pending_tools
-    if isinstance(step, Done):
-        return isinstance(step.outcome, (Cancelled, MaxTurnsExceeded))
+    if isinstance(step, Done) and outcomes is not None:
+        return type(step.outcome).__name__ in outcomes
     return True
 
 
@@ -189,29 +189,28 @@ def complete(m, ctx) -> None:
 
 
 @REGISTRY.action
-def classify_tool_calls(m, ctx) -> None:
+def classify_tool_calls(m, ctx, *, unknown: str, rejected: str) -> None:
     """Known names become pending calls; unknown ones are pre-answered so the model can correct itself.
 
     With a ToolHealth, a known call also takes a permit from its tool's breaker;
-    a rejected one is pre-answered with when to retry.
+    a rejected one is pre-answered with when to retry.  The answers' wording
+    is the YAML's (``{name}``, ``{reason}`` and ``{retry}`` are filled in).
     """
     available = set(ctx.args["available_tools"])
     health, now = ctx.args.get("tool_health"), ctx.args.get("now")
     pending = []
     for call in ctx.args["response"].tool_calls:
         if call.name not in available:
-            answer = Message.tool_result(call.id, f"tool '{call.name}' is not available", is_error=True)
+            answer = Message.tool_result(call.id, unknown.format(name=call.name), is_error=True)
             pending.append(PendingToolCall(call, answer))
         elif health is None:
             pending.append(PendingToolCall(call))
         else:
             permit = health.acquire(call.name, now, call.id)
             if isinstance(permit, Reject):
-                when = "until an operator resets it" if permit.retry_at is None else f"retry at t={permit.retry_at} ms"
-                answer = Message.tool_result(
-                    call.id, f"tool '{call.name}' is temporarily unavailable ({permit.reason}); {when}",
-                    is_error=True)
-                pending.append(PendingToolCall(call, answer))
+                retry = "after an operator reset" if permit.retry_at is None else f"at t={permit.retry_at} ms"
+                text = rejected.format(name=call.name, reason=permit.reason, retry=retry)
+                pending.append(PendingToolCall(call, Message.tool_result(call.id, text, is_error=True)))
             else:
                 pending.append(PendingToolCall(call, None, permit.generation))
     m.data.pending_tools = pending
