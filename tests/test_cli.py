@@ -91,3 +91,14 @@ def test_render_selected_formats(project):
     assert sorted(p.name for p in out.iterdir()) == ["turnstile.md", "turnstile.mmd"]
     md = (out / "turnstile.md").read_text()
     assert "| `locked` |" in md and "illegal" not in md.split("## Was in x Feed")[1].split("###")[0]
+
+
+def test_missing_graphviz_is_a_clear_error(project, monkeypatch, capsys):
+    import graphviz
+
+    def no_dot(*a, **k):
+        raise graphviz.ExecutableNotFound(["dot"])
+    monkeypatch.setattr(graphviz.Digraph, "pipe", no_dot)
+    assert main(["render", "--format", "svg", "-o", "out"]) == 1
+    assert "install it (e.g. 'apt-get install -y graphviz')" in capsys.readouterr().err
+    assert main(["render", "--format", "dot,mermaid,md", "-o", "out"]) == 0
