@@ -53,7 +53,7 @@ def _fields_table(title: str, fields) -> list[str]:
 
 
 def review_sheet(spec: Spec) -> str:
-    out = [f"# {spec.name}", "", _esc(spec.description).strip(), "",
+    out = [f"# {spec.name}", "", spec.description.strip(), "",
            f"Generated from `{spec.file.rsplit('/', 1)[-1]}` by `loopfsm build`; edit the YAML, not this file.", ""]
     out += ["## States", "", "| state | kind | description |", "| --- | --- | --- |"]
     for s in spec.states.values():
@@ -81,7 +81,7 @@ def review_sheet(spec: Spec) -> str:
         out.append("")
     out += _fields_table("Data", spec.data)
     for d in spec.decisions.values():
-        out += [f"## Decision `{d.name}`", "", _esc(d.description).strip(), "",
+        out += [f"## Decision `{d.name}`", "", d.description.strip(), "",
                 "| # | rule | in states | guard | answer |", "| --- | --- | --- | --- | --- |"]
         for i, r in enumerate(d.rules, 1):
             states = ", ".join(r.states) if r.states else "any"
