@@ -22,6 +22,7 @@ from transitions import Machine  # noqa: E402
 from handwritten import Brain, Breaker, Gate  # noqa: E402
 from loopfsm import compile_file  # noqa: E402
 from loopfsm.machines import engine_brain as eb  # noqa: E402
+from loopfsm.machines import tool_breaker as tb  # noqa: E402
 from loopfsm.machines import turnstile as ts  # noqa: E402
 from loopfsm.resources import machine_path  # noqa: E402
 
@@ -149,7 +150,10 @@ def brain_section() -> None:
         {"vs hand-written": best(lambda: Brain.restore(hsnap), 500)})
     q = eb.LoopMachine()
     q.accept_input("x")
-    row("next_step (one decision)", best(lambda: q.next_step(P), 20000), {"vs hand-written": best(lambda: Brain().next_step(P), 20000)})
+    hand_q = Brain()
+    hand_q.accept_input("x")
+    row("next_step (one decision)", best(lambda: q.next_step(P), 20000),
+        {"vs hand-written": best(lambda: hand_q.next_step(P), 20000)})
 
 
 def breaker_section() -> None:
@@ -182,9 +186,10 @@ def breaker_section() -> None:
 
 def compile_section() -> None:
     print("compile once, per spec")
-    for name, reg in (("turnstile", ts.REGISTRY), ("engine_brain", eb.REGISTRY)):
+    for name, reg, base in (("turnstile", ts.REGISTRY, None), ("engine_brain", eb.REGISTRY, eb.LoopMachineAPI),
+                            ("tool_breaker", tb.REGISTRY, tb.ToolBreakerAPI)):
         path = machine_path(name)
-        t = best(lambda: compile_file(path, reg, base=eb.LoopMachineAPI if name == "engine_brain" else None), 5)
+        t = best(lambda path=path, reg=reg, base=base: compile_file(path, reg, base=base), 5)
         raw = best(lambda: Machine(model=None, states=TS_STATES, transitions=TS_TRANSITIONS, initial="locked"), 200)
         print(f"  {name + ' (load + check + compile)':<40} {fmt(t)}   (a bare transitions.Machine: {fmt(raw).strip()})")
 

@@ -36,7 +36,7 @@ class Gate:
         return {"state": self.state, "credit": self.credit, "passages": self.passages}
 
     @classmethod
-    def restore(cls, d: dict) -> "Gate":
+    def restore(cls, d: dict) -> Gate:
         g = cls(d["state"])
         g.credit, g.passages = d["credit"], d["passages"]
         return g
@@ -78,7 +78,8 @@ class Brain:
         if isinstance(step, CallLLM) and self.state == "Start":
             self.state, self.turn = "AwaitingModel", self.turns_taken
         elif isinstance(step, Compact) and self.state in ("Start", "AwaitingModel"):
-            self.state, self.reason, self.last_compaction_tokens = "AwaitingCompaction", step.reason, self.context_tokens
+            self.state, self.reason = "AwaitingCompaction", step.reason
+            self.last_compaction_tokens = self.context_tokens
         elif isinstance(step, Done):
             self.state, self.outcome = "Terminal", step.outcome
 
@@ -123,7 +124,7 @@ class Brain:
                 "last_compaction_tokens": self.last_compaction_tokens}
 
     @classmethod
-    def restore(cls, d: dict) -> "Brain":
+    def restore(cls, d: dict) -> Brain:
         b = cls()
         b.state, b.turn = d["state"], d["turn"]
         b.history = [Message.from_json(x) for x in d["history"]]

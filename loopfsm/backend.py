@@ -32,7 +32,7 @@ from .errors import ActionError, IllegalFeed, NoBranchMatched
 class FeedData(EventData):
     """What a guard or action sees of one feed."""
 
-    def __init__(self, event: "LoopEvent", model: Any, args: dict[str, Any], policy: Any):
+    def __init__(self, event: LoopEvent, model: Any, args: dict[str, Any], policy: Any):
         # EventData's fields, set inline: this runs once per feed.
         self.state = None
         self.event = event
@@ -94,7 +94,7 @@ class LoopTransition(Transition):
 class LoopEvent(Event):
     """An event that knows the table's answer for states it has no transition from."""
 
-    def __init__(self, name: str, machine: "LoopBackendMachine"):
+    def __init__(self, name: str, machine: LoopBackendMachine):
         super().__init__(name, machine)
         self.ignored_in: frozenset[str] = frozenset()
         self.otherwise_raise: frozenset[str] = frozenset()

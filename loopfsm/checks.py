@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import difflib
 from collections import deque
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from .errors import Problem
 from .fieldtypes import POLICY_TYPES, annotation_accepts, annotation_name, fits_type, python_checker
@@ -128,7 +129,8 @@ class _Checker:
                                                   f"(already '{initial[0].name}'); a machine starts in exactly one")
         for s in self.spec.states.values():
             if s.initial and s.terminal:
-                self.error(s.path + ("terminal",), f"initial state '{s.name}' is terminal: the machine could never move")
+                self.error(s.path + ("terminal",),
+                           f"initial state '{s.name}' is terminal: the machine could never move")
             self.fields(s.data)
 
     def events(self) -> None:

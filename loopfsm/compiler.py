@@ -14,7 +14,8 @@ import dataclasses
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import fastjsonschema
 
@@ -151,7 +152,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
         if not names and not pos and not kw:
             return {}
         if not kw and len(pos) == len(names):
-            bound = dict(zip(names, pos))
+            bound = dict(zip(names, pos, strict=True))
         else:
             try:
                 ba = sig.bind(*pos, **kw)

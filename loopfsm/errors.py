@@ -9,7 +9,7 @@ matter.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 
 class LoopFsmError(Exception):

@@ -8,7 +8,8 @@ three can never disagree.
 from __future__ import annotations
 
 import typing
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .registry import Codec
 from .spec import FieldDef

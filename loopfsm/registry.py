@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import inspect
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from .errors import RegistryError
 

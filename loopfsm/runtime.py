@@ -8,7 +8,8 @@ and a snapshot is just those values as JSON.
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Mapping
 
 from .errors import DecisionError, FeedArgumentError, SnapshotError
 
@@ -39,7 +40,7 @@ class MachineInstance:
     """
 
     __slots__ = ("_state", "state_data", "data")
-    compiled: ClassVar["CompiledMachine"]
+    compiled: ClassVar[CompiledMachine]
 
     def __init__(self) -> None:
         c = self.compiled

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import yaml
 from jsonschema import Draft202012Validator

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import yaml
 
@@ -115,7 +116,8 @@ def read_source(text: str, file: str = "<string>") -> Source:
         except yaml.YAMLError as err:  # pragma: no cover - PyYAML marks nearly everything
             raise SourceProblems([Problem(file, 1, 1, "", f"not valid YAML: {err}")]) from None
         if node is None:
-            raise SourceProblems([Problem(file, 1, 1, "", "the file is empty; a machine needs at least 'machine' and 'states'")])
+            raise SourceProblems([Problem(file, 1, 1, "",
+                                          "the file is empty; a machine needs at least 'machine' and 'states'")])
         src = Source(file, None)
         problems: list[Problem] = []
         _walk(node, (), src, problems)

@@ -7,7 +7,7 @@ import pytest
 from loopfsm import SpecError, load, parse
 from loopfsm.errors import Problem
 
-from conftest import dedent, make_registry, marked_line
+from conftest import make_registry, marked_line
 
 HEAD = """\
 machine: demo

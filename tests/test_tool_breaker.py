@@ -74,7 +74,7 @@ def test_failure_rate_exactly_at_the_line_trips_and_below_does_not():
 def test_minimum_calls_gate_the_rate():
     p = ToolBreakerPolicy(consecutive_failures=0, failure_rate_percent=50, window_size=10, minimum_calls=5)
     b = ToolBreaker()
-    for i in range(4):
+    for _ in range(4):
         call(b, 0, "failure", p)
     assert b.state == "Closed"  # 100% of 4 calls, but fewer than 5 recorded
     call(b, 0, "failure", p)
@@ -104,7 +104,7 @@ def test_window_slides():
 
 def test_ignored_outcomes_and_callers_faults_do_not_count():
     b = ToolBreaker()
-    for i in range(5):
+    for _ in range(5):
         call(b, 0, "ignored")
         call(b, 0, "failure", error_kind="invalid_arguments")
     assert b.state == "Closed" and b.data.window == [] and b.data.stats["ignored"] == 10
@@ -146,7 +146,7 @@ def test_a_failed_probe_reopens_for_longer(outcome):
 def test_backoff_grows_caps_and_respects_retry_after():
     b, probe = half_open()
     durations = []
-    for t in range(4):
+    for _ in range(4):
         b.record(b.data.last_now, probe, "failure", policy=P)
         durations.append(b.state_data["until"] - b.data.last_now)
         probe = b.acquire(b.state_data["until"], "p", P)

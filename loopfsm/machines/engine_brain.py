@@ -9,7 +9,8 @@ another copy of the YAML, so a policy edit is a YAML edit.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
+from collections.abc import Iterable
 
 from ..compiler import CompiledMachine, compile_file
 from ..errors import FeedArgumentError

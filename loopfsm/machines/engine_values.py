@@ -7,13 +7,13 @@ They are plain frozen dataclasses so a driver can pattern-match on them
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from .messages import MESSAGE_SCHEMA, TOOL_CALL_SCHEMA, Message, ToolCall
 
 
-class CompactionReason(str, Enum):
+class CompactionReason(StrEnum):
     Emergency = "Emergency"
     ThresholdExceeded = "ThresholdExceeded"
 
@@ -52,7 +52,7 @@ class LoopError(Exception):
         return {"kind": self.kind, "message": self.message}
 
     @staticmethod
-    def from_json(d: dict[str, Any]) -> "LoopError":
+    def from_json(d: dict[str, Any]) -> LoopError:
         cls = ERROR_KINDS.get(d["kind"])
         if cls is None:  # an error kind a driver defined: keep it, kind and all
             return LoopError(d["message"], kind=d["kind"])
@@ -163,7 +163,7 @@ class PendingToolCall:
                 "generation": self.generation}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "PendingToolCall":
+    def from_json(cls, d: dict[str, Any]) -> PendingToolCall:
         return cls(ToolCall.from_json(d["call"]), None if d["answer"] is None else Message.from_json(d["answer"]),
                    d.get("generation"))
 

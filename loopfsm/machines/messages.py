@@ -24,7 +24,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ToolCall":
+    def from_json(cls, d: dict[str, Any]) -> ToolCall:
         return cls(d["id"], d["name"], dict(d.get("arguments") or {}))
 
 
@@ -47,15 +47,15 @@ class Message:
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
 
     @classmethod
-    def user(cls, text: str) -> "Message":
+    def user(cls, text: str) -> Message:
         return cls("user", text)
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> "Message":
+    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
         return cls("assistant", text, tuple(tool_calls))
 
     @classmethod
-    def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> "Message":
+    def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
         return cls("tool", text, (), call_id, is_error)
 
     def to_json(self) -> dict[str, Any]:
@@ -68,7 +68,7 @@ class Message:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Message":
+    def from_json(cls, d: dict[str, Any]) -> Message:
         return cls(d["role"], d.get("text", ""), tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
                    d.get("tool_call_id"), bool(d.get("is_error", False)))
 

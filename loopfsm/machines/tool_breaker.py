@@ -11,7 +11,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from ..compiler import CompiledMachine, compile_file
 from ..errors import SnapshotError
@@ -302,7 +303,7 @@ class ToolHealth:
 
     @classmethod
     def restore(cls, snap: dict[str, Any], policy: Any = None, overrides: dict[str, Any] | None = None,
-                machine: CompiledMachine = TOOL_BREAKER) -> "ToolHealth":
+                machine: CompiledMachine = TOOL_BREAKER) -> ToolHealth:
         if not isinstance(snap, dict) or snap.get("kind") != "tool_health" or snap.get("format") != 1:
             raise SnapshotError("refusing ToolHealth snapshot: not a format-1 tool_health value")
         health = cls(policy, overrides, machine)

@@ -73,7 +73,8 @@ def review_sheet(spec: Spec) -> str:
             out.append(f"| `{ev.name}` | {args} | {_esc(ev.description)} |")
         out.append("")
     if spec.policy:
-        out += ["## Policy", "", "| parameter | type | default | bounds | description |", "| --- | --- | --- | --- | --- |"]
+        out += ["## Policy", "", "| parameter | type | default | bounds | description |",
+                "| --- | --- | --- | --- | --- |"]
         for p in spec.policy.values():
             bounds = " ".join(x for x in (f">= {p.minimum}" if p.minimum is not None else "",
                                           f"<= {p.maximum}" if p.maximum is not None else "") if x)
