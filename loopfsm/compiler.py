@@ -62,7 +62,6 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
         def call(ev: Any) -> Any:
             return fn(ev.model, ev)
     call.__name__ = ref.name
-    call.__qualname__ = ref.label()
     return call
 
 

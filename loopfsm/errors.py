@@ -45,10 +45,6 @@ class SpecError(LoopFsmError):
         self.problems: list[Problem] = sorted(problems)
         super().__init__("\n".join(str(p) for p in self.problems))
 
-    @property
-    def errors(self) -> list[Problem]:
-        return [p for p in self.problems if p.severity == "error"]
-
 
 class RegistryError(LoopFsmError):
     """A guard, action, result or codec is registered wrongly or looked up by an unknown name."""

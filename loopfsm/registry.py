@@ -136,9 +136,6 @@ class Registry:
         except KeyError:
             raise RegistryError(f"registry '{self.name}' has no {kind} named '{name}'") from None
 
-    def names(self, kind: str) -> list[str]:
-        return sorted(self.entries[kind])
-
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(v)} {k}s" for k, v in self.entries.items())
         return f"<Registry {self.name}: {counts}>"

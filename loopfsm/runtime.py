@@ -7,7 +7,6 @@ and a snapshot is just those values as JSON.
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Mapping
 
@@ -127,14 +126,6 @@ class MachineInstance:
         inst._state = snap["state"]
         inst.state_data = state_data
         inst.data = data
-        return inst
-
-    def copy(self):
-        """An independent instance in the same situation (cheaper than a snapshot round-trip)."""
-        inst = type(self).__new__(type(self))
-        inst._state = self._state
-        inst.state_data = copy.deepcopy(self.state_data)
-        inst.data = copy.deepcopy(self.data)
         return inst
 
     def __repr__(self) -> str:

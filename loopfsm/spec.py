@@ -26,16 +26,6 @@ class Ref:
     negate: bool
     path: PathT
 
-    def label(self) -> str:
-        """Human-readable form for diagrams: ``not tokens_at_least(percent=95)``."""
-        def show(v: Any) -> str:
-            if isinstance(v, dict) and set(v) == {"policy"}:
-                return f"policy.{v['policy']}"
-            return json.dumps(v) if not isinstance(v, str) else v
-        args = ", ".join(f"{k}={show(v)}" for k, v in self.params.items())
-        core = f"{self.name}({args})" if args else self.name
-        return f"not {core}" if self.negate else core
-
 
 @dataclass(frozen=True)
 class FieldDef:
@@ -82,9 +72,6 @@ class Branch:
     @property
     def guarded(self) -> bool:
         return bool(self.guards)
-
-    def guard_label(self) -> str:
-        return " and ".join(g.label() for g in self.guards)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from ..compiler import CompiledMachine, compile_file
 from ..errors import SnapshotError
@@ -314,6 +313,3 @@ class ToolHealth:
                                     f"belongs to {b.data.tool!r}")
         health.breakers = breakers
         return health
-
-    def __iter__(self) -> Iterable[str]:
-        return iter(sorted(self.breakers))
