@@ -63,3 +63,35 @@ def test_mutated_machine_files_fail_cleanly(data, which, n):
         parse(text, "fuzz.yaml", reg)
     except SpecError as err:
         assert err.problems and all(p.file == "fuzz.yaml" and p.line >= 1 and p.message for p in err.problems)
+
+
+def brain_snapshots():
+    from brain_helpers import brain_in
+    return [brain_in(s).snapshot() for s in ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction",
+                                             "Terminal")]
+
+
+SNAPS = None
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), which=st.integers(0, 4), n=st.integers(1, 3))
+def test_corrupted_snapshots_restore_or_are_refused(data, which, n):
+    """A restored machine is whole, or restore raises SnapshotError: never another exception."""
+    import json
+
+    from loopfsm import SnapshotError
+    from loopfsm.machines.engine_brain import LoopMachine, MachinePolicy
+
+    global SNAPS
+    SNAPS = SNAPS or brain_snapshots()
+    snap = SNAPS[which]
+    for _ in range(n):
+        path = data.draw(st.sampled_from(list(paths(snap))))
+        snap = mutate(snap, path, data.draw(st.sampled_from(["delete", "replace", "rename"])), data.draw(values))
+    try:
+        m = LoopMachine.restore(snap)
+    except SnapshotError:
+        return
+    m.next_step(MachinePolicy())  # a restored machine can be asked
+    assert LoopMachine.restore(json.loads(json.dumps(m.snapshot()))).snapshot() == m.snapshot()
