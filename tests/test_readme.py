@@ -95,3 +95,13 @@ def test_fallback_breaker_example_switches_models(capsys):
     exec(compile(example("fallback-breaker"), "README-fallback-breaker", "exec"), {})
     assert capsys.readouterr().out.splitlines() == [
         "primary timed out Primary", "primary timed out Fallback", "fallback answers 'hi' Fallback"]
+
+
+def test_script_can_cancel_mid_run(tmp_path, capsys):
+    script = tmp_path / "cancel.yaml"
+    script.write_text("input: go\ntools: [t]\ncancel_after_turn: 1\n"
+                      "model: [{tool_calls: [{id: a, name: t}], context_tokens: 5}]\n")
+    assert main(["run", "engine_brain", "--script", str(script)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert any("cancel()" in r for r in rows)
+    assert rows[-2].endswith("Terminal(outcome=Cancelled)") and "Done(Cancelled) [cancelled]" in rows[-2]

@@ -332,3 +332,26 @@ def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
     assert calls == []
     assert C.backend.models == []
     assert [r.state_data["n"] for r in restored] == list(range(50))
+
+
+def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
+    import loopfsm.registry as registry_module
+    from loopfsm import SpecError
+
+    class FakeEntryPoint:
+        def __init__(self, name, value):
+            self.name, self.value = name, value
+
+        def load(self):
+            return self.value
+
+    custom = make_registry()
+    eps = [FakeEntryPoint("custom", custom), FakeEntryPoint("broken", object())]
+    monkeypatch.setattr(registry_module, "entry_points",
+                        lambda group, name=None: [e for e in eps if name in (None, e.name)])
+    spec = parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: custom\n"), "c.yaml")
+    assert spec.registry == "custom" and compile_spec(spec).registry is custom
+    with pytest.raises(SpecError, match="not a loopfsm Registry"):
+        parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: broken\n"), "c.yaml")
+    with pytest.raises(SpecError, match=r"unknown registry 'nope' \(known: broken, custom, engine_brain"):
+        parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: nope\n"), "c.yaml")
