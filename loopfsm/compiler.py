@@ -295,7 +295,7 @@ class CompiledMachine:
         if snap["fingerprint"] != self.fingerprint:
             raise fail(f"it was taken under another version of the spec (fingerprint {snap['fingerprint']!r}, "
                        f"this spec is {self.fingerprint!r})")
-        if snap["state"] not in self._state_validators:
+        if not isinstance(snap["state"], str) or snap["state"] not in self._state_validators:
             raise fail(f"unknown state {snap['state']!r}")
         for where, validator, value in (("data", self._data_validator, snap["data"]),
                                         ("state_data", self._state_validators[snap["state"]], snap["state_data"])):

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
 
 import pytest
+from hypothesis import settings
+
+# In CI the property and fuzz tests replay the same examples every run, so a
+# landing never depends on luck; locally they keep exploring new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 from loopfsm import Registry
 

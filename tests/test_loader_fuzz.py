@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import yaml
 from hypothesis import given, settings
@@ -50,7 +51,7 @@ def mutate(doc, path, how, value):
     return doc
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=int(os.environ.get("LOOPFSM_FUZZ", 150)), deadline=None)
 @given(data=st.data(), which=st.sampled_from(sorted(DOCS)), n=st.integers(1, 3))
 def test_mutated_machine_files_fail_cleanly(data, which, n):
     doc, reg = DOCS[which]
@@ -74,7 +75,7 @@ def brain_snapshots():
 SNAPS = None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=int(os.environ.get("LOOPFSM_FUZZ", 200)), deadline=None)
 @given(data=st.data(), which=st.integers(0, 4), n=st.integers(1, 3))
 def test_corrupted_snapshots_restore_or_are_refused(data, which, n):
     """A restored machine is whole, or restore raises SnapshotError: never another exception."""
