@@ -8,13 +8,13 @@ import textwrap
 import pytest
 from hypothesis import settings
 
+from loopfsm import Registry
+
 # In CI the property and fuzz tests replay the same examples every run, so a
 # landing never depends on luck; locally they keep exploring new ones.
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
-
-from loopfsm import Registry
 
 
 def make_registry() -> Registry:
