@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import difflib
 from collections import deque
-from typing import Any
 from collections.abc import Iterable
 
 from .errors import Problem
-from .fieldtypes import POLICY_TYPES, annotation_accepts, annotation_name, fits_type, python_checker
+from .fieldtypes import annotation_accepts, annotation_name, policy_value_problem, python_checker
 from .registry import Entry, Registry
-from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec
+from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
 
 
 def _suggest(name: str, options: Iterable[str]) -> str:
@@ -74,11 +73,11 @@ class _Checker:
                 misspelt = True
                 continue
             want = declared[pname].type
-            if isinstance(value, dict) and set(value) == {"policy"}:
-                pol = self.spec.policy.get(value["policy"])
+            if (ref_name := policy_ref(value)) is not None:
+                pol = self.spec.policy.get(ref_name)
                 if pol is None:
-                    self.error(ppath + ("policy",), f"unknown policy parameter '{value['policy']}'"
-                                                    f"{_suggest(value['policy'], self.spec.policy)}")
+                    self.error(ppath + ("policy",), f"unknown policy parameter '{ref_name}'"
+                                                    f"{_suggest(ref_name, self.spec.policy)}")
                 elif not annotation_accepts(want, pol.default):
                     self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
                                       f"{annotation_name(want)}, but policy '{pol.name}' is {pol.type}")
@@ -107,17 +106,12 @@ class _Checker:
 
     def policy(self) -> None:
         for p in self.spec.policy.values():
-            if not fits_type(POLICY_TYPES[p.type], p.default):
-                self.error(p.path + ("default",), f"default {p.default!r} is not a {p.type}")
-                continue
             if p.minimum is not None and p.maximum is not None and p.minimum > p.maximum:
                 self.error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
-            if p.minimum is not None and isinstance(p.default, (int, float)) and p.default < p.minimum:
-                self.error(p.path + ("default",), f"default {p.default} is below the minimum {p.minimum}")
-            if p.maximum is not None and isinstance(p.default, (int, float)) and p.default > p.maximum:
-                self.error(p.path + ("default",), f"default {p.default} is above the maximum {p.maximum}")
-            if p.enum is not None and p.default not in p.enum:
-                self.error(p.path + ("default",), f"default {p.default!r} is not one of {list(p.enum)}")
+                continue  # every default breaks one of two crossed bounds; the bounds are the mistake
+            problem = policy_value_problem(p, p.default)
+            if problem:
+                self.error(p.path + ("default",), f"default {p.default!r} {problem}")
 
     # -- states and events -------------------------------------------------
     def states(self) -> None:
@@ -246,11 +240,3 @@ class _Checker:
 def check_spec(spec: Spec, registry: Registry) -> list[Problem]:
     """Every semantic problem of ``spec`` against ``registry`` (errors and warnings)."""
     return _Checker(spec, registry).run()
-
-
-def default_value(f: FieldDef) -> Any:
-    """A fresh copy of a field's default (lists default to empty, nullables to None)."""
-    if f.default is MISSING:
-        return [] if f.list else None
-    d = f.default
-    return list(d) if isinstance(d, list) else (dict(d) if isinstance(d, dict) else d)

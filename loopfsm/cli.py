@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from . import loader
 from .errors import LoopFsmError, SpecError
-from .render import FORMATS, render
+from .render import FORMATS, parse_formats, render
 from .render.dot import RenderError, svg_stamp
 from .source import SourceProblems, read_file
 
@@ -89,11 +89,10 @@ def cmd_check(args) -> int:
 
 
 def _formats(text: str) -> list[str]:
-    fmts = [f.strip() for f in text.split(",") if f.strip()]
-    bad = [f for f in fmts if f not in FORMATS]
-    if bad or not fmts:
-        raise UsageError(f"unknown format(s) {', '.join(bad) or '(none)'}; choose from {', '.join(FORMATS)}")
-    return fmts
+    try:
+        return parse_formats(text)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
 
 
 def cmd_render(args) -> int:

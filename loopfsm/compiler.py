@@ -20,13 +20,12 @@ from collections.abc import Callable
 import fastjsonschema
 
 from .backend import LoopBackendMachine
-from .checks import default_value
 from .errors import FeedArgumentError, PolicyError, SnapshotError
-from .fieldtypes import POLICY_TYPES, fits_type, json_schema, python_checker
+from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, MachineInstance
-from .spec import MISSING, FieldDef, Ref, Spec
+from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
@@ -38,8 +37,8 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
     remembered (policies are frozen), so a guard costs one dict lookup more
     than a hand-written call, not a rebuild of its arguments.
     """
-    static = {k: v for k, v in ref.params.items() if not (isinstance(v, dict) and set(v) == {"policy"})}
-    dynamic = [(k, v["policy"]) for k, v in ref.params.items() if k not in static]
+    static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
+    dynamic = [(k, policy_ref(v)) for k, v in ref.params.items() if k not in static]
     fn = entry_fn
     if dynamic:
         resolved: dict[int, tuple[Any, dict[str, Any]]] = {}
@@ -102,14 +101,9 @@ def _make_policy_class(spec: Spec) -> type:
     def __post_init__(self) -> None:
         for p in params:
             v = getattr(self, p.name)
-            if not fits_type(POLICY_TYPES[p.type], v):
-                raise PolicyError(f"{spec.name}: policy '{p.name}' must be {p.type}, got {type(v).__name__} {v!r}")
-            if p.minimum is not None and v < p.minimum:
-                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v} is below its minimum {p.minimum}")
-            if p.maximum is not None and v > p.maximum:
-                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v} is above its maximum {p.maximum}")
-            if p.enum is not None and v not in p.enum:
-                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v!r} is not one of {list(p.enum)}")
+            problem = policy_value_problem(p, v)
+            if problem:
+                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v!r} {problem}")
 
     cls_name = "".join(w.capitalize() for w in spec.name.split("_")) + "Policy"
     cls = dataclasses.make_dataclass(cls_name, fields, frozen=True, namespace={"__post_init__": __post_init__})

@@ -12,7 +12,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .registry import Codec
-from .spec import FieldDef
+from .spec import MISSING, FieldDef, PolicyParam
 
 POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int, "boolean": bool, "string": str, "number": (int, float),
@@ -85,3 +85,28 @@ def annotation_name(annotation: Any) -> str:
     if typing.get_origin(annotation) is typing.Literal:
         return "one of " + ", ".join(map(repr, typing.get_args(annotation)))
     return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def default_value(f: FieldDef) -> Any:
+    """A fresh copy of a field's default (lists default to empty, nullables to None)."""
+    if f.default is MISSING:
+        return [] if f.list else None
+    d = f.default
+    return list(d) if isinstance(d, list) else (dict(d) if isinstance(d, dict) else d)
+
+
+def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
+    """Why ``value`` cannot be policy ``p`` (its type, bounds or choices), or None if it can.
+
+    The checker asks this of the YAML default and the policy class of every
+    value fed in, so the two can never disagree about what is allowed.
+    """
+    if not fits_type(POLICY_TYPES[p.type], value):
+        return f"must be {p.type}, got {type(value).__name__} {value!r}"
+    if p.minimum is not None and value < p.minimum:
+        return f"is below the minimum {p.minimum}"
+    if p.maximum is not None and value > p.maximum:
+        return f"is above the maximum {p.maximum}"
+    if p.enum is not None and value not in p.enum:
+        return f"is not one of {list(p.enum)}"
+    return None

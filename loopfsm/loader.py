@@ -48,7 +48,7 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     path = tuple(err.absolute_path)
     key = False
     message = err.message
-    schema_path = [p for p in err.absolute_schema_path if isinstance(p, str)]
+    keywords = [p for p in err.absolute_schema_path if isinstance(p, str)]
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
         extras = sorted(k for k in err.instance if k not in allowed)
@@ -60,7 +60,7 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             if " " in str(extras[0]):
                 message += ("; a comma inside a flow mapping {...} ends the value before it, "
                             "so quote text that contains commas")
-    elif err.validator == "propertyNames" or "propertyNames" in schema_path:
+    elif err.validator == "propertyNames" or "propertyNames" in keywords:
         name = err.instance
         if isinstance(name, bool):
             message = (f"a key was read as the boolean {name}: YAML 1.1 turns unquoted on/off/yes/no/true/false "

@@ -17,6 +17,13 @@ MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 WILDCARD = "*"
 
 
+def policy_ref(value: Any) -> str | None:
+    """The policy name if ``value`` is a ``{policy: name}`` parameter, else None."""
+    if isinstance(value, dict) and set(value) == {"policy"}:
+        return value["policy"]
+    return None
+
+
 @dataclass(frozen=True)
 class Ref:
     """A named guard, action or result with the parameters the YAML gives it."""

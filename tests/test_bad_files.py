@@ -314,6 +314,73 @@ events:
           to: done
 """, "YAML 1.1 turns unquoted on/off/yes/no/true/false into booleans", "events.go.from.idle[0].guard.params"),
 
+    "duplicate rule name": (HEAD + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+decisions:
+  ask:
+    description: what next
+    rules:
+      - name: answer
+        states: [idle]
+        result: {name: constant, params: {value: go}}
+      - name: answer   # <-
+        result: {name: constant, params: {value: stop}}
+""", "rule name 'answer' is used twice in 'ask' (first at rule 0)", "decisions.ask.rules[1].name"),
+
+    "unknown error class in outcomes": (HEAD + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+outcomes:
+  Stopped:
+    description: stopped
+    error: Stoped   # <-
+""", "unknown error class 'Stoped'", "outcomes.Stopped.error"),
+
+    "initial state that is terminal": (HEAD + """\
+states:
+  idle: {initial: true, terminal: true, description: waiting}   # <-
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - stay: true
+""", "initial state 'idle' is terminal", "states.idle.terminal"),
+
+    "policy minimum above maximum": (HEAD + """\
+policy:
+  limit:
+    type: integer
+    default: 5
+    minimum: 10   # <-
+    maximum: 1
+    description: a limit
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+""", "minimum 10 is above maximum 1", "policy.limit.minimum"),
+
     "branch with neither to nor stay (schema)": (HEAD + """\
 states:
   idle: {initial: true, description: waiting}

@@ -199,7 +199,7 @@ def test_policy_is_fed_in_and_checked(C):
     m.start()
     m.tick(policy={"limit": 0})
     assert m.state == "done"
-    with pytest.raises(PolicyError, match="above its maximum 1000"):
+    with pytest.raises(PolicyError, match="= 5000 is above the maximum 1000"):
         C.policy({"limit": 5000})
     with pytest.raises(PolicyError, match="must be integer"):
         C.Policy(limit="3")
@@ -355,3 +355,31 @@ def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
         parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: broken\n"), "c.yaml")
     with pytest.raises(SpecError, match=r"unknown registry 'nope' \(known: broken, custom, engine_brain"):
         parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: nope\n"), "c.yaml")
+
+
+def test_a_decision_may_declare_states_without_an_answer():
+    from loopfsm.render import render
+
+    text = COUNTER.replace("    states: [idle, counting]\n", "    states: [idle]\n") + "    otherwise: raise\n"
+    assert text != COUNTER + "    otherwise: raise\n"
+    C2 = compiled(text)
+    m = C2.new()
+    assert m.decide("what_next") == "tick"
+    m.start()
+    with pytest.raises(DecisionError, match="decision 'what_next' has no answer in state 'counting'"):
+        m.decide("what_next")
+    assert 'no answer (raises)' in render(C2.spec, ["mermaid"])["counter.what_next.mmd"]
+    assert 'no answer (raises)' not in render(compiled().spec, ["mermaid"])["counter.what_next.mmd"]
+
+
+def test_policy_enums_are_enforced_for_defaults_and_fed_values():
+    from loopfsm import SpecError, PolicyError as PE
+    from loopfsm.machines.fallback_breaker import FallbackBreakerPolicy
+
+    with pytest.raises(PE, match="when_fallback_fails' = 'panic' is not one of \\['fail_fast', 'try_primary'\\]"):
+        FallbackBreakerPolicy(when_fallback_fails="panic")
+    text = COUNTER.replace("policy:\n", "policy:\n  mode: {type: string, default: slow, enum: [fast, careful], "
+                                         "description: how}\n")
+    assert "mode:" in text
+    with pytest.raises(SpecError, match="default 'slow' is not one of \\['fast', 'careful'\\]"):
+        compiled(text)

@@ -8,17 +8,11 @@ from typing import Any, Literal
 from ..compiler import CompiledMachine, compile_file
 from ..registry import Registry
 from ..resources import machine_path
+from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 
 REGISTRY = Registry("fallback_breaker")
-
-
-def _now(m, ctx) -> int:
-    return max(ctx.args["now"], m.data.last_now)
-
-
-def _bump(stats: dict, what: str) -> None:
-    stats[what] = stats.get(what, 0) + 1
+register_common(REGISTRY)
 
 
 def _new_generation(d) -> None:
@@ -32,7 +26,7 @@ def _new_generation(d) -> None:
 
 @REGISTRY.guard
 def cooldown_over(m, ctx) -> bool:
-    return _now(m, ctx) >= m.state_data["until"]
+    return now_of(m, ctx) >= m.state_data["until"]
 
 
 @REGISTRY.guard
@@ -49,7 +43,7 @@ def policy_equals(m, ctx, *, value: str, expected: str) -> bool:
 @REGISTRY.guard
 def probe_expired(m, ctx) -> bool:
     expires = m.data.probe_expires_at
-    return expires is not None and _now(m, ctx) >= expires
+    return expires is not None and now_of(m, ctx) >= expires
 
 
 @REGISTRY.guard
@@ -58,18 +52,8 @@ def probe_free(m, ctx) -> bool:
 
 
 @REGISTRY.guard
-def stale(m, ctx) -> bool:
-    return ctx.args["generation"] != m.data.generation
-
-
-@REGISTRY.guard
 def model_is(m, ctx, *, model: Literal["primary", "fallback"]) -> bool:
     return ctx.args["model"] == model
-
-
-@REGISTRY.guard
-def outcome_in(m, ctx, *, outcomes: list) -> bool:
-    return ctx.args["outcome"] in outcomes
 
 
 @REGISTRY.guard
@@ -78,21 +62,11 @@ def primary_failures_reach(m, ctx, *, threshold: int) -> bool:
     return m.data.primary_failures + 1 >= threshold
 
 
-@REGISTRY.guard
-def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
-    return m.data.probe_success_count + 1 >= threshold
-
-
 # -- actions ------------------------------------------------------------------------------
 
 @REGISTRY.action
-def clamp_clock(m, ctx) -> None:
-    m.data.last_now = _now(m, ctx)
-
-
-@REGISTRY.action
 def route_to(m, ctx, *, model: Literal["primary", "fallback"]) -> None:
-    _bump(m.data.stats, f"routed_{model}")
+    bump(m.data.stats, f"routed_{model}")
     ctx.reply = Route(model, m.data.generation)
 
 
@@ -100,13 +74,13 @@ def route_to(m, ctx, *, model: Literal["primary", "fallback"]) -> None:
 def grant_probe(m, ctx, *, ttl_ms: int) -> None:
     d = m.data
     d.probe_expires_at = d.last_now + ttl_ms
-    _bump(d.stats, "probes")
+    bump(d.stats, "probes")
     ctx.reply = Route("primary", d.generation, probe=True, lease_expires_at=d.probe_expires_at)
 
 
 @REGISTRY.action
 def fail_fast(m, ctx) -> None:
-    _bump(m.data.stats, "failed_fast")
+    bump(m.data.stats, "failed_fast")
     ctx.reply = FailFast(m.state_data["until"], "primary tripped and the fallback is failing too")
 
 
@@ -117,15 +91,14 @@ def enter_recovering(m, ctx) -> None:
 
 
 @REGISTRY.action
-def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
+def trip(m, ctx, *, reason: str | None, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
+    """Switch to the fallback; a null ``reason`` records the outcome class that tripped it."""
     d = m.data
     d.trips += 1
     cooldown = backoff_ms(cooldown_ms, multiplier, d.trips, max_cooldown_ms, ctx.args.get("retry_after"))
     _new_generation(d)
-    _bump(d.stats, "trips")
-    if reason == "at_once":
-        reason = ctx.args["outcome"]
-    ctx.enter(until=d.last_now + cooldown, reason=reason)
+    bump(d.stats, "trips")
+    ctx.enter(until=d.last_now + cooldown, reason=reason if reason is not None else ctx.args["outcome"])
 
 
 @REGISTRY.action
@@ -143,37 +116,27 @@ def release_probe(m, ctx) -> None:
 
 
 @REGISTRY.action
-def count_probe_success(m, ctx) -> None:
-    m.data.probe_success_count += 1
-
-
-@REGISTRY.action
 def primary_ok(m, ctx) -> None:
     m.data.primary_failures = 0
-    _bump(m.data.stats, "primary_ok")
+    bump(m.data.stats, "primary_ok")
 
 
 @REGISTRY.action
 def primary_failed(m, ctx) -> None:
     m.data.primary_failures += 1
-    _bump(m.data.stats, "primary_failed")
+    bump(m.data.stats, "primary_failed")
 
 
 @REGISTRY.action
 def fallback_ok(m, ctx) -> None:
     m.data.fallback_failures = 0
-    _bump(m.data.stats, "fallback_ok")
+    bump(m.data.stats, "fallback_ok")
 
 
 @REGISTRY.action
 def fallback_failed(m, ctx) -> None:
     m.data.fallback_failures += 1
-    _bump(m.data.stats, "fallback_failed")
-
-
-@REGISTRY.action
-def count(m, ctx, *, what: str) -> None:
-    _bump(m.data.stats, what)
+    bump(m.data.stats, "fallback_failed")
 
 
 class FallbackBreakerAPI:

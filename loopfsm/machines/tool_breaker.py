@@ -11,19 +11,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..compiler import CompiledMachine, compile_file
 from ..errors import SnapshotError
 from ..registry import Registry
 from ..resources import machine_path
+from .breaker_common import bump, now_of, register_common
 from .breaker_values import Allow, Reject, backoff_ms
 
 REGISTRY = Registry("tool_breaker")
-
-
-def _now(m, ctx) -> int:
-    return max(ctx.args["now"], m.data.last_now)
+register_common(REGISTRY)
 
 
 def _window_after(m, ctx, window_size: int) -> list[str]:
@@ -51,17 +49,17 @@ def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
 
 @REGISTRY.guard
 def open_elapsed(m, ctx) -> bool:
-    return _now(m, ctx) >= m.state_data["until"]
+    return now_of(m, ctx) >= m.state_data["until"]
 
 
 @REGISTRY.guard
 def half_open_overdue(m, ctx, *, max_ms: int) -> bool:
-    return _now(m, ctx) >= m.state_data["since"] + max_ms
+    return now_of(m, ctx) >= m.state_data["since"] + max_ms
 
 
 @REGISTRY.guard
 def lease_expired(m, ctx) -> bool:
-    now = _now(m, ctx)
+    now = now_of(m, ctx)
     return any(now >= lease["expires_at"] for lease in m.data.leases)
 
 
@@ -71,19 +69,8 @@ def probe_slot_free(m, ctx, *, max_probes: int) -> bool:
 
 
 @REGISTRY.guard
-def stale(m, ctx) -> bool:
-    """The result's permit was issued before the last transition."""
-    return ctx.args["generation"] != m.data.generation
-
-
-@REGISTRY.guard
 def holds_lease(m, ctx) -> bool:
     return any(lease["call_id"] == ctx.args["call_id"] for lease in m.data.leases)
-
-
-@REGISTRY.guard
-def outcome_in(m, ctx, *, outcomes: list) -> bool:
-    return ctx.args["outcome"] in outcomes
 
 
 @REGISTRY.guard
@@ -108,16 +95,7 @@ def slow_rate_reaches(m, ctx, *, percent: int, window_size: int, minimum_calls: 
     return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "slow", percent, minimum_calls)
 
 
-@REGISTRY.guard
-def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
-    return m.data.probe_success_count + 1 >= threshold
-
-
 # -- actions ------------------------------------------------------------------------------
-
-def _bump(stats: dict, what: str) -> None:
-    stats[what] = stats.get(what, 0) + 1
-
 
 def _new_generation(d) -> None:
     """Every transition starts a generation: older permits and probe leases stop counting."""
@@ -127,13 +105,8 @@ def _new_generation(d) -> None:
 
 
 @REGISTRY.action
-def clamp_clock(m, ctx) -> None:
-    m.data.last_now = _now(m, ctx)
-
-
-@REGISTRY.action
 def allow(m, ctx) -> None:
-    _bump(m.data.stats, "allowed")
+    bump(m.data.stats, "allowed")
     ctx.reply = Allow(ctx.args["call_id"], m.data.generation)
 
 
@@ -141,22 +114,26 @@ def allow(m, ctx) -> None:
 def grant_probe(m, ctx, *, ttl_ms: int) -> None:
     expires = m.data.last_now + ttl_ms
     m.data.leases.append({"call_id": ctx.args["call_id"], "expires_at": expires})
-    _bump(m.data.stats, "probes")
+    bump(m.data.stats, "probes")
     ctx.reply = Allow(ctx.args["call_id"], m.data.generation, probe=True, lease_expires_at=expires)
 
 
 @REGISTRY.action
-def reject(m, ctx, *, reason: str) -> None:
-    """Reject, saying when to ask again: the end of Open, or the first probe lease to expire."""
-    until = ctx.enter_data.get("until", m.state_data.get("until"))
-    if reason == "probes_busy":
-        until = min(lease["expires_at"] for lease in m.data.leases)
-    elif reason == "forced_open":
-        until = None
-    if reason == "open":
-        reason = f"open: {ctx.enter_data.get('reason') or m.state_data.get('reason')}"
-    _bump(m.data.stats, "rejected")
-    ctx.reply = Reject(until, reason)
+def reject(m, ctx, *, reason: str, retry_at: Literal["open_until", "first_lease_expiry", "never"]) -> None:
+    """Reject, saying when asking again can succeed, as the YAML chooses.
+
+    ``reason`` may name ``{trip_reason}``, the rule that opened the breaker
+    (read from the Open state being entered or already held).
+    """
+    if retry_at == "open_until":
+        when = ctx.enter_data.get("until", m.state_data.get("until"))
+    elif retry_at == "first_lease_expiry":
+        when = min(lease["expires_at"] for lease in m.data.leases)
+    else:
+        when = None
+    trip_reason = ctx.enter_data.get("reason") or m.state_data.get("reason")
+    bump(m.data.stats, "rejected")
+    ctx.reply = Reject(when, reason.format(trip_reason=trip_reason))
 
 
 @REGISTRY.action
@@ -165,12 +142,7 @@ def record_outcome(m, ctx, *, window_size: int) -> None:
     d.window = _window_after(m, ctx, window_size)
     outcome = ctx.args["outcome"]
     d.consecutive_failures = d.consecutive_failures + 1 if outcome == "failure" else 0
-    _bump(d.stats, outcome)
-
-
-@REGISTRY.action
-def count(m, ctx, *, what: str) -> None:
-    _bump(m.data.stats, what)
+    bump(d.stats, outcome)
 
 
 @REGISTRY.action
@@ -181,7 +153,7 @@ def trip(m, ctx, *, reason: str, open_ms: int, multiplier: int, max_open_ms: int
     duration = backoff_ms(open_ms, multiplier, d.trips, max_open_ms, ctx.args.get("retry_after"))
     duration += jitter_ms(d.tool, d.trips, duration, jitter_percent)
     _new_generation(d)
-    _bump(d.stats, "trips")
+    bump(d.stats, "trips")
     ctx.enter(until=d.last_now + duration, reason=reason)
 
 
@@ -194,11 +166,6 @@ def enter_half_open(m, ctx) -> None:
 @REGISTRY.action
 def release_lease(m, ctx) -> None:
     m.data.leases = [lease for lease in m.data.leases if lease["call_id"] != ctx.args["call_id"]]
-
-
-@REGISTRY.action
-def count_probe_success(m, ctx) -> None:
-    m.data.probe_success_count += 1
 
 
 @REGISTRY.action

@@ -8,11 +8,18 @@ from . import dot, matrix, mermaid
 FORMATS = ("svg", "dot", "mermaid", "md")
 
 
+def parse_formats(text: str | list[str] | tuple[str, ...]) -> list[str]:
+    """``"svg,md"`` (or a list) as a checked list of formats; ValueError names the bad ones."""
+    fmts = [f.strip() for f in (text.split(",") if isinstance(text, str) else text) if f.strip()]
+    bad = [f for f in fmts if f not in FORMATS]
+    if bad or not fmts:
+        raise ValueError(f"unknown format(s) {', '.join(bad) or '(none)'}; choose from {', '.join(FORMATS)}")
+    return fmts
+
+
 def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS) -> dict[str, str]:
     """File name -> content for each requested format, for the machine and each decision chain."""
-    unknown = sorted(set(formats) - set(FORMATS))
-    if unknown:
-        raise ValueError(f"unknown format(s) {', '.join(unknown)}; choose from {', '.join(FORMATS)}")
+    formats = parse_formats(formats)
     out: dict[str, str] = {}
     graphs = [(spec.name, dot.state_graph(spec))]
     graphs += [(f"{spec.name}.{d.name}", dot.decision_graph(spec, d)) for d in spec.decisions.values()]

@@ -13,7 +13,7 @@ import graphviz
 
 from ..errors import LoopFsmError
 from ..spec import Decision, Spec
-from .labels import branch_label, ref_label, rule_question, state_title
+from .labels import branch_label, chain_steps, ref_label, rule_question, state_title
 
 SOURCE_MARK = "loopfsm-source-sha256"
 
@@ -56,22 +56,20 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     g.node("ask", f"{d.name}(policy)", shape="box", style="rounded")
     prev = "ask"
     prev_label = ""
-    covered: set[str] = set()
-    for i, r in enumerate(d.rules):
-        q = f"q{i}"
-        if not r.guards:
-            covered |= set(r.states or spec.states)
-        if not r.guards and (r.states is None or covered == set(spec.states)):
+    steps, unanswered = chain_steps(spec, d)
+    for i, r, final in steps:
+        if final:
             g.node(f"a{i}", ref_label(spec, r.result), shape="box", style="filled", fillcolor="#eef4fb")
             g.edge(prev, f"a{i}", prev_label)
             break
+        q = f"q{i}"
         g.node(q, rule_question(spec, r, "\nand "), shape="diamond")
         g.edge(prev, q, prev_label)
         g.node(f"a{i}", ref_label(spec, r.result), shape="box", style="filled", fillcolor="#eef4fb",
                tooltip=r.description)
         g.edge(q, f"a{i}", "yes")
         prev, prev_label = q, "no"
-    else:
+    if unanswered:
         g.node("none", "no answer (raises)", shape="box", style="dashed")
         g.edge(prev, "none", prev_label)
     return g

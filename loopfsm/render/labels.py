@@ -5,15 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..spec import Branch, Ref, Rule, Spec
+from ..spec import Branch, Decision, Ref, Rule, Spec, policy_ref
 
 
 def value_label(spec: Spec, v: Any) -> str:
     """A parameter value; a policy reference shows its name and its current YAML default."""
-    if isinstance(v, dict) and set(v) == {"policy"}:
-        p = spec.policy.get(v["policy"])
+    name = policy_ref(v)
+    if name is not None:
+        p = spec.policy.get(name)
         default = json.dumps(p.default) if p is not None else "?"
-        return f"{default} (policy.{v['policy']})"
+        return f"{default} (policy.{name})"
     return v if isinstance(v, str) else json.dumps(v)
 
 
@@ -53,3 +54,22 @@ def state_title(spec: Spec, name: str) -> str:
     """``AwaitingModel { turn }`` for states that carry data."""
     fields = spec.states[name].data
     return f"{name} {{ {', '.join(fields)} }}" if fields else name
+
+
+def chain_steps(spec: Spec, d: Decision) -> tuple[list[tuple[int, Rule, bool]], bool]:
+    """The rules a flowchart of ``d`` draws, each marked final when it answers unconditionally.
+
+    The walk stops at the first rule after which every state has an answer;
+    the flag returned says whether some state is left with none (drawn as
+    "no answer (raises)").
+    """
+    steps: list[tuple[int, Rule, bool]] = []
+    covered: set[str] = set()
+    for i, r in enumerate(d.rules):
+        if not r.guards:
+            covered |= set(r.states or spec.states)
+        final = not r.guards and (r.states is None or covered == set(spec.states))
+        steps.append((i, r, final))
+        if final:
+            return steps, False
+    return steps, True

@@ -7,7 +7,7 @@ in a pull request without running anything.
 from __future__ import annotations
 
 from ..spec import Decision, Spec
-from .labels import branch_label, ref_label, rule_question
+from .labels import branch_label, chain_steps, ref_label, rule_question
 
 
 def _text(s: str) -> str:
@@ -35,18 +35,16 @@ def state_diagram(spec: Spec) -> str:
 def decision_flowchart(spec: Spec, d: Decision) -> str:
     lines = ["flowchart TD", f'    ask["{d.name}(policy)"]']
     prev, label = "ask", ""
-    covered: set[str] = set()
-    for i, r in enumerate(d.rules):
+    steps, unanswered = chain_steps(spec, d)
+    for i, r, final in steps:
         arrow = f" -- {label} --> " if label else " --> "
         answer = f'a{i}["{_text(ref_label(spec, r.result))}"]'
-        if not r.guards:
-            covered |= set(r.states or spec.states)
-        if not r.guards and (r.states is None or covered == set(spec.states)):
+        if final:
             lines.append(f"    {prev}{arrow}{answer}")
             break
         lines.append(f'    {prev}{arrow}q{i}{{"{_text(rule_question(spec, r))}"}}')
         lines.append(f"    q{i} -- yes --> {answer}")
         prev, label = f"q{i}", "no"
-    else:
+    if unanswered:
         lines.append(f'    {prev} -- no --> none["no answer (raises)"]')
     return "\n".join(lines) + "\n"

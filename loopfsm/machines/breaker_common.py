@@ -1,0 +1,52 @@
+"""Guards and actions both breakers share, registered into each breaker's own registry.
+
+Both machines carry ``last_now``, ``generation``, ``probe_success_count`` and
+``stats`` data fields and read time the same way: the fed-in ``now``, clamped
+so that it never runs backwards.
+"""
+
+from __future__ import annotations
+
+from ..registry import Registry
+
+
+def now_of(m, ctx) -> int:
+    """The feed's time, never earlier than the latest time already seen."""
+    return max(ctx.args["now"], m.data.last_now)
+
+
+def bump(stats: dict, what: str) -> None:
+    stats[what] = stats.get(what, 0) + 1
+
+
+def stale(m, ctx) -> bool:
+    """The result's permit or route was issued before the last transition."""
+    return ctx.args["generation"] != m.data.generation
+
+
+def outcome_in(m, ctx, *, outcomes: list) -> bool:
+    return ctx.args["outcome"] in outcomes
+
+
+def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
+    """This success makes ``threshold`` successful probes."""
+    return m.data.probe_success_count + 1 >= threshold
+
+
+def clamp_clock(m, ctx) -> None:
+    m.data.last_now = now_of(m, ctx)
+
+
+def count(m, ctx, *, what: str) -> None:
+    bump(m.data.stats, what)
+
+
+def count_probe_success(m, ctx) -> None:
+    m.data.probe_success_count += 1
+
+
+def register_common(registry: Registry) -> None:
+    for guard in (stale, outcome_in, probe_successes_reach):
+        registry.guard(guard)
+    for action in (clamp_clock, count, count_probe_success):
+        registry.action(action)
