@@ -383,3 +383,24 @@ def test_policy_enums_are_enforced_for_defaults_and_fed_values():
     assert "mode:" in text
     with pytest.raises(SpecError, match="default 'slow' is not one of \\['fast', 'careful'\\]"):
         compiled(text)
+
+
+def test_registry_refuses_what_yaml_could_not_call_safely():
+    from loopfsm import Registry
+    from loopfsm.errors import RegistryError
+
+    reg = Registry("r")
+
+    @reg.guard
+    def ok(m, ctx, *, n: int) -> bool:
+        return True
+
+    with pytest.raises(RegistryError, match="guard 'ok' is registered twice"):
+        reg.guard(ok)
+    with pytest.raises(RegistryError, match="exactly two positional arguments"):
+        reg.action(lambda m: None, name="one_arg")
+    with pytest.raises(RegistryError, match="may not take \\*args or \\*\\*kwargs"):
+        reg.action(lambda m, ctx, **kw: None, name="loose")
+    with pytest.raises(RegistryError, match="has no action named 'ok'"):
+        reg.get("action", "ok")
+    assert reg.get("guard", "ok").params["n"].type is int
