@@ -94,3 +94,10 @@ class SnapshotError(LoopFsmError):
 
 class ActionError(LoopFsmError):
     """A registered action broke the table's contract (for example left a state's data unset)."""
+
+
+class SealError(LoopFsmError):
+    """Sealed content could not be made or opened: wrong key, tampered or moved ciphertext, bad envelope or keyring.
+
+    The message names which check failed and never includes key material or plaintext.
+    """
