@@ -187,6 +187,10 @@ class _Checker:
     def decisions(self) -> None:
         spec = self.spec
         for d in spec.decisions.values():
+            self.fields(d.args)
+            if "policy" in d.args:
+                self.error(d.args["policy"].path, "a decision argument may not be named 'policy': "
+                                                  "the policy is passed beside the arguments", key=True)
             covered: set[str] = set()
             names: dict[str, int] = {}
             for i, r in enumerate(d.rules):

@@ -130,7 +130,8 @@ def _make_data_class(spec: Spec) -> type:
                                           "__repr__": __repr__, "__hash__": None})
 
 
-def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec]):
+def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec],
+                 what: str = "feed"):
     """Bind positional/keyword feed arguments to the declared ones, checking types, before anything runs."""
     names = tuple(args)
     checks = {n: python_checker(f, codecs[f.type]) for n, f in args.items()}
@@ -150,7 +151,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
             try:
                 ba = sig.bind(*pos, **kw)
             except TypeError as err:
-                raise FeedArgumentError(f"{machine}: feed '{event}{sig}': {err}") from None
+                raise FeedArgumentError(f"{machine}: {what} '{event}{sig}': {err}") from None
             bound = dict(ba.arguments)
             for n in defaults:
                 if n not in bound:
@@ -160,7 +161,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
                 f = args[n]
                 choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
                 raise FeedArgumentError(
-                    f"{machine}: feed '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
+                    f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
                     f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {v!r}")
         return bound
 
@@ -206,7 +207,9 @@ class CompiledMachine:
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
 
         self.decisions: dict[str, dict[str, list]] = {}
+        self.decision_binders = {}
         for d in spec.decisions.values():
+            self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
             per_state: dict[str, list] = {s: [] for s in spec.states}
             for r in d.rules:
                 guards = []

@@ -19,14 +19,14 @@ SNAPSHOT_FORMAT = 1
 
 
 class QueryData:
-    """What a decision rule's guards and result see: the instance and the policy, no arguments."""
+    """What a decision rule's guards and result see: the instance, the policy and the question's arguments."""
 
     __slots__ = ("model", "policy", "args")
 
-    def __init__(self, model: Any, policy: Any):
+    def __init__(self, model: Any, policy: Any, args: dict[str, Any] | None = None):
         self.model = model
         self.policy = policy
-        self.args: dict[str, Any] = {}
+        self.args: dict[str, Any] = args if args is not None else {}
 
 
 class MachineInstance:
@@ -70,18 +70,22 @@ class MachineInstance:
         bound = c.binders[event](args, kwargs)
         return ev.trigger(self, bound, c.policy(policy)).reply
 
-    def decide(self, decision: str, policy: Any = None) -> Any:
-        """Answer a decision chain (``next_step``) without changing anything."""
-        return self.explain(decision, policy)[1]
+    def decide(self, decision: str, policy: Any = None, **args: Any) -> Any:
+        """Answer a decision chain (``next_step``, ``admit(request=...)``) without changing anything.
 
-    def explain(self, decision: str, policy: Any = None) -> tuple[str, Any]:
+        Arguments are bound and type-checked against the decision's ``args``
+        exactly like a feed's, before any rule runs.
+        """
+        return self.explain(decision, policy, **args)[1]
+
+    def explain(self, decision: str, policy: Any = None, **args: Any) -> tuple[str, Any]:
         """The name of the rule that answered, and its answer; for traces and debugging."""
         c = self.compiled
         try:
             rules = c.decisions[decision][self._state]
         except KeyError:
             raise DecisionError(f"{c.name}: no decision named '{decision}'") from None
-        q = QueryData(self, c.policy(policy))
+        q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
         for name, guards, result in rules:
             for g in guards:
                 if not g(q):

@@ -109,6 +109,7 @@ class Decision:
     rules: tuple[Rule, ...]
     otherwise: str | None
     path: PathT
+    args: dict[str, FieldDef] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -242,7 +243,8 @@ def build_spec(src: Source) -> Spec:
             rules.append(Rule(r.get("name") or f"rule_{i}", tuple(r["states"]) if "states" in r else None,
                               _guards(r.get("guard"), p + ("guard",)), _ref(r["result"], p + ("result",)),
                               r.get("description", ""), p))
-        decisions[name] = Decision(name, d["description"], tuple(rules), d.get("otherwise"), ("decisions", name))
+        decisions[name] = Decision(name, d["description"], tuple(rules), d.get("otherwise"), ("decisions", name),
+                                   _fields(d.get("args"), ("decisions", name, "args")))
     outcomes = {
         name: OutcomeDef(name, o["description"], o["error"], _fields(o.get("data"), ("outcomes", name, "data")),
                          ("outcomes", name))

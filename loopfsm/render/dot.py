@@ -13,7 +13,7 @@ import graphviz
 
 from ..errors import LoopFsmError
 from ..spec import Decision, Spec
-from .labels import branch_label, chain_steps, ref_label, rule_question, state_title
+from .labels import branch_label, chain_steps, decision_signature, ref_label, rule_question, state_title
 
 SOURCE_MARK = "loopfsm-source-sha256"
 
@@ -53,7 +53,7 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     g = graphviz.Digraph(f"{spec.name}.{d.name}", graph_attr={"rankdir": "TB", "fontname": "Helvetica",
                                                              "label": f"{spec.name}: {d.name}", "labelloc": "t"},
                          node_attr={"fontname": "Helvetica"}, edge_attr={"fontname": "Helvetica", "fontsize": "10"})
-    g.node("ask", f"{d.name}(policy)", shape="box", style="rounded")
+    g.node("ask", decision_signature(d), shape="box", style="rounded")
     prev = "ask"
     prev_label = ""
     steps, unanswered = chain_steps(spec, d)

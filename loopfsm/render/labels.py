@@ -56,6 +56,11 @@ def state_title(spec: Spec, name: str) -> str:
     return f"{name} {{ {', '.join(fields)} }}" if fields else name
 
 
+def decision_signature(d: Decision) -> str:
+    """``admit(request, lock, policy)``: what a decision is asked with, as the chart's first box."""
+    return f"{d.name}({', '.join([*d.args, 'policy'])})"
+
+
 def chain_steps(spec: Spec, d: Decision) -> tuple[list[tuple[int, Rule, bool]], bool]:
     """The rules a flowchart of ``d`` draws, each marked final when it answers unconditionally.
 

@@ -41,6 +41,13 @@ def _cell(spec: Spec, event: str, state: str) -> str:
     return "; ".join(parts)
 
 
+def _field_type(f) -> str:
+    t = f.type + ("[]" if f.list else "") + ("?" if f.nullable else "")
+    if f.enum is not None:
+        t += " (" + " \\| ".join(json.dumps(v) for v in f.enum) + ")"
+    return t
+
+
 def _fields_table(title: str, fields) -> list[str]:
     if not fields:
         return []
@@ -82,8 +89,13 @@ def review_sheet(spec: Spec) -> str:
         out.append("")
     out += _fields_table("Data", spec.data)
     for d in spec.decisions.values():
-        out += [f"## Decision `{d.name}`", "", d.description.strip(), "",
-                "| # | rule | in states | guard | answer |", "| --- | --- | --- | --- | --- |"]
+        out += [f"## Decision `{d.name}`", "", d.description.strip(), ""]
+        if d.args:
+            out += ["| argument | type | description |", "| --- | --- | --- |"]
+            for a in d.args.values():
+                out.append(f"| `{a.name}` | {_field_type(a)} | {_esc(a.description)} |")
+            out.append("")
+        out += ["| # | rule | in states | guard | answer |", "| --- | --- | --- | --- | --- |"]
         for i, r in enumerate(d.rules, 1):
             states = ", ".join(r.states) if r.states else "any"
             out.append(f"| {i} | `{r.name}` | {states} | {_esc(guards_label(spec, r.guards)) or 'always'} | "

@@ -7,7 +7,7 @@ in a pull request without running anything.
 from __future__ import annotations
 
 from ..spec import Decision, Spec
-from .labels import branch_label, chain_steps, ref_label, rule_question
+from .labels import branch_label, chain_steps, decision_signature, ref_label, rule_question
 
 
 def _text(s: str) -> str:
@@ -33,7 +33,7 @@ def state_diagram(spec: Spec) -> str:
 
 
 def decision_flowchart(spec: Spec, d: Decision) -> str:
-    lines = ["flowchart TD", f'    ask["{d.name}(policy)"]']
+    lines = ["flowchart TD", f'    ask["{decision_signature(d)}"]']
     prev, label = "ask", ""
     steps, unanswered = chain_steps(spec, d)
     for i, r, final in steps:
