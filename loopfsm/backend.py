@@ -56,9 +56,10 @@ class LoopTransition(Transition):
     """A transition that also swaps the instance's state data."""
 
     def __init__(self, source, dest, conditions=None, unless=None, before=None, after=None,
-                 prepare=None, data_keys: frozenset[str] = frozenset()):
+                 prepare=None, data_keys: frozenset[str] = frozenset(), name: str = ""):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
         self.data_keys = data_keys
+        self.name = name  # the branch's stable name, for traces
 
     def execute(self, event_data: FeedData) -> bool:
         """Guards, then actions, then the move: ``Transition.execute`` without the hooks we never set.

@@ -131,6 +131,7 @@ class _Checker:
         spec = self.spec
         for ev in spec.events.values():
             self.fields(ev.args)
+            self.branch_names(ev)
             for state, branches in ev.sources.items():
                 if state != WILDCARD:
                     self.state_ref(state, ev.path + ("from", state), key=True)
@@ -156,6 +157,17 @@ class _Checker:
                                f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
                                "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
                                key=True)
+
+    def branch_names(self, ev) -> None:
+        """Traces identify a branch by name, so two branches of one feed may not share one."""
+        seen: dict[str, int] = {}
+        for state, branches in ev.sources.items():
+            for i, b in enumerate(branches):
+                name = b.name or f"{ev.name}/{state}[{i}]"
+                if name in seen:
+                    self.error(b.path + ("name",), f"branch name '{name}' of '{ev.name}' is already used by "
+                                                   "another branch of this feed; traces need it unique")
+                seen[name] = i
 
     def graph(self) -> None:
         spec = self.spec

@@ -26,6 +26,7 @@ from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, MachineInstance
 from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
+from .tracing import branch_name
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
@@ -191,12 +192,14 @@ class CompiledMachine:
             sources = spec.expanded_sources(ev)
             for state, branches in sources.items():
                 for b in branches:
+                    written_under, index = b.path[3], b.path[4]
                     conditions = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
                     unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
                     before = [_bind_ref(registry.get("action", a.name).fn, a) for a in b.actions]
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
-                                                before=before, data_keys=data_keys)
+                                                before=before, data_keys=data_keys,
+                                                name=branch_name(ev.name, written_under, index, b.name))
             event = self.backend.events[ev.name]
             event.legal_states = tuple(sources)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
@@ -221,6 +224,7 @@ class CompiledMachine:
                     per_state[s].append((r.name, tuple(guards), result))
             self.decisions[d.name] = per_state
 
+        self.trace_attributes: tuple = ()
         self.data_encoders = {n: _encoder(f, codecs[f.type]) for n, f in spec.data.items()}
         self.data_decoders = {n: _decoder(f, codecs[f.type]) for n, f in spec.data.items()}
         self.state_encoders = {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()}

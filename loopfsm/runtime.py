@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Mapping
 
+from . import tracing as _tracing
 from .errors import DecisionError, FeedArgumentError, SnapshotError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,8 +39,9 @@ class MachineInstance:
     machine's typed API may offer a richer ``state()`` of its own.
     """
 
-    __slots__ = ("_state", "state_data", "data")
+    __slots__ = ("_state", "state_data", "data", "_sinks")
     compiled: ClassVar[CompiledMachine]
+    _sinks: tuple[Any, ...]  # trace sinks of this instance only (tracing.attach); never snapshotted
 
     def __init__(self) -> None:
         c = self.compiled
@@ -68,7 +70,10 @@ class MachineInstance:
         except KeyError:
             raise FeedArgumentError(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
         bound = c.binders[event](args, kwargs)
-        return ev.trigger(self, bound, c.policy(policy)).reply
+        done = ev.trigger(self, bound, c.policy(policy))
+        if _tracing.ACTIVE:
+            _tracing.feed_done(self, event, done)
+        return done.reply
 
     def decide(self, decision: str, policy: Any = None, **args: Any) -> Any:
         """Answer a decision chain (``next_step``, ``admit(request=...)``) without changing anything.
@@ -91,7 +96,10 @@ class MachineInstance:
                 if not g(q):
                     break
             else:
-                return name, result(q)
+                answer = result(q)
+                if _tracing.ACTIVE:
+                    _tracing.decision_done(self, decision, name, q)
+                return name, answer
         raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")
 
     def is_terminal(self) -> bool:

@@ -75,6 +75,7 @@ class Branch:
     actions: tuple[Ref, ...]
     description: str
     path: PathT
+    name: str | None = None  # optional stable name for traces; else feed/source[index]
 
     @property
     def guarded(self) -> bool:
@@ -231,7 +232,7 @@ def build_spec(src: Source) -> Spec:
                 bs.append(Branch(_guards(b.get("guard"), p + ("guard",)),
                                  None if b.get("stay") else b["to"],
                                  tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
-                                 b.get("description", ""), p))
+                                 b.get("description", ""), p, b.get("name")))
             sources[state] = tuple(bs)
         events[name] = EventDef(name, e["description"], _fields(e.get("args"), ("events", name, "args")),
                                 sources, e.get("otherwise"), e.get("on_terminal"), ("events", name))

@@ -1,0 +1,205 @@
+"""Transition tracing: one plain record per feed or decision, handed to whoever listens.
+
+Tracing is sans-IO like the machines: a :class:`TransitionRecord` is a frozen
+value and a sink is any callable taking one.  What a sink does with it (append
+to a list, print a line, emit an OpenTelemetry log record) is its own business;
+the machine never learns whether anyone listened.
+
+Sinks attach to one instance (:func:`attach`) or to every instance of every
+machine (:func:`global_sink`, a context manager, or :func:`add_global_sink`).
+While no sink is attached anywhere, a feed pays a single truth test of
+:data:`ACTIVE`; everything else in this module runs only when someone listens.
+
+Branch names are stable: the branch's YAML ``name:`` when it has one, else
+``feed/source[index]`` where ``source`` is the state (or ``*``) the branch is
+written under and ``index`` its position there.  Renaming nothing in the file
+keeps every name; a decision's record names the rule that answered.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runtime import MachineInstance
+
+AttributeValue = str | int | float | bool
+
+FEED = "feed"
+DECISION = "decision"
+
+_EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionRecord:
+    """What one feed or decision did: who, from where, by which branch, to where.
+
+    ``kind`` is ``"feed"`` or ``"decision"``.  For a feed, ``branch`` is the
+    stable name of the branch taken, or None when no branch ran (a terminal
+    state ignoring the feed, or ``otherwise: stay`` after every guard failed);
+    ``to_state`` equals ``from_state`` for stays.  For a decision, ``feed`` is
+    the decision's name, ``branch`` the rule that answered, and nothing moves.
+    ``attributes`` are the machine's declared trace attributes (scalars only:
+    traces never carry prompts or tool content).
+    """
+
+    machine: str
+    from_state: str
+    feed: str
+    branch: str | None
+    to_state: str
+    kind: str = FEED
+    attributes: Mapping[str, AttributeValue] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def moved(self) -> bool:
+        return self.from_state != self.to_state
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (the CLI prints these)."""
+        return {"machine": self.machine, "kind": self.kind, "from": self.from_state, "feed": self.feed,
+                "branch": self.branch, "to": self.to_state, "attributes": dict(self.attributes)}
+
+    def __str__(self) -> str:
+        arrow = f"{self.from_state} -> {self.to_state}" if self.moved else f"{self.from_state} (stays)"
+        attrs = " ".join(f"{k}={v!r}" for k, v in self.attributes.items())
+        what = "?" if self.kind == DECISION else ""
+        return f"{self.machine}: {self.feed}{what} [{self.branch or '-'}] {arrow}" + (f"  {attrs}" if attrs else "")
+
+
+class TraceSink(Protocol):
+    """Anything that accepts records: a function, ``list.append``, an OpenTelemetry sink."""
+
+    def __call__(self, record: TransitionRecord, /) -> None: ...
+
+
+class TraceSinkWarning(UserWarning):
+    """A sink raised.  The move it was told about already happened, so the feed is not undone."""
+
+
+#: True while any sink is attached anywhere; the only thing a feed checks when nobody listens.
+ACTIVE = False
+_global: tuple[TraceSink, ...] = ()
+_instance_sinks = 0  # instances that currently have sinks attached
+
+
+def _refresh() -> None:
+    global ACTIVE
+    ACTIVE = bool(_global) or _instance_sinks > 0
+
+
+def add_global_sink(sink: TraceSink) -> None:
+    """Send records of every machine to ``sink`` until :func:`remove_global_sink`."""
+    global _global
+    _global = (*_global, sink)
+    _refresh()
+
+
+def remove_global_sink(sink: TraceSink) -> None:
+    global _global
+    sinks = list(_global)
+    sinks.remove(sink)  # ValueError for a sink never added: a driver bug worth seeing
+    _global = tuple(sinks)
+    _refresh()
+
+
+@contextmanager
+def global_sink(sink: TraceSink) -> Iterator[TraceSink]:
+    """``with global_sink(records.append): ...`` traces every machine inside the block."""
+    add_global_sink(sink)
+    try:
+        yield sink
+    finally:
+        remove_global_sink(sink)
+
+
+def attach(instance: MachineInstance, sink: TraceSink) -> None:
+    """Send the records of this one instance to ``sink`` (not carried by snapshots)."""
+    global _instance_sinks
+    current = sinks_of(instance)
+    if not current:
+        _instance_sinks += 1
+    instance._sinks = (*current, sink)
+    _refresh()
+
+
+def detach(instance: MachineInstance, sink: TraceSink) -> None:
+    global _instance_sinks
+    sinks = list(sinks_of(instance))
+    sinks.remove(sink)
+    instance._sinks = tuple(sinks)
+    if not sinks:
+        _instance_sinks -= 1
+    _refresh()
+
+
+def sinks_of(instance: MachineInstance) -> tuple[TraceSink, ...]:
+    return getattr(instance, "_sinks", None) or ()
+
+
+@contextmanager
+def attached(instance: MachineInstance, sink: TraceSink) -> Iterator[TraceSink]:
+    attach(instance, sink)
+    try:
+        yield sink
+    finally:
+        detach(instance, sink)
+
+
+def _deliver(instance: MachineInstance, record: TransitionRecord) -> None:
+    for sink in (*_global, *sinks_of(instance)):
+        try:
+            sink(record)
+        except Exception as err:  # a broken exporter must not turn a legal move into an error
+            warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning,
+                          stacklevel=3)
+
+
+def _attributes(instance: MachineInstance, ctx: Any) -> Mapping[str, AttributeValue]:
+    getters = instance.compiled.trace_attributes
+    if not getters:
+        return _EMPTY
+    out: dict[str, AttributeValue] = {}
+    for name, get in getters:
+        value = get(ctx)
+        if value is not None:
+            out[name] = value
+    return MappingProxyType(out)
+
+
+def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
+    """Called by the runtime after a feed ran (``ctx`` is its ``FeedData``), only while :data:`ACTIVE`."""
+    if not (_global or sinks_of(instance)):
+        return
+    to_state = instance._state
+    if ctx.result:
+        trans = ctx.transition
+        record = TransitionRecord(instance.compiled.name, ctx.state.name, feed, trans.name, to_state, FEED,
+                                  _attributes(instance, ctx))
+    else:
+        record = TransitionRecord(instance.compiled.name, to_state, feed, None, to_state, FEED,
+                                  _attributes(instance, ctx))
+    _deliver(instance, record)
+
+
+def decision_done(instance: MachineInstance, decision: str, rule: str, query: Any) -> None:
+    """Called by the runtime after a decision answered, only while :data:`ACTIVE`."""
+    if not (_global or sinks_of(instance)):
+        return
+    state = instance._state
+    _deliver(instance, TransitionRecord(instance.compiled.name, state, decision, rule, state, DECISION,
+                                        _attributes(instance, query)))
+
+
+def branch_name(feed: str, source: str, index: int, declared: str | None = None) -> str:
+    """The stable name of a branch: its YAML ``name:`` or ``feed/source[index]``."""
+    return declared or f"{feed}/{source}[{index}]"
+
+
+Getter = Callable[[Any], Any]
