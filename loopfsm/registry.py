@@ -150,6 +150,7 @@ _BUILTIN: dict[str, str] = {
     "engine_brain": "loopfsm.machines.engine_brain",
     "tool_breaker": "loopfsm.machines.tool_breaker",
     "fallback_breaker": "loopfsm.machines.fallback_breaker",
+    "router_client": "loopfsm.machines.router_client",
 }
 
 ENTRY_POINT_GROUP = "loopfsm.registries"

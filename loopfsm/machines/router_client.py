@@ -1,0 +1,71 @@
+"""Guards and actions of the protocol client (``machines/router_client.yaml``); the table is in the YAML.
+
+The machine only tracks what the client may send next; running tools, asking
+the user and sealing content are the driver's work at the edge.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compiler import compile_file
+from ..registry import Registry
+from ..resources import machine_path
+
+REGISTRY = Registry("router_client")
+
+
+@REGISTRY.guard
+def message_is(m: Any, ctx: Any, *, types: list[str]) -> bool:
+    """The message being sent is one of ``types``."""
+    return bool(ctx.args["type"] in types)
+
+
+@REGISTRY.guard
+def advertised(m: Any, ctx: Any) -> bool:
+    """The last response listed this message among its allowed_continuations: the client never leads."""
+    return bool(ctx.args["type"] in m.data.allowed)
+
+
+@REGISTRY.guard
+def status_is(m: Any, ctx: Any, *, statuses: list[str]) -> bool:
+    return bool(ctx.args["status"] in statuses)
+
+
+@REGISTRY.guard
+def answers_outstanding(m: Any, ctx: Any) -> bool:
+    """The response answers the request still on the wire (not one a break or inject superseded)."""
+    return bool(ctx.args["request_id"] == m.data.outstanding)
+
+
+@REGISTRY.guard
+def has_to_encrypt(m: Any, ctx: Any) -> bool:
+    return bool(ctx.args["has_to_encrypt"])
+
+
+@REGISTRY.guard
+def retryable(m: Any, ctx: Any) -> bool:
+    return bool(ctx.args["retryable"])
+
+
+@REGISTRY.action
+def send_request(m: Any, ctx: Any) -> None:
+    """The new request is the outstanding one; what the last response allowed is spent."""
+    m.data.outstanding = ctx.args["request_id"]
+    m.data.allowed = []
+    m.data.sent += 1
+
+
+@REGISTRY.action
+def take_response(m: Any, ctx: Any) -> None:
+    m.data.outstanding = None
+    m.data.allowed = list(ctx.args["allowed"])
+
+
+@REGISTRY.action
+def ignore_superseded(m: Any, ctx: Any) -> None:
+    m.data.superseded += 1
+
+
+ROUTER_CLIENT = compile_file(machine_path("router_client"), REGISTRY)
+RouterClient = ROUTER_CLIENT.Instance
