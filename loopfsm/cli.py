@@ -101,7 +101,7 @@ def cmd_render(args) -> int:
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
-        for name, text in render(spec, fmts).items():
+        for name, text in render(spec, fmts, detailed=args.detailed).items():
             (out / name).write_text(text, encoding="utf-8")
             print(out / name)
     return status
@@ -179,6 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", help="files or directories (default: machines/*.yaml)")
     s.add_argument("-o", "--output", default="diagrams", help="output directory (default: diagrams)")
     s.add_argument("--format", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
+    s.add_argument("--detailed", action="store_true",
+                   help="also write NAME.detailed.*: every branch with its guards and actions")
     s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("build", help="check every machine in machines/ and render it into diagrams/")

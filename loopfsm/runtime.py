@@ -140,6 +140,11 @@ class MachineInstance:
         inst.data = data
         return inst
 
+    def diagram(self, format: str = "svg", *, detailed: bool = False) -> str:
+        """This machine's state diagram with the current state highlighted (svg, dot or mermaid)."""
+        from .render import render_instance
+        return render_instance(self, format, detailed=detailed)
+
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
         return f"<{self.compiled.name} {self._state}{'(' + sd + ')' if sd else ''}>"

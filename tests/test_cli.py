@@ -36,9 +36,15 @@ def test_build_then_check_then_edit_makes_it_stale(project, capsys):
     capsys.readouterr()
     assert main(["build", "--check"]) == 1
     err = capsys.readouterr().err
-    assert "stale: diagrams/turnstile.svg" in err and "stale: diagrams/turnstile.md" in err
+    # Policy numbers live in the review sheet, not on the overview's edges.
+    assert "stale: diagrams/turnstile.md" in err and "turnstile.svg" not in err
     assert main(["build"]) == 0
-    assert "fare_paid(fare=2 (policy.fare))" in (project / "diagrams" / "turnstile.dot").read_text()
+    assert "| `fare` | integer | 2 |" in (project / "diagrams" / "turnstile.md").read_text()
+    yaml_file.write_text(yaml_file.read_text().replace("it clicks open", "the arm is released"))
+    assert main(["build", "--check"]) == 1
+    assert "stale: diagrams/turnstile.svg" in capsys.readouterr().err
+    assert main(["build"]) == 0
+    assert "coin: the arm is released" in (project / "diagrams" / "turnstile.dot").read_text()
     assert main(["build", "--check"]) == 0
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..spec import Spec
 from . import dot, matrix, mermaid
 
@@ -17,11 +19,17 @@ def parse_formats(text: str | list[str] | tuple[str, ...]) -> list[str]:
     return fmts
 
 
-def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS) -> dict[str, str]:
-    """File name -> content for each requested format, for the machine and each decision chain."""
+def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detailed: bool = False) -> dict[str, str]:
+    """File name -> content for each requested format, for the machine and each decision chain.
+
+    ``detailed`` adds ``NAME.detailed.{dot,svg,mmd}``: every branch as its own
+    line with guards and parameters, for checking the table row by row.
+    """
     formats = parse_formats(formats)
     out: dict[str, str] = {}
     graphs = [(spec.name, dot.state_graph(spec))]
+    if detailed:
+        graphs.append((f"{spec.name}.detailed", dot.state_graph(spec, detailed=True)))
     graphs += [(f"{spec.name}.{d.name}", dot.decision_graph(spec, d)) for d in spec.decisions.values()]
     for stem, g in graphs:
         if "dot" in formats:
@@ -30,8 +38,27 @@ def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS) -> dict[s
             out[f"{stem}.svg"] = dot.to_svg(g)
     if "mermaid" in formats:
         out[f"{spec.name}.mmd"] = mermaid.state_diagram(spec)
+        if detailed:
+            out[f"{spec.name}.detailed.mmd"] = mermaid.state_diagram(spec, detailed=True)
         for d in spec.decisions.values():
             out[f"{spec.name}.{d.name}.mmd"] = mermaid.decision_flowchart(spec, d)
     if "md" in formats:
         out[f"{spec.name}.md"] = matrix.review_sheet(spec)
     return out
+
+
+def render_instance(instance: Any, fmt: str = "svg", *, detailed: bool = False) -> str:
+    """A live instance's state diagram with its current state highlighted, as ``svg``, ``dot`` or ``mermaid``.
+
+    The picture is drawn from the instance's compiled table, so it is the
+    same diagram a reviewer saw, with "you are here" on it.
+    """
+    spec = instance.compiled.spec
+    state = instance.state_name
+    if fmt == "mermaid":
+        text = mermaid.state_diagram(spec, detailed=detailed)
+        return text + f"    classDef current fill:#ffe08a,stroke:#b8860b,stroke-width:3px\n    class {state} current\n"
+    if fmt not in ("svg", "dot"):
+        raise ValueError(f"unknown format {fmt!r}; choose from svg, dot, mermaid")
+    g = dot.state_graph(spec, detailed=detailed, highlight=state)
+    return g.source if fmt == "dot" else dot.to_svg(g)
