@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from .errors import Problem
 from .fieldtypes import annotation_accepts, annotation_name, policy_value_problem, python_checker
 from .registry import Entry, Registry
+from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
 
 
@@ -235,6 +236,14 @@ class _Checker:
             if isinstance(err, dict) and err["field"] not in o.data:
                 self.error(o.path + ("error", "field"), f"outcome '{o.name}' has no data field '{err['field']}'")
 
+    def trace(self) -> None:
+        for attr in trace_attributes(self.spec):
+            problem = attribute_problem(self.spec, attr)
+            if problem:
+                self.error(attr.path, problem)
+            if attr.ref is not None:
+                self.ref("result", attr.ref)
+
     def unused(self) -> None:
         for kind in ("guard", "action"):
             for name in sorted(set(self.reg.entries[kind]) - self.used[kind]):
@@ -249,6 +258,7 @@ class _Checker:
         self.graph()
         self.decisions()
         self.outcomes()
+        self.trace()
         self.unused()
         return self.problems
 

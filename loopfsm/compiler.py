@@ -26,7 +26,7 @@ from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, MachineInstance
 from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
-from .tracing import branch_name
+from .tracing import branch_name, compile_attributes
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
@@ -224,7 +224,8 @@ class CompiledMachine:
                     per_state[s].append((r.name, tuple(guards), result))
             self.decisions[d.name] = per_state
 
-        self.trace_attributes: tuple = ()
+        self.trace_attributes = compile_attributes(
+            spec, lambda ref: _bind_ref(registry.get("result", ref.name).fn, ref))
         self.data_encoders = {n: _encoder(f, codecs[f.type]) for n, f in spec.data.items()}
         self.data_decoders = {n: _decoder(f, codecs[f.type]) for n, f in spec.data.items()}
         self.state_encoders = {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()}

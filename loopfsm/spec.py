@@ -174,7 +174,7 @@ class Spec:
         """Hash of everything that affects behaviour or snapshots; descriptions are left out.
 
         Rewording a description must not orphan saved runs; changing a state,
-        branch, guard order or field must.
+        branch, guard order or field must.  The trace table only describes, so it is left out too.
         """
         def strip(node: Any) -> Any:
             if isinstance(node, dict):
@@ -182,7 +182,8 @@ class Spec:
             if isinstance(node, list):
                 return [strip(v) for v in node]
             return node
-        body = json.dumps(strip(self.source.doc), sort_keys=True, separators=(",", ":"), default=str)
+        doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
+        body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
 
 

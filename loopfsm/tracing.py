@@ -25,10 +25,14 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .spec import Ref, Spec, _ref
+from .source import PathT
+
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import MachineInstance
 
 AttributeValue = str | int | float | bool
+Getter = Callable[[Any], Any]
 
 FEED = "feed"
 DECISION = "decision"
@@ -197,9 +201,101 @@ def decision_done(instance: MachineInstance, decision: str, rule: str, query: An
                                         _attributes(instance, query)))
 
 
+_SCALAR_TYPES = frozenset({"integer", "number", "string", "boolean"})
+_SCALARS = (str, int, float, bool)
+
+
+@dataclass(frozen=True)
+class TraceAttribute:
+    """One entry of a machine file's ``trace:`` table: an attribute name and where its value comes from."""
+
+    name: str
+    kind: str  # data | state_data | arg | result
+    field: str  # the field or argument name; the result's name for kind == "result"
+    ref: Ref | None
+    path: PathT
+
+
+def trace_attributes(spec: Spec) -> list[TraceAttribute]:
+    """The ``trace:`` table of a schema-valid spec, in file order."""
+    out = []
+    for name, raw in (spec.source.doc.get("trace") or {}).items():
+        path: PathT = ("trace", name)
+        kind = next(k for k in ("data", "state_data", "arg", "result") if k in raw)
+        if kind == "result":
+            ref = _ref(raw["result"], path + ("result",))
+            out.append(TraceAttribute(name, kind, ref.name, ref, path))
+        else:
+            out.append(TraceAttribute(name, kind, raw[kind], None, path + (kind,)))
+    return out
+
+
+def attribute_problem(spec: Spec, attr: TraceAttribute) -> str | None:
+    """Why ``attr`` cannot be traced, or None.  Only scalar fields qualify: traces never carry content."""
+    if attr.name.split(".")[0] == "loopfsm":
+        return f"trace attribute '{attr.name}': the 'loopfsm.' prefix is reserved for the record's own fields"
+    if attr.kind == "result":
+        return None
+    if attr.kind == "data":
+        fields = [spec.data[attr.field]] if attr.field in spec.data else []
+        where = "the machine's data"
+    elif attr.kind == "state_data":
+        fields = [s.data[attr.field] for s in spec.states.values() if attr.field in s.data]
+        where = "the data of any state"
+    else:
+        arg_tables = [e.args for e in spec.events.values()] + [d.args for d in spec.decisions.values()]
+        fields = [args[attr.field] for args in arg_tables if attr.field in args]
+        where = "the arguments of any feed or decision"
+    if not fields:
+        return f"trace attribute '{attr.name}': no field '{attr.field}' in {where}"
+    for f in fields:
+        if f.type not in _SCALAR_TYPES or f.list:
+            return (f"trace attribute '{attr.name}': '{attr.field}' is {'a list of ' if f.list else ''}{f.type}; "
+                    "traces take integer, number, string or boolean values only (never content)")
+    return None
+
+
+def compile_attributes(spec: Spec, bind_result: Callable[[Ref], Getter]) -> tuple[tuple[str, Getter], ...]:
+    """Getters reading each declared attribute from a feed's or decision's context."""
+    out: list[tuple[str, Getter]] = []
+    for attr in trace_attributes(spec):
+        if attr.kind in _READERS:
+            get = _READERS[attr.kind](attr.field)
+        else:
+            assert attr.ref is not None
+            get = _scalar_only(attr.name, bind_result(attr.ref))
+        out.append((attr.name, get))
+    return tuple(out)
+
+
+def _data_reader(key: str) -> Getter:
+    return lambda ctx: getattr(ctx.model.data, key)
+
+
+def _state_data_reader(key: str) -> Getter:
+    return lambda ctx: ctx.model.state_data.get(key)
+
+
+def _arg_reader(key: str) -> Getter:
+    return lambda ctx: ctx.args.get(key)
+
+
+_READERS: dict[str, Callable[[str], Getter]] = {
+    "data": _data_reader, "state_data": _state_data_reader, "arg": _arg_reader}
+
+
+def _scalar_only(name: str, fn: Getter) -> Getter:
+    def get(ctx: Any) -> Any:
+        value = fn(ctx)
+        if value is None or isinstance(value, _SCALARS):
+            return value
+        warnings.warn(f"trace attribute '{name}' computed a {type(value).__name__}, not a scalar; left out",
+                      TraceSinkWarning, stacklevel=2)
+        return None
+    return get
+
+
 def branch_name(feed: str, source: str, index: int, declared: str | None = None) -> str:
     """The stable name of a branch: its YAML ``name:`` or ``feed/source[index]``."""
     return declared or f"{feed}/{source}[{index}]"
 
-
-Getter = Callable[[Any], Any]

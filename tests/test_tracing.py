@@ -9,7 +9,7 @@ from loopfsm.machines.engine_brain import ENGINE_BRAIN, LoopMachine
 from loopfsm.machines.turnstile import TURNSTILE, Turnstile
 from loopfsm.tracing import TransitionRecord
 
-from conftest import make_registry
+from conftest import dedent, make_registry
 from test_runtime import COUNTER, compiled
 
 
@@ -170,3 +170,60 @@ def test_record_text_and_dict():
     assert str(r) == "m: go [go/a[0]] a -> b  attempts=2"
     assert r.as_dict() == {"machine": "m", "kind": "feed", "from": "a", "feed": "go", "branch": "go/a[0]",
                            "to": "b", "attributes": {"attempts": 2}}
+
+
+TRACED = COUNTER + dedent("""
+    trace:
+      count: {data: count}
+      counter.n: {state_data: n}
+      kind: {arg: kind}
+      verdict: {result: {name: constant, params: {value: fine}}}
+""")
+
+
+def test_declared_attributes_are_read_after_the_feed():
+    m = compiled(TRACED).new()
+    records: list[TransitionRecord] = []
+    with tracing.global_sink(records.append):
+        m.label("a")
+        m.start(5)
+        m.tick()
+        m.explain("what_next")
+    assert [dict(r.attributes) for r in records] == [
+        {"count": 0, "kind": "a", "verdict": "fine"},
+        {"count": 0, "counter.n": 5, "verdict": "fine"},
+        {"count": 1, "counter.n": 5, "verdict": "fine"},
+        {"count": 1, "counter.n": 5, "verdict": "fine"},
+    ]
+
+
+def test_the_trace_table_does_not_change_the_fingerprint():
+    assert compiled(TRACED).fingerprint == compiled(COUNTER).fingerprint
+
+
+@pytest.mark.parametrize("entry,message", [
+    ("log: {data: log}", r"trace.log.data: trace attribute 'log': 'log' is a list of string"),
+    ("nope: {data: nope}", r"trace.nope.data: trace attribute 'nope': no field 'nope' in the machine's data"),
+    ("n: {arg: n2}", r"no field 'n2' in the arguments of any feed or decision"),
+    ("loopfsm.count: {data: count}", r"'loopfsm.' prefix is reserved"),
+    ("x: {result: nothing_here}", r"unknown result 'nothing_here'"),
+])
+def test_bad_trace_attributes_are_refused_with_a_location(entry, message):
+    text = COUNTER + "trace:\n  " + entry + "\n"
+    with pytest.raises(SpecError, match=r"counter.yaml:\d+:\d+: " + message if "trace." in message else message):
+        parse(text, "counter.yaml", make_registry())
+
+
+def test_a_result_attribute_that_is_not_a_scalar_is_left_out_loudly():
+    reg = make_registry()
+
+    @reg.result
+    def everything(m, q) -> object:
+        return {"prompt": "secret"}
+
+    from loopfsm import compile_spec
+    C = compile_spec(parse(COUNTER + "trace:\n  leak: {result: everything}\n", "counter.yaml", reg), reg)
+    records: list[TransitionRecord] = []
+    with tracing.global_sink(records.append), pytest.warns(tracing.TraceSinkWarning, match="not a scalar"):
+        C.new().start()
+    assert dict(records[0].attributes) == {}
