@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from .errors import Problem
 from .fieldtypes import annotation_accepts, annotation_name, policy_value_problem, python_checker
-from .registry import Entry, Registry
+from .registry import BUILTIN_CODECS, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
 
@@ -26,9 +26,12 @@ def _suggest(name: str, options: Iterable[str]) -> str:
 
 
 class _Checker:
-    def __init__(self, spec: Spec, registry: Registry):
+    def __init__(self, spec: Spec, registry: Registry | None):
         self.spec = spec
         self.reg = registry
+        # Without a registry, names that only it can vouch for are collected here
+        # (kind -> names) instead of checked, so a caller can say what went unchecked.
+        self.unchecked: dict[str, set[str]] = {}
         self.src = spec.source
         self.problems: list[Problem] = []
         self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set()}
@@ -48,8 +51,14 @@ class _Checker:
         self.error(path, f"unknown state '{name}'{_suggest(name, self.spec.states)}", key=key)
         return False
 
+    def skip(self, kind: str, name: str) -> None:
+        self.unchecked.setdefault(kind, set()).add(name)
+
     def ref(self, kind: str, ref: Ref) -> None:
         self.used[kind].add(ref.name)
+        if self.reg is None:
+            self.skip(kind, ref.name)
+            return
         entries = self.reg.entries[kind]
         name_path = ref.path + (("name",) if ref.params or ref.negate else ())
         if ref.name not in entries:
@@ -95,7 +104,10 @@ class _Checker:
             if need_default and f.default is MISSING and not (f.list or f.nullable):
                 self.error(f.path, f"field '{f.name}' needs a 'default' (or 'nullable: true'): "
                                    "a new instance must start with a value", key=True)
-            codec = self.reg.codecs.get(f.type)
+            codec = (self.reg.codecs if self.reg is not None else BUILTIN_CODECS).get(f.type)
+            if codec is None and self.reg is None:
+                self.skip("field type", f.type)
+                continue
             if codec is None:
                 self.error(f.path + ("type",), f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
                                                f"(built in: integer, boolean, string, number, json; "
@@ -231,7 +243,9 @@ class _Checker:
         for o in self.spec.outcomes.values():
             self.fields(o.data)
             err = o.error
-            if isinstance(err, str) and err not in self.reg.errors:
+            if isinstance(err, str) and self.reg is None:
+                self.skip("error class", err)
+            elif isinstance(err, str) and self.reg is not None and err not in self.reg.errors:
                 self.error(o.path + ("error",), f"unknown error class '{err}'{_suggest(err, self.reg.errors)}")
             if isinstance(err, dict) and err["field"] not in o.data:
                 self.error(o.path + ("error", "field"), f"outcome '{o.name}' has no data field '{err['field']}'")
@@ -245,6 +259,8 @@ class _Checker:
                 self.ref("result", attr.ref)
 
     def unused(self) -> None:
+        if self.reg is None:
+            return
         for kind in ("guard", "action"):
             for name in sorted(set(self.reg.entries[kind]) - self.used[kind]):
                 self.warn((), f"registered {kind} '{name}' of registry '{self.reg.name}' is used by no rule "
@@ -266,3 +282,16 @@ class _Checker:
 def check_spec(spec: Spec, registry: Registry) -> list[Problem]:
     """Every semantic problem of ``spec`` against ``registry`` (errors and warnings)."""
     return _Checker(spec, registry).run()
+
+
+def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
+    """The checks that need only the file, and what was left unchecked for want of its registry.
+
+    Everything but the registry's names is still checked (states, reachability,
+    shadowing, policy bounds, built-in field types); the second value maps
+    "guard", "action", "result", "field type" and "error class" to the names
+    only the registry could vouch for.
+    """
+    checker = _Checker(spec, None)
+    problems = checker.run()
+    return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}

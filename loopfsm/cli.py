@@ -13,7 +13,9 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from . import loader
-from .errors import LoopFsmError, SpecError
+from .errors import ConfigError, LoopFsmError
+from .project import Project, find_project, load_machines, parse_registry_option, shown
+from .registries import Registries
 from .render import FORMATS, parse_formats, render
 from .render.dot import RenderError, svg_stamp
 from .source import SourceProblems, read_file
@@ -25,11 +27,26 @@ class UsageError(Exception):
     pass
 
 
-def _paths(given: Sequence[str]) -> list[Path]:
+def _project(args: argparse.Namespace) -> Project:
+    try:
+        return find_project()
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+
+
+def _registries(args: argparse.Namespace, project: Project) -> Registries:
+    try:
+        return project.registries(parse_registry_option(r, project.root) for r in args.registry)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+
+
+def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
     if not given:
-        found = sorted(Path("machines").glob("*.yaml"))
+        folder = shown(project.machines) if project else Path("machines")
+        found = sorted(folder.glob("*.yaml"))
         if not found:
-            raise UsageError("no paths given and no machines/*.yaml here")
+            raise UsageError(f"no paths given and no {folder}/*.yaml here")
         return found
     out: list[Path] = []
     for g in given:
@@ -51,7 +68,7 @@ def _report(problems) -> None:
 def cmd_validate(args) -> int:
     """Schema only: needs no registry, so it suits editors and pre-commit hooks."""
     status = EXIT_OK
-    for path in _paths(args.paths):
+    for path in _paths(args.paths, _project(args)):
         try:
             src = read_file(path)
             problems = loader.schema_problems(src)
@@ -65,23 +82,18 @@ def cmd_validate(args) -> int:
     return status
 
 
-def _load_all(paths: list[Path], *, show_warnings: bool) -> tuple[list, int]:
-    specs, status = [], EXIT_OK
-    for path in paths:
-        try:
-            spec = loader.load(path)
-        except SpecError as err:
-            _report(err.problems)
-            status = EXIT_INVALID
-            continue
-        if show_warnings:
-            _report(spec.warnings)
-        specs.append(spec)
-    return specs, status
+def _load_all(paths: list[Path], registries: Registries, *, show_warnings: bool,
+              require_registry: bool = False, tolerate_broken: bool = True) -> tuple[list, int]:
+    """Errors always; warnings and notes (what went unchecked for want of a registry) when asked."""
+    loaded = load_machines(paths, registries, require_registry=require_registry, tolerate_broken=tolerate_broken)
+    _report(p for p in loaded.problems if show_warnings or p.severity == "error")
+    return loaded.specs, EXIT_INVALID if loaded.failed else EXIT_OK
 
 
 def cmd_check(args) -> int:
-    specs, status = _load_all(_paths(args.paths), show_warnings=True)
+    project = _project(args)
+    specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=True,
+                              require_registry=args.require_registry, tolerate_broken=False)
     for spec in specs:
         print(f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
               f"{len(spec.decisions)} decisions)")
@@ -97,8 +109,9 @@ def _formats(text: str) -> list[str]:
 
 def cmd_render(args) -> int:
     fmts = _formats(args.format)
-    specs, status = _load_all(_paths(args.paths), show_warnings=False)
-    out = Path(args.output)
+    project = _project(args)
+    specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=False)
+    out = Path(args.output) if args.output else shown(project.diagrams)
     out.mkdir(parents=True, exist_ok=True)
     for spec in specs:
         for name, text in render(spec, fmts, detailed=args.detailed).items():
@@ -117,10 +130,13 @@ def _same(name: str, want: str, have: str) -> bool:
 
 
 def cmd_build(args) -> int:
-    machines, out = Path(args.machines), Path(args.output)
+    project = _project(args)
+    machines = Path(args.machines) if args.machines else shown(project.machines)
+    out = Path(args.output) if args.output else shown(project.diagrams)
     if not machines.is_dir():
         raise UsageError(f"no machines directory at {machines}")
-    specs, status = _load_all(sorted(machines.glob("*.yaml")), show_warnings=not args.check)
+    specs, status = _load_all(sorted(machines.glob("*.yaml")), _registries(args, project),
+                              show_warnings=not args.check)
     if status != EXIT_OK:
         return status
     wanted: dict[str, str] = {}
@@ -166,27 +182,35 @@ def cmd_run(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopfsm", description="State machines of agent runtimes as YAML tables.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    regs = argparse.ArgumentParser(add_help=False)
+    regs.add_argument("--registry", action="append", default=[], metavar="NAME=MODULE:ATTR",
+                      help="use MODULE:ATTR (imported from the project folder) for machines with 'registry: NAME'; "
+                           "repeatable, overrides [tool.loopfsm] registries in pyproject.toml")
 
     s = sub.add_parser("validate", help="check machine files against the JSON Schema only")
     s.add_argument("paths", nargs="*", help="files or directories (default: machines/*.yaml)")
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("check", help="schema plus semantic checks (names, reachability, shadowing, ...)")
-    s.add_argument("paths", nargs="*", help="files or directories (default: machines/*.yaml)")
+    s = sub.add_parser("check", parents=[regs],
+                       help="schema plus semantic checks (names, reachability, shadowing, ...)")
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument("--require-registry", action="store_true",
+                   help="fail when a machine's registry is not declared (default: note what went unchecked)")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("render", help="render machines to SVG, DOT, Mermaid and Markdown")
-    s.add_argument("paths", nargs="*", help="files or directories (default: machines/*.yaml)")
-    s.add_argument("-o", "--output", default="diagrams", help="output directory (default: diagrams)")
+    s = sub.add_parser("render", parents=[regs], help="render machines to SVG, DOT, Mermaid and Markdown")
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument("-o", "--output", help="output directory (default: the project's diagrams folder)")
     s.add_argument("--format", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
     s.add_argument("--detailed", action="store_true",
                    help="also write NAME.detailed.*: every branch with its guards and actions")
     s.set_defaults(func=cmd_render)
 
-    s = sub.add_parser("build", help="check every machine in machines/ and render it into diagrams/")
+    s = sub.add_parser("build", parents=[regs],
+                       help="check every machine in machines/ and render it into diagrams/")
     s.add_argument("--check", action="store_true", help="write nothing; fail if diagrams/ is stale")
-    s.add_argument("--machines", default="machines", help="directory of machine files (default: machines)")
-    s.add_argument("-o", "--output", default="diagrams", help="diagram directory (default: diagrams)")
+    s.add_argument("--machines", help="directory of machine files (default: [tool.loopfsm] machines, or machines)")
+    s.add_argument("-o", "--output", help="diagram directory (default: [tool.loopfsm] diagrams, or diagrams)")
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser("schema", help="print the JSON Schema of machine files")

@@ -101,3 +101,7 @@ class SealError(LoopFsmError):
 
     The message names which check failed and never includes key material or plaintext.
     """
+
+
+class ConfigError(LoopFsmError):
+    """A project's ``[tool.loopfsm]`` settings or a ``--registry`` option is malformed."""

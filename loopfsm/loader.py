@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError, best_match
 
-from .checks import check_spec
+from .checks import check_spec, check_structure
 from .errors import Problem, SpecError
 from .registry import Registry, registry_named
 from .resources import schema_path
@@ -94,30 +95,39 @@ def parse(text: str, file: str = "<string>", registry: Registry | None = None) -
     return _from_source(src, registry)
 
 
-def load(path: str | Path, registry: Registry | None = None) -> Spec:
+Lookup = Callable[[str | None], Registry | None]
+
+
+def load(path: str | Path, registry: Registry | None = None, *, lookup: Lookup | None = None) -> Spec:
     """Load and fully check a machine file; raise :class:`SpecError` listing every problem.
 
     Without an explicit ``registry`` the one the file names under ``registry:``
     is used, looked up among registries loopfsm ships or installed packages declare.
+    A ``lookup`` replaces that search (the command line adds the registries a
+    project declares); when it answers ``None`` the file gets every check that
+    needs no registry, and ``spec.unchecked`` lists the names nobody vouched for.
     """
     try:
         src = read_file(path)
     except SourceProblems as err:
         raise SpecError(err.problems) from None
-    return _from_source(src, registry)
+    return _from_source(src, registry, lookup)
 
 
-def _from_source(src: Source, registry: Registry | None) -> Spec:
+def _from_source(src: Source, registry: Registry | None, lookup: Lookup | None = None) -> Spec:
     problems = schema_problems(src)
     if problems:
         raise SpecError(problems)
     spec = build_spec(src)
     if registry is None:
         try:
-            registry = registry_named(spec.registry)
-        except Exception as err:  # an unknown registry is a problem of this file
+            registry = (lookup or registry_named)(spec.registry)
+        except Exception as err:  # an unknown or broken registry is a problem of this file
             raise SpecError([src.problem(("registry",), str(err))]) from None
-    found = check_spec(spec, registry)
+    if registry is None:
+        found, spec.unchecked = check_structure(spec)
+    else:
+        found = check_spec(spec, registry)
     errors = [p for p in found if p.severity == "error"]
     if errors:
         raise SpecError(found)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import inspect
 import typing
 from dataclasses import dataclass
-from importlib import import_module
-from importlib.metadata import entry_points
 from typing import Any
 from collections.abc import Callable
 
@@ -143,39 +141,8 @@ class Registry:
 
 EMPTY = Registry("empty")
 
-# Registries of the machines that ship with loopfsm.  The strings here are ours,
-# written in this file; nothing from a machine file ever reaches import_module.
-_BUILTIN: dict[str, str] = {
-    "turnstile": "loopfsm.machines.turnstile",
-    "engine_brain": "loopfsm.machines.engine_brain",
-    "tool_breaker": "loopfsm.machines.tool_breaker",
-    "fallback_breaker": "loopfsm.machines.fallback_breaker",
-    "router_client": "loopfsm.machines.router_client",
-}
-
-ENTRY_POINT_GROUP = "loopfsm.registries"
-
-
-def known_registries() -> list[str]:
-    names = set(_BUILTIN)
-    names.update(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
-    return sorted(names)
-
 
 def registry_named(name: str | None) -> Registry:
-    """The registry a machine file names: a built-in one, or one an installed package registered.
-
-    Third-party packages register theirs under the ``loopfsm.registries`` entry
-    point group, so the set of reachable registries is fixed by what is installed,
-    never by what a YAML file says.
-    """
-    if name is None:
-        return EMPTY
-    if name in _BUILTIN:
-        return import_module(_BUILTIN[name]).REGISTRY
-    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
-        reg = ep.load()
-        if not isinstance(reg, Registry):
-            raise RegistryError(f"entry point '{name}' in {ENTRY_POINT_GROUP} is not a loopfsm Registry")
-        return reg
-    raise RegistryError(f"unknown registry '{name}' (known: {', '.join(known_registries())})")
+    """The registry a machine file names, among those loopfsm ships or installed packages publish."""
+    from .registries import registry_named as named  # the resolver builds on this module
+    return named(name)

@@ -138,6 +138,9 @@ class Spec:
     outcomes: dict[str, OutcomeDef]
     source: Source
     warnings: list = field(default_factory=list)
+    # Names only the machine's registry could vouch for, when it was checked without one
+    # (kind -> names); empty after a full check.
+    unchecked: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def file(self) -> str:

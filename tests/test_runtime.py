@@ -335,7 +335,7 @@ def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
 
 
 def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
-    import loopfsm.registry as registry_module
+    import loopfsm.registries as registries_module
     from loopfsm import SpecError
 
     class FakeEntryPoint:
@@ -347,7 +347,7 @@ def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
 
     custom = make_registry()
     eps = [FakeEntryPoint("custom", custom), FakeEntryPoint("broken", object())]
-    monkeypatch.setattr(registry_module, "entry_points",
+    monkeypatch.setattr(registries_module, "entry_points",
                         lambda group, name=None: [e for e in eps if name in (None, e.name)])
     spec = parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: custom\n"), "c.yaml")
     assert spec.registry == "custom" and compile_spec(spec).registry is custom
