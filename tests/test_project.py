@@ -86,7 +86,7 @@ def test_render_and_build_need_no_registry(door, capsys):
     code, out, err = run(capsys, "render", "--format", "dot,mermaid,md")
     assert code == 0, err
     assert "diagrams/door.dot" in out
-    assert "[code_ok(code=\\\"1234\\\" (policy.code))]" in (door / "diagrams" / "door.dot").read_text()
+    assert "code_ok(code=\"1234\" (policy.code))" in (door / "diagrams" / "door.md").read_text()
     code, out, err = run(capsys, "build")
     assert code == 0, err
     assert "not declared" in err and "not checked: guards code_ok; actions count_wrong" in err
