@@ -9,7 +9,6 @@ carries on, so a user sees every mistake in a file in one run.
 
 from __future__ import annotations
 
-import difflib
 from collections import deque
 from collections.abc import Iterable
 
@@ -21,6 +20,8 @@ from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
 
 
 def _suggest(name: str, options: Iterable[str]) -> str:
+    import difflib  # noqa: PLC0415 - only a file with a typo pays for it
+
     close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
 

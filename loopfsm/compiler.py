@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-import fastjsonschema
-
 from .backend import LoopBackendMachine
 from .errors import FeedArgumentError, PolicyError, SnapshotError
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
@@ -232,12 +230,10 @@ class CompiledMachine:
                                for s in spec.states.values()}
         self.state_decoders = {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()}
                                for s in spec.states.values()}
-        # Snapshots are validated by schemas generated from the YAML's field types and
-        # compiled to Python once (fastjsonschema): restoring a 100-message brain must
-        # not cost what interpreting a schema per node costs.
-        self._data_validator = fastjsonschema.compile(_fields_schema(spec.data, codecs))
-        self._state_validators = {s.name: fastjsonschema.compile(_fields_schema(s.data, codecs))
-                                  for s in spec.states.values()}
+        # Snapshot validators are compiled on the first restore (most processes never restore),
+        # and only for field sets that exist: a state without data needs no validator.
+        self._codecs = codecs
+        self._validators: tuple[Any, dict[str, Any]] | None = None
 
         bases = (base, MachineInstance) if base is not None else (MachineInstance,)
         namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
@@ -297,18 +293,57 @@ class CompiledMachine:
         if snap["fingerprint"] != self.fingerprint:
             raise fail(f"it was taken under another version of the spec (fingerprint {snap['fingerprint']!r}, "
                        f"this spec is {self.fingerprint!r})")
-        if not isinstance(snap["state"], str) or snap["state"] not in self._state_validators:
+        if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {snap['state']!r}")
-        for where, validator, value in (("data", self._data_validator, snap["data"]),
-                                        ("state_data", self._state_validators[snap["state"]], snap["state_data"])):
-            try:
-                validator(value)
-            except fastjsonschema.JsonSchemaException as err:
-                detail = err.message.replace("data", where, 1)
-                raise fail(f"{detail} (in state {snap['state']!r})" if where == "state_data" else detail) from None
+        data_validator, state_validators = self._validators or self._compile_validators()
+        for where, validator, value in (("data", data_validator, snap["data"]),
+                                        ("state_data", state_validators.get(snap["state"]), snap["state_data"])):
+            detail = _no_fields_problem(value) if validator is None else validator(value)
+            if detail is not None:
+                detail = detail.replace("data", where, 1)
+                raise fail(f"{detail} (in state {snap['state']!r})" if where == "state_data" else detail)
+
+    def _compile_validators(self) -> tuple[Any, dict[str, Any]]:
+        """Validators generated from the YAML's field types and compiled to Python once (fastjsonschema).
+
+        Restoring a 100-message brain must not cost what interpreting a schema
+        per node costs; compiling them is left to the first restore.
+        """
+        spec, codecs = self.spec, self._codecs
+        self._validators = (
+            _fields_validator(spec.data, codecs),
+            {s.name: _fields_validator(s.data, codecs) for s in spec.states.values() if s.data},
+        )
+        return self._validators
 
     def __repr__(self) -> str:
         return f"<CompiledMachine {self.name} {self.fingerprint}>"
+
+
+def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> Callable[[Any], str | None] | None:
+    """A checker returning why a value does not fit ``fields`` (None if it does); None when there are no fields."""
+    if not fields:
+        return None
+    import fastjsonschema  # noqa: PLC0415 - only processes that restore pay for it
+
+    check = fastjsonschema.compile(_fields_schema(fields, codecs))
+
+    def problem(value: Any) -> str | None:
+        try:
+            check(value)
+        except fastjsonschema.JsonSchemaException as err:
+            return str(err.message)
+        return None
+    return problem
+
+
+def _no_fields_problem(value: Any) -> str | None:
+    """What the generated validator would say of a value for an empty field set, without one."""
+    if not isinstance(value, dict):
+        return "data must be object"
+    if value:
+        return f"data must not contain {set(value)!r} properties"
+    return None
 
 
 def _feed_method(event: str, doc: str):

@@ -3,6 +3,8 @@
 The schema validator is built once per process: checking the meta-schema and
 compiling the validator costs tens of milliseconds, which a build over many
 machine files (or a test suite loading them hundreds of times) should pay once.
+A file that loaded before, unchanged, is not even parsed: :mod:`.speccache`
+hands back its checked document, and neither YAML nor ``jsonschema`` is imported.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ import json
 from functools import lru_cache
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError, best_match
-
+from . import speccache
 from .checks import check_spec, check_structure
 from .errors import Problem, SpecError
 from .registry import Registry, registry_named
 from .resources import schema_path
-from .source import Source, SourceProblems, read_file, read_source
 from .spec import Spec, build_spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .source import Source
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import ValidationError
 
 
 @lru_cache(maxsize=1)
@@ -31,6 +35,8 @@ def machine_schema() -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator  # noqa: PLC0415 - only a cache miss pays for the import
+
     schema = machine_schema()
     Draft202012Validator.check_schema(schema)
     return Draft202012Validator(schema)
@@ -44,6 +50,8 @@ def _friendly(err: ValidationError) -> str | None:
 
 
 def _schema_problem(src: Source, err: ValidationError) -> Problem:
+    from jsonschema.exceptions import best_match  # noqa: PLC0415
+
     top = err
     err = best_match([err]) if err.context else err
     path = tuple(err.absolute_path)
@@ -88,6 +96,8 @@ def schema_problems(src: Source) -> list[Problem]:
 
 def parse(text: str, file: str = "<string>", registry: Registry | None = None) -> Spec:
     """Parse and fully check machine text; raise :class:`SpecError` listing every problem."""
+    from .source import SourceProblems, read_source  # noqa: PLC0415
+
     try:
         src = read_source(text, file)
     except SourceProblems as err:
@@ -106,15 +116,74 @@ def load(path: str | Path, registry: Registry | None = None, *, lookup: Lookup |
     A ``lookup`` replaces that search (the command line adds the registries a
     project declares); when it answers ``None`` the file gets every check that
     needs no registry, and ``spec.unchecked`` lists the names nobody vouched for.
+    An unchanged file checked before against the same registry comes from the
+    spec cache (see :mod:`loopfsm.speccache`).
     """
+    data = speccache.read_small_file(path)
+    key = speccache.entry_key(str(path), data) if data is not None else None
+    if key is not None:
+        spec = _from_cache(key, str(path), data, registry, lookup)  # type: ignore[arg-type]
+        if spec is not None:
+            return spec
+    from .source import SourceProblems, read_file  # noqa: PLC0415
+
     try:
         src = read_file(path)
     except SourceProblems as err:
         raise SpecError(err.problems) from None
-    return _from_source(src, registry, lookup)
+    spec, used = _checked(src, registry, lookup)
+    if key is not None and used is not None:  # a file checked without its registry is not cached
+        speccache.store(key, src.doc, speccache.registry_signature(used), spec.warnings)
+    return spec
+
+
+class _CachedSource:
+    """A cached document standing in for a parsed :class:`~loopfsm.source.Source`.
+
+    Positions are needed only to report a problem, so the file's text is parsed
+    again (YAML imported and all) only if something asks for one.
+    """
+
+    def __init__(self, file: str, doc: Any, text: bytes):
+        self.file, self.doc, self._text = file, doc, text
+
+    def __getattr__(self, name: str) -> Any:
+        from .source import read_source  # noqa: PLC0415
+
+        parsed = read_source(self._text.decode("utf-8"), self.file)
+        parsed.doc = self.doc
+        self.__dict__["_parsed"] = parsed
+        return getattr(parsed, name)
+
+
+def _from_cache(key: str, file: str, data: bytes, registry: Registry | None,
+                lookup: Lookup | None) -> Spec | None:
+    """The spec of a cache entry, or None to take the uncached path.
+
+    An entry is untrusted: anything wrong with it (a shape the schema would
+    refuse, a registry that changed or vanished) is a miss, and the uncached
+    path then reports on the file itself.
+    """
+    hit = speccache.lookup(key)
+    if hit is None:
+        return None
+    try:
+        spec = build_spec(_CachedSource(file, hit.doc, data))  # type: ignore[arg-type]
+        if registry is None:
+            registry = (lookup or registry_named)(spec.registry)
+    except Exception:  # noqa: BLE001 - a bad entry or a registry gone missing is just a miss
+        return None
+    if registry is None or speccache.registry_signature(registry) != hit.registry:
+        return None
+    spec.warnings = hit.warnings
+    return spec
 
 
 def _from_source(src: Source, registry: Registry | None, lookup: Lookup | None = None) -> Spec:
+    return _checked(src, registry, lookup)[0]
+
+
+def _checked(src: Source, registry: Registry | None, lookup: Lookup | None = None) -> tuple[Spec, Registry | None]:
     problems = schema_problems(src)
     if problems:
         raise SpecError(problems)
@@ -132,4 +201,4 @@ def _from_source(src: Source, registry: Registry | None, lookup: Lookup | None =
     if errors:
         raise SpecError(found)
     spec.warnings = [p for p in found if p.severity != "error"]
-    return spec
+    return spec, registry

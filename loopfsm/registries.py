@@ -20,7 +20,6 @@ import re
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 
 from .errors import RegistryError
@@ -94,6 +93,13 @@ def _load(d: Declared) -> Registry:
     if not isinstance(value, Registry):
         raise RegistryError(f"{where} is a {type(value).__name__}, not a loopfsm Registry")
     return value
+
+
+def entry_points(group: str, **select: str):  # type: ignore[no-untyped-def]
+    """Installed packages' entry points; importlib.metadata costs its import only when they are read."""
+    from importlib.metadata import entry_points as read  # noqa: PLC0415
+
+    return read(group=group, **select)
 
 
 class _EntryPointSource:

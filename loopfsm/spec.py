@@ -9,9 +9,10 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .source import PathT, Source
+if TYPE_CHECKING:  # pragma: no cover - a spec from the cache is built without the YAML reader
+    from .source import PathT, Source
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "MISSING"})()
 WILDCARD = "*"

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 import textwrap
 
 import pytest
@@ -17,6 +20,13 @@ from loopfsm import Registry
 settings.register_profile("default", deadline=None)
 settings.register_profile("ci", derandomize=True, print_blob=True, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+# The spec cache of this test session is its own, fresh directory (inherited by the CLI
+# subprocesses tests start), so no run reads or leaves entries in the user's cache.
+_CACHE = tempfile.mkdtemp(prefix="loopfsm-test-cache-")
+os.environ["LOOPFSM_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
 
 def make_registry() -> Registry:
