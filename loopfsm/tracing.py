@@ -26,9 +26,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .spec import Ref, Spec, _ref
-from .source import PathT
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .source import PathT  # the YAML reader is imported only when a file is parsed
     from .runtime import MachineInstance
 
 AttributeValue = str | int | float | bool
