@@ -174,6 +174,39 @@ def cmd_schema(args) -> int:
     return EXIT_OK
 
 
+def cmd_diff(args) -> int:
+    """Exit 0 when only wording changed, 1 when behaviour did, 2 when a side is unreadable or invalid.
+
+    ``--git`` takes the seven arguments git hands an external diff driver and
+    always exits 0 for a readable pair (git stops at the first non-zero exit).
+    """
+    from .diff import diff_specs, load_for_diff
+    if args.git:
+        if len(args.files) != 7:
+            raise UsageError("--git expects the 7 arguments git passes to a diff driver")
+        shown, old, new = args.files[0], args.files[1], args.files[4]
+    else:
+        if len(args.files) != 2:
+            raise UsageError("give two machine files: OLD NEW")
+        shown, (old, new) = args.files[1], args.files
+    if args.git and (old == "/dev/null" or new == "/dev/null"):
+        print(f"{shown}: machine file {'added' if old == '/dev/null' else 'removed'}")
+        return EXIT_OK
+    specs = []
+    for path in (old, new):
+        try:
+            specs.append(load_for_diff(path))
+        except SpecError as err:
+            _report(err.problems)
+            return EXIT_USAGE
+    d = diff_specs(specs[0], specs[1])
+    print(f"{shown}:" if args.git else f"{old} -> {new}:")
+    print("\n".join(d.lines()))
+    if args.git:
+        return EXIT_OK
+    return EXIT_INVALID if d.behaviour_changed else EXIT_OK
+
+
 def cmd_run(args) -> int:
     from .script import run_script
     return run_script(args.machine, Path(args.script))
@@ -212,6 +245,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--machines", help="directory of machine files (default: [tool.loopfsm] machines, or machines)")
     s.add_argument("-o", "--output", help="diagram directory (default: [tool.loopfsm] diagrams, or diagrams)")
     s.set_defaults(func=cmd_build)
+
+    s = sub.add_parser("diff", help="what changed between two versions of a machine file, in words",
+                       description="Semantic diff: '*' marks a behaviour change, '~' a reworded description. "
+                                   "Exit 0: descriptions only; 1: behaviour changed; 2: bad input.")
+    s.add_argument("files", nargs="+", metavar="OLD NEW", help="the two versions of the file")
+    s.add_argument("--git", action="store_true", help="called as a git diff driver (7 arguments), always exit 0")
+    s.set_defaults(func=cmd_diff)
 
     s = sub.add_parser("schema", help="print the JSON Schema of machine files")
     s.set_defaults(func=cmd_schema)
