@@ -13,7 +13,7 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from . import loader
-from .errors import ConfigError, LoopFsmError
+from .errors import ConfigError, LoopFsmError, SpecError
 from .project import Project, find_project, load_machines, parse_registry_option, shown
 from .registries import Registries
 from .render import FORMATS, parse_formats, render
