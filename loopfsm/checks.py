@@ -9,14 +9,39 @@ carries on, so a user sees every mistake in a file in one run.
 
 from __future__ import annotations
 
+import keyword
 from collections import deque
 from collections.abc import Iterable
 
 from .errors import Problem
 from .fieldtypes import annotation_accepts, annotation_name, policy_value_problem, python_checker
-from .registry import BUILTIN_CODECS, Entry, Registry
+from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
+
+
+# What a name becomes in Python: a data field an attribute of ``m.data``, a policy
+# number a dataclass field, a feed argument a keyword argument of the feed method
+# (beside ``self``, ``policy`` and ``feed``'s ``event``), a state's data a keyword of
+# ``ctx.enter``, a feed a method of the instance.  Each must be an identifier that
+# collides with nothing already there.
+_RESERVED_ARGS = frozenset({"self", "policy", "event"})
+
+
+def _instance_api() -> frozenset[str]:
+    from .runtime import MachineInstance
+    return frozenset(n for n in dir(MachineInstance) if not n.startswith("_")) | {"compiled"}
+
+
+def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | None:
+    if not name.isidentifier() or keyword.iskeyword(name):
+        return (f"{what} '{name}' cannot be used: it is a Python keyword" if keyword.iskeyword(name)
+                else f"{what} '{name}' is not a Python identifier")
+    if name.startswith("_"):
+        return f"{what} '{name}' cannot be used: names beginning with '_' are reserved for loopfsm's own attributes"
+    if name in reserved:
+        return f"{what} '{name}' cannot be used: it would collide with the instance API ({name})"
+    return None
 
 
 def _suggest(name: str, options: Iterable[str]) -> str:
@@ -84,6 +109,10 @@ class _Checker:
                 misspelt = True
                 continue
             want = declared[pname].type
+            if want is DataField and isinstance(value, str) and value not in self.spec.data:
+                self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' names a data field, "
+                                  f"but the machine has no data field '{value}'{_suggest(value, self.spec.data)}")
+                continue
             if (ref_name := policy_ref(value)) is not None:
                 pol = self.spec.policy.get(ref_name)
                 if pol is None:
@@ -98,6 +127,31 @@ class _Checker:
         for pname, p in declared.items():
             if p.required and pname not in ref.params and not misspelt:
                 self.error(ref.path, f"{entry.kind} '{entry.name}' needs parameter '{pname}'")
+
+    # -- names that become Python ------------------------------------------
+    def names(self) -> None:
+        spec = self.spec
+
+        def check(name: str, path, what: str, reserved: Iterable[str] = ()) -> None:
+            problem = _name_problem(name, what, reserved)
+            if problem:
+                self.error(path, problem, key=True)
+
+        for f in spec.data.values():
+            check(f.name, f.path, "data field")
+        for p in spec.policy.values():
+            check(p.name, p.path, "policy parameter", ("self",))
+        for s in spec.states.values():
+            for f in s.data.values():
+                check(f.name, f.path, "state data field", ("self",))
+        api = _instance_api()
+        for ev in spec.events.values():
+            check(ev.name, ev.path, "feed", api)
+            for f in ev.args.values():
+                check(f.name, f.path, "feed argument", _RESERVED_ARGS)
+        for o in spec.outcomes.values():
+            for f in o.data.values():
+                check(f.name, f.path, "outcome data field", ("self",))
 
     # -- fields, policy ----------------------------------------------------
     def fields(self, fields: dict[str, FieldDef], *, need_default: bool = False) -> None:
@@ -268,6 +322,7 @@ class _Checker:
                               f"of machine '{self.spec.name}'")
 
     def run(self) -> list[Problem]:
+        self.names()
         self.policy()
         self.fields(self.spec.data, need_default=True)
         self.states()

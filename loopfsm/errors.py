@@ -42,7 +42,7 @@ class SpecError(LoopFsmError):
     """A machine file is invalid; carries every problem found, not only the first."""
 
     def __init__(self, problems: Iterable[Problem]):
-        self.problems: list[Problem] = sorted(problems)
+        self.problems: list[Problem] = sorted(set(problems))
         super().__init__("\n".join(str(p) for p in self.problems))
 
 

@@ -11,7 +11,7 @@ import typing
 from typing import Any
 from collections.abc import Callable
 
-from .registry import Codec
+from .registry import Codec, DataField
 from .spec import MISSING, FieldDef, PolicyParam
 
 POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -63,6 +63,8 @@ def annotation_accepts(annotation: Any, value: Any) -> bool:
     """Whether a YAML literal suits a guard parameter annotated ``annotation``."""
     if annotation is Any:
         return True
+    if annotation is DataField:
+        return isinstance(value, str)
     origin = typing.get_origin(annotation)
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
         return any(annotation_accepts(a, value) for a in typing.get_args(annotation))

@@ -60,18 +60,23 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     keywords = [p for p in err.absolute_schema_path if isinstance(p, str)]
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
         allowed = set(err.schema.get("properties", {}))
-        extras = sorted(k for k in err.instance if k not in allowed)
+        extras = sorted((k for k in err.instance if k not in allowed), key=str)
         if extras:
             path = path + (extras[0],)
             key = True
             message = (f"unknown key '{extras[0]}'"
                        + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else ""))
-            if " " in str(extras[0]):
+            if isinstance(extras[0], bool):
+                message = (f"a key was read as the boolean {extras[0]}: YAML 1.1 turns unquoted "
+                           "on/off/yes/no/true/false into booleans, so quote the key or choose another name")
+            elif " " in str(extras[0]):
                 message += ("; a comma inside a flow mapping {...} ends the value before it, "
                             "so quote text that contains commas")
     elif err.validator == "propertyNames" or "propertyNames" in keywords:
         name = err.instance
         if isinstance(name, bool):
+            path = tuple(err.absolute_path) + (name,)
+            key = True
             message = (f"a key was read as the boolean {name}: YAML 1.1 turns unquoted on/off/yes/no/true/false "
                        "into booleans, so quote the key or choose another name")
         elif isinstance(name, str):
@@ -83,7 +88,17 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     friendly = _friendly(top)
     if friendly:
         path, message, key = tuple(top.absolute_path), friendly, False
-    return src.problem(path, message, key=key)
+    return src.problem(path, _without_long_values(message, err.instance), key=key)
+
+
+def _without_long_values(message: str, instance: Any) -> str:
+    """jsonschema quotes the offending value whole; a file that is really a key or a log must not be echoed."""
+    text = repr(instance)
+    if len(text) <= 40 or text not in message:
+        return message if len(message) <= 400 else message[:400] + "..."
+    size = (f"{len(instance):,} characters" if isinstance(instance, str)
+            else f"{len(instance):,} items" if isinstance(instance, (list, dict)) else f"{len(text):,} characters")
+    return message.replace(text, f"{text[:24]}... ({type(instance).__name__} of {size})")
 
 
 def schema_problems(src: Source) -> list[Problem]:

@@ -52,6 +52,14 @@ class Codec:
     schema: dict[str, Any]
 
 
+class DataField(str):
+    """Annotate a parameter ``field: DataField`` when its YAML value names one of the machine's data fields.
+
+    The checker then refuses a name the machine does not declare when the file
+    is loaded, instead of the guard failing at its first call.
+    """
+
+
 def _identity(value: Any) -> Any:
     return value
 

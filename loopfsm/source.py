@@ -9,6 +9,9 @@ it, and only then construct plain Python data from the same nodes.
 
 from __future__ import annotations
 
+import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +32,7 @@ def format_path(path: Iterable[Any]) -> str:
     """Render ``("events", "coin", "from", "locked", 0)`` as ``events.coin.from.locked[0]``."""
     out = ""
     for part in path:
-        if isinstance(part, int):
+        if isinstance(part, int) and not isinstance(part, bool):
             out += f"[{part}]"
         else:
             out += ("." if out else "") + str(part)
@@ -38,16 +41,47 @@ def format_path(path: Iterable[Any]) -> str:
 
 @dataclass
 class Source:
-    """A parsed document plus the position of each value and mapping key in it."""
+    """A parsed document plus the position of each value and mapping key in it.
+
+    A value reached through an alias (or a ``<<`` merge) is recorded once, where
+    its anchor was written; ``aliases`` and ``merges`` say which written path a
+    path through an alias stands for, so its problems are reported at the anchor.
+    """
 
     file: str
     doc: Any
     values: dict[PathT, tuple[int, int]] = field(default_factory=dict)
     keys: dict[PathT, tuple[int, int]] = field(default_factory=dict)
+    aliases: dict[PathT, PathT] = field(default_factory=dict)
+    merges: dict[PathT, list[PathT]] = field(default_factory=dict)
+
+    def canonical(self, path: PathT) -> PathT:
+        """The path where the value at ``path`` was written (through aliases and merges)."""
+        path = tuple(path)
+        if not self.aliases and not self.merges:
+            return path
+        for _ in range(64 * 4):  # each step moves to an anchor written earlier: bounded
+            for i in range(len(path), 0, -1):
+                head = path[:i]
+                if head in self.aliases:
+                    path = self.aliases[head] + path[i:]
+                    break
+                parent = path[:i - 1]
+                if head not in self.keys and parent in self.merges:
+                    for base in self.merges[parent]:
+                        if base + (path[i - 1],) in self.values:
+                            path = base + path[i - 1:]
+                            break
+                    else:
+                        continue
+                    break
+            else:
+                return path
+        return path  # pragma: no cover - cycles are refused while composing
 
     def locate(self, path: PathT, *, key: bool = False) -> tuple[int, int]:
         """Line and column (1-based) of ``path``, or of its nearest recorded ancestor."""
-        path = tuple(path)
+        path = self.canonical(path)
         while True:
             if key and path in self.keys:
                 return self.keys[path]
@@ -58,6 +92,7 @@ class Source:
             path = path[:-1]
 
     def problem(self, path: PathT, message: str, *, key: bool = False, severity: str = "error") -> Problem:
+        path = self.canonical(path)
         line, col = self.locate(path, key=key)
         return Problem(self.file, line, col, format_path(path), message, severity)
 
@@ -74,30 +109,221 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _walk(node: yaml.Node, path: PathT, src: Source, problems: list[Problem]) -> None:
-    src.values[path] = _mark(node)
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, tuple[int, int]] = {}
-        for key_node, value_node in node.value:
-            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node)
-            line, col = _mark(key_node)
-            if key in seen:
-                first = seen[key]
-                problems.append(
-                    Problem(src.file, line, col, format_path(path + (key,)),
-                            f"duplicate key '{key}' (first defined at line {first[0]}); "
-                            "YAML would silently keep only the last one")
-                )
+# Budgets no real machine file comes near (the largest shipped one is about 15 KB,
+# 1,200 nodes, 10 levels deep), checked while the file is parsed, so hostile input
+# (an alias bomb, a multi-megabyte list, a recursive alias, /dev/zero) is refused
+# in bounded time and memory at the line where it crossed the limit.
+MAX_BYTES = 1 << 20
+MAX_NODES = 10_000
+MAX_EXPANDED = 10_000
+MAX_DEPTH = 64
+
+# Characters YAML does not allow in a stream (NUL and most C0/C1 controls, surrogates).
+_NOT_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, message: str):
+        self.mark = mark
+        self.message = message
+
+
+class _Frame:
+    """A collection being composed: its node, where it sits, and what its children added up to."""
+
+    __slots__ = ("node", "path", "start", "height", "key", "seen", "is_map", "block_key_mark")
+
+    def __init__(self, node: yaml.Node, path: PathT, start: int, is_map: bool):
+        self.node = node
+        self.path = path
+        self.start = start
+        self.height = 0
+        self.key: Any = _NO_KEY
+        self.seen: dict[Any, tuple[int, int]] = {}
+        self.is_map = is_map
+
+
+_NO_KEY = object()
+
+
+class _Composer:
+    """Build PyYAML's node graph from the parser's events, iteratively and within budget.
+
+    PyYAML's own composer recurses (a deep file ends in ``RecursionError``) and
+    has no notion of size; walking the composed graph afterwards revisits every
+    aliased node once per alias (a billion laughs).  Here every node is composed
+    once, each alias adds the size of what it points to to a running total of
+    the document's expanded size, and a recursive alias is refused; positions are
+    recorded under the path where a node was written, and each alias remembers
+    which path it stands for, so a problem inside an anchor is reported once, at
+    the anchor.
+    """
+
+    def __init__(self, loader: Any, src: Source, problems: list[Problem]):
+        self.loader = loader
+        self.src = src
+        self.problems = problems
+        self.anchors: dict[str, yaml.Node] = {}
+        self.info: dict[int, tuple[PathT, int, int]] = {}  # id(node) -> (path, expanded size, height)
+        self.open: set[int] = set()
+        self.nodes = 0
+        self.expanded = 0
+
+    def compose(self) -> yaml.Node | None:
+        get, check = self.loader.get_event, self.loader.check_event
+        get()  # StreamStart
+        if check(yaml.StreamEndEvent):
+            return None
+        get()  # DocumentStart
+        stack: list[_Frame] = []
+        root: yaml.Node | None = None
+        while True:
+            event = get()
+            cls = type(event)
+            if cls is yaml.DocumentEndEvent:
+                break
+            if cls is yaml.MappingEndEvent or cls is yaml.SequenceEndEvent:
+                frame = stack.pop()
+                frame.node.end_mark = event.end_mark
+                self.open.discard(id(frame.node))
+                size = self.expanded - frame.start + 1
+                self.info[id(frame.node)] = (frame.path, size, frame.height + 1)
+                if stack:
+                    stack[-1].height = max(stack[-1].height, frame.height + 1)
                 continue
-            seen[key] = (line, col)
-            src.keys[path + (key,)] = (line, col)
-            _walk(value_node, path + (key,), src, problems)
-            if isinstance(value_node, (yaml.MappingNode, yaml.SequenceNode)) and not value_node.flow_style:
-                # A block collection starts on the line after its key; point at the key the user wrote.
-                src.values[path + (key,)] = (line, col)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _walk(item, path + (i,), src, problems)
+            parent = stack[-1] if stack else None
+            path = self._child_path(parent, event)
+            if cls is yaml.AliasEvent:
+                node = self._alias(event, path, len(stack), parent)
+                if parent is not None:
+                    self._add(parent, node, path, event)
+                continue
+            self.nodes += 1
+            self.expanded += 1
+            if self.nodes > MAX_NODES:
+                raise _Refused(event.start_mark, f"the file has more than {MAX_NODES:,} YAML nodes; "
+                                                 "no machine needs that many")
+            if len(stack) >= MAX_DEPTH:
+                raise _Refused(event.start_mark, f"nesting deeper than {MAX_DEPTH} levels; "
+                                                 "no machine needs that")
+            anchor = event.anchor
+            if anchor is not None and anchor in self.anchors:
+                raise _Refused(event.start_mark, f"duplicate anchor '{_short(anchor)}' (first defined at line "
+                                                 f"{self.anchors[anchor].start_mark.line + 1})")
+            tag = event.tag
+            if cls is yaml.ScalarEvent:
+                if tag is None or tag == "!":
+                    tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
+                self.info[id(node)] = (path, 1, 1)
+                if parent is not None and len(stack) >= 1:
+                    parent.height = max(parent.height, 1)
+            else:
+                is_map = cls is yaml.MappingStartEvent
+                kind = yaml.MappingNode if is_map else yaml.SequenceNode
+                if tag is None or tag == "!":
+                    tag = self.loader.resolve(kind, None, event.implicit)
+                node = kind(tag, [], event.start_mark, None, flow_style=event.flow_style)
+            if anchor is not None:
+                self.anchors[anchor] = node
+            if not (cls is yaml.ScalarEvent and parent is not None and parent.is_map and parent.key is _NO_KEY):
+                self.src.values.setdefault(path, _mark(node))
+            if parent is not None:
+                self._add(parent, node, path, event)
+            else:
+                root = node
+            if cls is not yaml.ScalarEvent:
+                self.open.add(id(node))
+                stack.append(_Frame(node, path, self.expanded, cls is yaml.MappingStartEvent))
+        return root
+
+    def _child_path(self, parent: _Frame | None, event: Any) -> PathT:
+        if parent is None:
+            return ()
+        if parent.is_map:
+            return parent.path if parent.key is _NO_KEY else parent.path + (parent.key,)
+        return parent.path + (len(parent.node.value),)
+
+    def _alias(self, event: Any, path: PathT, depth: int, parent: _Frame | None) -> yaml.Node:
+        node = self.anchors.get(event.anchor)
+        if node is None:
+            raise _Refused(event.start_mark, f"found undefined alias '{_short(event.anchor)}'")
+        if id(node) in self.open:
+            raise _Refused(event.start_mark, f"alias '{_short(event.anchor)}' refers to a collection that "
+                                             "contains it; recursive structures are not allowed")
+        target, size, height = self.info[id(node)]
+        self.expanded += size
+        if self.expanded > MAX_EXPANDED:
+            raise _Refused(event.start_mark, f"aliases expand the file to more than {MAX_EXPANDED:,} values; "
+                                             "no machine needs that many")
+        if depth + height > MAX_DEPTH:
+            raise _Refused(event.start_mark, f"alias '{_short(event.anchor)}' nests values deeper than "
+                                             f"{MAX_DEPTH} levels; no machine needs that")
+        if parent is not None:
+            parent.height = max(parent.height, height)
+            if not (parent.is_map and parent.key is _NO_KEY):
+                self.src.aliases[path] = target
+                self.src.values.setdefault(path, (event.start_mark.line + 1, event.start_mark.column + 1))
+        return node
+
+    def _add(self, parent: _Frame, node: yaml.Node, path: PathT, event: Any) -> None:
+        if not parent.is_map:
+            parent.node.value.append(node)
+            return
+        if parent.key is _NO_KEY:
+            parent.key = self._key(node)
+            parent.node.value.append((node, None))
+            return
+        key, parent.key = parent.key, _NO_KEY
+        key_node = parent.node.value[-1][0]
+        parent.node.value[-1] = (key_node, node)
+        line, col = _mark(key_node)
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            self.src.merges.setdefault(parent.path, []).extend(self._merged(node))
+            return
+        if key in parent.seen:
+            first = parent.seen[key]
+            self.problems.append(
+                Problem(self.src.file, line, col, format_path(path),
+                        f"duplicate key '{_short(key)}' (first defined at line {first[0]}); "
+                        "YAML would silently keep only the last one"))
+            del parent.node.value[-1]
+            return
+        parent.seen[key] = (line, col)
+        self.src.keys[path] = (line, col)
+        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style \
+                and type(event) is not yaml.AliasEvent:
+            # A block collection starts on the line after its key; point at the key the user wrote.
+            self.src.values[path] = (line, col)
+
+    def _key(self, node: yaml.Node) -> Any:
+        """The key as the constructed document will hold it (``no`` is ``False`` under YAML 1.1)."""
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == "tag:yaml.org,2002:str":
+                return node.value
+            try:
+                key = self.loader.construct_object(node)
+                hash(key)
+                return key
+            except Exception:
+                return node.value
+        return repr(node)
+
+    def _merged(self, node: yaml.Node) -> list[PathT]:
+        nodes = node.value if isinstance(node, yaml.SequenceNode) else [node]
+        return [self.info[id(n)][0] for n in nodes if id(n) in self.info]
+
+
+def _short(value: Any, limit: int = 24) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"
+
+
+def _too_large(file: str, raw: bytes) -> None:
+    line = raw.count(b"\n", 0, MAX_BYTES) + 1
+    col = len(raw[raw.rfind(b"\n", 0, MAX_BYTES) + 1:MAX_BYTES].decode("utf-8", "replace")) + 1
+    raise SourceProblems([Problem(file, line, col, "", f"the file is larger than {MAX_BYTES // 1024:,} KiB; "
+                                                       "no machine needs that much")])
 
 
 def read_source(text: str, file: str = "<string>") -> Source:
@@ -107,10 +333,27 @@ def read_source(text: str, file: str = "<string>") -> Source:
     that refusal into a located problem rather than letting it escape as a
     bare PyYAML traceback.
     """
+    if len(text) > MAX_BYTES // 4 and len(text.encode("utf-8", "replace")) > MAX_BYTES:
+        _too_large(file, text.encode("utf-8", "replace"))
+    bad = _NOT_PRINTABLE.search(text)
+    if bad:
+        at = bad.start()
+        line = text.count("\n", 0, at) + 1
+        col = at - (text.rfind("\n", 0, at) + 1) + 1
+        raise SourceProblems([Problem(file, line, col, "", f"character U+{ord(bad.group()):04X} is not allowed "
+                                                           "in a YAML file")])
     loader = _SafeLoader(text)
     try:
+        src = Source(file, None)
+        problems: list[Problem] = []
         try:
-            node = loader.get_single_node()
+            node = _Composer(loader, src, problems).compose()
+            if node is not None and not loader.check_event(yaml.StreamEndEvent):
+                event = loader.get_event()
+                raise _Refused(event.start_mark, "expected a single document in the stream, found another one")
+        except _Refused as err:
+            raise SourceProblems([Problem(file, err.mark.line + 1, err.mark.column + 1, "",
+                                          f"not a usable machine file: {err.message}")]) from None
         except yaml.MarkedYAMLError as err:
             raise SourceProblems([_yaml_problem(file, err)]) from None
         except yaml.YAMLError as err:  # pragma: no cover - PyYAML marks nearly everything
@@ -118,9 +361,6 @@ def read_source(text: str, file: str = "<string>") -> Source:
         if node is None:
             raise SourceProblems([Problem(file, 1, 1, "",
                                           "the file is empty; a machine needs at least 'machine' and 'states'")])
-        src = Source(file, None)
-        problems: list[Problem] = []
-        _walk(node, (), src, problems)
         try:
             src.doc = loader.construct_document(node)
         except yaml.MarkedYAMLError as err:
@@ -139,15 +379,35 @@ def _yaml_problem(file: str, err: yaml.MarkedYAMLError) -> Problem:
     if "could not determine a constructor" in what:
         what = (f"{what.strip()}: loopfsm reads machine files with the safe loader only, "
                 "so language-specific tags are refused")
+    if len(what) > 200:
+        what = what[:200] + "..."
     return Problem(file, line, col, "", f"not valid YAML: {what}")
 
 
 def read_file(path: str | Path) -> Source:
+    """Read a machine file: a regular file of at most ``MAX_BYTES``, UTF-8 text.
+
+    Devices, pipes and directories are refused before a byte is read, and at most
+    one byte more than the limit is ever read, so ``/dev/zero`` cannot fill memory.
+    """
     path = Path(path)
+    name = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        # O_NONBLOCK: opening a named pipe must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise SourceProblems([Problem(name, 1, 1, "", "not a regular file; a machine file is plain text")])
+            raw = fh.read(MAX_BYTES + 1)
     except OSError as err:
-        raise SourceProblems([Problem(str(path), 1, 1, "", f"cannot read file: {err.strerror or err}")]) from None
+        raise SourceProblems([Problem(name, 1, 1, "", f"cannot read file: {err.strerror or type(err).__name__}")]) \
+            from None
+    if len(raw) > MAX_BYTES:
+        _too_large(name, raw)
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise SourceProblems([Problem(str(path), 1, 1, "", f"file is not UTF-8 text: {err.reason}")]) from None
-    return read_source(text, str(path))
+        line = raw.count(b"\n", 0, err.start) + 1
+        col = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
+        raise SourceProblems([Problem(name, line, col, "", f"file is not UTF-8 text: {err.reason}")]) from None
+    return read_source(text, name)

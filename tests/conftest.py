@@ -12,6 +12,7 @@ import pytest
 from hypothesis import settings
 
 from loopfsm import Registry
+from loopfsm.registry import DataField
 
 # In CI the property and fuzz tests replay the same examples every run, so a
 # landing never depends on luck; locally they keep exploring new ones.
@@ -33,7 +34,7 @@ def make_registry() -> Registry:
     reg = Registry("demo")
 
     @reg.guard
-    def flag(m, ctx, *, field: str) -> bool:
+    def flag(m, ctx, *, field: DataField) -> bool:
         return bool(getattr(m.data, field))
 
     @reg.guard

@@ -309,10 +309,10 @@ events:
       idle:
         - guard:
             name: flag
-            params:   # <-
-              on: count
+            params:
+              on: count   # <-
           to: done
-""", "YAML 1.1 turns unquoted on/off/yes/no/true/false into booleans", "events.go.from.idle[0].guard.params"),
+""", "YAML 1.1 turns unquoted on/off/yes/no/true/false into booleans", "events.go.from.idle[0].guard.params.True"),
 
     "duplicate rule name": (HEAD + """\
 states:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 
 from ..compiler import CompiledMachine, compile_file
 from ..errors import FeedArgumentError
-from ..registry import Registry
+from ..registry import DataField, Registry
 from ..resources import machine_path
 from .engine_values import (
     ERROR_KINDS,
@@ -114,7 +114,7 @@ def no_progress(m, ctx) -> bool:
 
 
 @REGISTRY.guard
-def flag(m, q, *, field: str) -> bool:
+def flag(m, q, *, field: DataField) -> bool:
     return bool(getattr(m.data, field))
 
 
