@@ -132,7 +132,7 @@ class _Checker:
     def names(self) -> None:
         spec = self.spec
 
-        def check(name: str, path, what: str, reserved: Iterable[str] = ()) -> None:
+        def check(name: str, path: tuple[object, ...], what: str, reserved: Iterable[str] = ()) -> None:
             problem = _name_problem(name, what, reserved)
             if problem:
                 self.error(path, problem, key=True)
@@ -152,6 +152,9 @@ class _Checker:
         for o in spec.outcomes.values():
             for f in o.data.values():
                 check(f.name, f.path, "outcome data field", ("self",))
+        for d in spec.decisions.values():
+            for f in d.args.values():
+                check(f.name, f.path, "decision argument", ("self", "decision", "policy"))
 
     # -- fields, policy ----------------------------------------------------
     def fields(self, fields: dict[str, FieldDef], *, need_default: bool = False) -> None:
