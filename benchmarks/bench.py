@@ -140,7 +140,7 @@ def turnstile_same_results() -> None:
             getattr(t, feed)(policy=P)
             getattr(g, feed)(fare)
             assert (t.state, t.data.credit, t.data.passages) == (g.state, g.credit, g.passages), (fare, i)
-    fp = ts.TURNSTILE.fingerprint
+    fp = ts.Turnstile.compiled.fingerprint
     good = t.snapshot()
     assert g.snapshot(fp) == good
     bad = [None, [], {}, dict(good, format=2), dict(good, machine="x"), dict(good, fingerprint="sha256:0"),
@@ -180,7 +180,7 @@ def turnstile_section() -> None:
 
     b, o = alternate(hand_feed, ours_feed, 20000)
     report("feed (alternating coin / push)", o / 2, b / 2, "hand", 10)
-    T, fp = ts.Turnstile, ts.TURNSTILE.fingerprint
+    T, fp = ts.Turnstile, ts.Turnstile.compiled.fingerprint
     snap = t.snapshot()
     b, o = alternate(lambda: Gate.restore(snap, fp), lambda: T.restore(snap), 20000)
     report("restore (validated)", o, b, "hand", 10)
@@ -200,7 +200,7 @@ def ten_turn_run(brain_cls, policy):
     replies = [Message.assistant("", [ToolCall(f"c{i}", "shell")]) for i in range(9)] + [Message.assistant("done")]
     i = 0
     while True:
-        s = b.next_step(policy)
+        s = b.next_step(policy=policy)
         b.begin(s)
         if isinstance(s, eb.CallLLM):
             b.model_response(replies[i], 1000 + i, ["shell"])
@@ -217,7 +217,7 @@ def brain_section() -> None:
     ours, hand = ten_turn_run(eb.LoopMachine, P), ten_turn_run(Brain, P)
     assert ours.turns_taken() == hand.turns_taken == 10
     assert ours.data.pending == hand.pending and ours.outcome() == hand.outcome
-    assert ours.next_step(P) == hand.next_step(P)
+    assert ours.next_step(policy=P) == hand.next_step(policy=P)
     b, o = alternate(lambda: ten_turn_run(Brain, P), lambda: ten_turn_run(eb.LoopMachine, P), 300)
     report("driven 10-turn run (feeds + next_step)", o, b, "hand", 5)
 
@@ -265,7 +265,7 @@ def breaker_same_results() -> None:
             cb.call(_fail)
         except (ValueError, pybreaker.CircuitBreakerError):
             pass
-        b.record(i, b.acquire(i, "x", P), "failure", policy=P)
+        b.record(i, b.acquire(i, "x", policy=P), "failure", policy=P)
     assert cb.current_state == "open" and b.state == "Open"
 
 

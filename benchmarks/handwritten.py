@@ -91,7 +91,8 @@ class Brain:
         self.cancelled = False
         self.last_compaction_tokens = None
 
-    def next_step(self, p):
+    def next_step(self, *, policy):
+        p = policy
         if self.cancelled:
             return Done(Cancelled())
         if self.state == "Terminal":

@@ -4,22 +4,30 @@ The public surface is deliberately small: load or compile a machine file,
 register the guards and actions it names, and catch the errors it raises.
 """
 
+from .catalog import load_machine
 from .compiler import CompiledMachine, compile_file, compile_spec
 from .errors import (
+    ActionError,
+    DecisionError,
     FeedArgumentError,
     IllegalFeed,
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
+    RegistryError,
+    RenderError,
+    ScriptError,
     SnapshotError,
     SpecError,
+    UnknownFeed,
 )
 from .loader import load, parse
 from .registry import Registry
 from .runtime import MachineInstance
 
 __all__ = [
-    "CompiledMachine", "compile_file", "compile_spec", "load", "parse", "Registry", "MachineInstance",
-    "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError", "PolicyError",
-    "SnapshotError",
+    "CompiledMachine", "compile_file", "compile_spec", "load", "load_machine", "parse", "Registry",
+    "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
+    "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
+    "ScriptError",
 ]

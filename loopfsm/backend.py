@@ -107,6 +107,18 @@ class LoopEvent(Event):
         self._trigger(data)
         return data
 
+    def would_accept(self, model: Any, args: dict[str, Any], policy: Any) -> bool:
+        """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
+        state = model._state
+        branches = self.transitions.get(state)
+        if branches is None:
+            return False
+        data = FeedData(self, model, args, policy)
+        for trans in branches:
+            if all(bool(c.func(data)) == c.target for c in trans.conditions):
+                return True
+        return state not in self.otherwise_raise
+
     def _trigger(self, event_data: FeedData) -> bool:
         state = event_data.model._state
         branches = self.transitions.get(state)

@@ -92,7 +92,7 @@ def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dic
     }
 
 
-def _make_policy_class(spec: Spec) -> type:
+def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
     """A frozen dataclass whose fields, types, defaults and bounds are the YAML's ``policy``."""
     params = list(spec.policy.values())
     fields = [(p.name, _PY_POLICY[p.type], dataclasses.field(default=p.default)) for p in params]
@@ -104,8 +104,9 @@ def _make_policy_class(spec: Spec) -> type:
             if problem:
                 raise PolicyError(f"{spec.name}: policy '{p.name}' = {v!r} {problem}")
 
-    cls_name = "".join(w.capitalize() for w in spec.name.split("_")) + "Policy"
     cls = dataclasses.make_dataclass(cls_name, fields, frozen=True, namespace={"__post_init__": __post_init__})
+    if module is not None:
+        cls.__module__ = module  # where users import it from, so it pickles and reprs by that name
     cls.__doc__ = f"Policy of machine '{spec.name}'; defaults come from its YAML file.\n\n" + "\n".join(
         f"{p.name}: {p.description}" for p in params)
     return cls
@@ -170,7 +171,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
 class CompiledMachine:
     """Everything instances of one spec share; built once by :func:`compile_spec`."""
 
-    def __init__(self, spec: Spec, registry: Registry, base: type | None = None):
+    def __init__(self, spec: Spec, registry: Registry, base: type | None = None, bind: type | None = None):
         self.spec = spec
         self.registry = registry
         self.name = spec.name
@@ -179,7 +180,13 @@ class CompiledMachine:
         self.terminal_states = frozenset(spec.terminal_states)
         codecs = registry.codecs
 
-        self.Policy = _make_policy_class(spec)
+        typed = bind or base
+        camel = "".join(w.capitalize() for w in spec.name.split("_"))
+        cls_name = typed.__name__ if typed is not None else camel
+        policy_name = (typed.policy_class_name if typed is not None and getattr(typed, "policy_class_name", None)
+                       else cls_name + "Policy")
+        module = typed.__module__ if typed is not None else None
+        self.Policy = _make_policy_class(spec, policy_name, module)
         self.default_policy = self.Policy()
         self.Data = _make_data_class(spec)
 
@@ -235,14 +242,26 @@ class CompiledMachine:
         self._codecs = codecs
         self._validators: tuple[Any, dict[str, Any]] | None = None
 
-        bases = (base, MachineInstance) if base is not None else (MachineInstance,)
-        namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
-                                     "__doc__": f"An instance of machine '{spec.name}'.\n\n{spec.description}"}
-        for ev in spec.events.values():
-            if not any(hasattr(b, ev.name) for b in bases):
-                namespace[ev.name] = _feed_method(ev.name, ev.description)
-        cls_name = "".join(w.capitalize() for w in spec.name.split("_"))
-        self.Instance: type[MachineInstance] = type(cls_name, bases, namespace)
+        bases = (base,) if base is not None and issubclass(base, MachineInstance) else (
+            (base, MachineInstance) if base is not None else (MachineInstance,))
+        feeds = {ev.name: _feed_method(ev.name, ev.description) for ev in spec.events.values()}
+        if bind is not None:
+            # A declared class (``class Turnstile(MachineInstance, machine=...)``) becomes the
+            # instance class itself; feeds it does not declare as typed methods are added.
+            for name, method in feeds.items():
+                if not hasattr(bind, name):
+                    setattr(bind, name, method)
+            bind.compiled = self  # type: ignore[misc]
+            self.Instance: type[MachineInstance] = bind
+        else:
+            namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
+                                         "__doc__": f"An instance of machine '{spec.name}'.\n\n{spec.description}"}
+            for name, method in feeds.items():
+                if not any(hasattr(b, name) for b in bases):
+                    namespace[name] = method
+            if module is not None:
+                namespace["__module__"] = module
+            self.Instance = type(cls_name, bases, namespace)
 
     def policy(self, value: Any = None) -> Any:
         """The policy to use for one call: ``None`` means the YAML defaults; a mapping is converted."""
@@ -354,12 +373,23 @@ def _feed_method(event: str, doc: str):
     return method
 
 
-def compile_spec(spec: Spec, registry: Registry | None = None, *, base: type | None = None) -> CompiledMachine:
-    """Compile a checked spec.  ``base`` is a mixin with a typed API the instance class should have."""
-    return CompiledMachine(spec, registry if registry is not None else registry_named(spec.registry), base)
+def compile_spec(spec: Spec, registry: Registry | None = None, *, base: type | None = None,
+                 bind: type | None = None) -> CompiledMachine:
+    """Compile a checked spec.
+
+    ``base`` is a class with a typed API the instance class should have (it
+    defaults to the class the registry's machine declares, so an edited copy
+    of a shipped machine keeps its typed methods); ``bind`` makes a declared
+    class the instance class itself.
+    """
+    reg = registry if registry is not None else registry_named(spec.registry)
+    if base is None and bind is None:
+        base = reg.instance_class
+    return CompiledMachine(spec, reg, base, bind)
 
 
-def compile_file(path: str | Path, registry: Registry | None = None, *, base: type | None = None) -> CompiledMachine:
+def compile_file(path: str | Path, registry: Registry | None = None, *, base: type | None = None,
+                 bind: type | None = None) -> CompiledMachine:
     """Load, check and compile a machine file in one call."""
     spec = load(path, registry)
-    return compile_spec(spec, registry, base=base)
+    return compile_spec(spec, registry, base=base, bind=bind)

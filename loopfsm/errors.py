@@ -80,6 +80,14 @@ class FeedArgumentError(LoopFsmError):
     """A feed was called with arguments that do not match its declaration in the table."""
 
 
+class UnknownFeed(FeedArgumentError):
+    """A feed or decision was asked for by a name the table does not declare.
+
+    Feeds and decisions are both calls a driver makes by name, so a typo in
+    either is the same mistake and raises the same class.
+    """
+
+
 class PolicyError(LoopFsmError):
     """A policy value is of the wrong type or outside the bounds the table declares."""
 
@@ -105,3 +113,11 @@ class SealError(LoopFsmError):
 
 class ConfigError(LoopFsmError):
     """A project's ``[tool.loopfsm]`` settings or a ``--registry`` option is malformed."""
+
+
+class RenderError(LoopFsmError):
+    """Rendering failed, usually because the Graphviz ``dot`` program is missing."""
+
+
+class ScriptError(LoopFsmError):
+    """A run script is malformed or ran out of scripted replies."""

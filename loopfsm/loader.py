@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import speccache
 from .checks import check_spec, check_structure
-from .errors import Problem, SpecError
+from .errors import Problem, RegistryError, SpecError
 from .registry import Registry, registry_named
 from .resources import schema_path
 from .spec import Spec, build_spec
@@ -206,7 +206,7 @@ def _checked(src: Source, registry: Registry | None, lookup: Lookup | None = Non
     if registry is None:
         try:
             registry = (lookup or registry_named)(spec.registry)
-        except Exception as err:  # an unknown or broken registry is a problem of this file
+        except RegistryError as err:  # an unknown or broken registry is a problem of this file
             raise SpecError([src.problem(("registry",), str(err))]) from None
     if registry is None:
         found, spec.unchecked = check_structure(spec)

@@ -3,8 +3,9 @@
 A name maps to an import target (``module:attribute``) declared in one of three
 places, each overriding the one before:
 
-1. installed: registries loopfsm ships and those installed packages publish
-   under the ``loopfsm.registries`` entry point group;
+1. installed: registries installed packages publish under the
+   ``loopfsm.registries`` entry point group, loopfsm's own machines included
+   (its ``pyproject.toml`` declares them like any other package would);
 2. a project's ``pyproject.toml`` (``[tool.loopfsm] registries``);
 3. the command line (``--registry NAME=MODULE:ATTR``).
 
@@ -22,19 +23,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import RegistryError
+from .errors import LoopFsmError, RegistryError
 from .registry import EMPTY, Registry
 
 ENTRY_POINT_GROUP = "loopfsm.registries"
-
-# Registries of the machines that ship with loopfsm, declared like an entry point.
-_BUILTIN: dict[str, str] = {
-    "turnstile": "loopfsm.machines.turnstile:REGISTRY",
-    "engine_brain": "loopfsm.machines.engine_brain:REGISTRY",
-    "tool_breaker": "loopfsm.machines.tool_breaker:REGISTRY",
-    "fallback_breaker": "loopfsm.machines.fallback_breaker:REGISTRY",
-    "router_client": "loopfsm.machines.router_client:REGISTRY",
-}
 
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 _TARGET = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
@@ -88,6 +80,8 @@ def _load(d: Declared) -> Registry:
     except ModuleNotFoundError as err:
         hint = f" (looked in {d.folder} and the installed packages)" if d.folder else ""
         raise RegistryError(f"{where}: no module named '{err.name}'{hint}") from None
+    except LoopFsmError:  # e.g. a module that compiles a machine file on import: report that file's problems
+        raise
     except Exception as err:  # the user's module failed while importing: say so, no traceback
         raise RegistryError(f"{where}: importing '{module_name}' failed: {type(err).__name__}: {err}") from None
     if not isinstance(value, Registry):
@@ -106,7 +100,7 @@ class _EntryPointSource:
     """Installed registries, read from the entry point group each time (installs change them)."""
 
     def declared(self) -> dict[str, Declared]:
-        out = {n: Declared(n, t, "loopfsm") for n, t in _BUILTIN.items()}
+        out: dict[str, Declared] = {}
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             out[ep.name] = Declared(ep.name, ep.value, f"entry point in {ENTRY_POINT_GROUP}")
         return out
@@ -115,14 +109,14 @@ class _EntryPointSource:
         for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
             try:
                 reg = ep.load()
+            except LoopFsmError:
+                raise
             except Exception as err:
                 raise RegistryError(f"registry '{name}' (entry point in {ENTRY_POINT_GROUP}): "
                                     f"loading failed: {type(err).__name__}: {err}") from None
             if not isinstance(reg, Registry):
                 raise RegistryError(f"entry point '{name}' in {ENTRY_POINT_GROUP} is not a loopfsm Registry")
             return reg
-        if name in _BUILTIN:
-            return _load(Declared(name, _BUILTIN[name], "loopfsm"))
         return None
 
 
@@ -159,7 +153,10 @@ class Registries:
         """The registry ``name`` means; an undeclared name is a ``RegistryError`` listing the known ones."""
         reg = self.find(name)
         if reg is None:
-            raise RegistryError(f"unknown registry '{name}' (known: {', '.join(self.names())})")
+            names = self.names()
+            hint = ("" if "turnstile" in names else "; loopfsm's own registries are not installed: in a "
+                    "checkout, run `pip install -e .` so its entry points are registered")
+            raise RegistryError(f"unknown registry '{name}' (known: {', '.join(names) or 'none'}){hint}")
         return reg
 
 

@@ -103,6 +103,9 @@ class Registry:
         self.entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
         self.codecs: dict[str, Codec] = dict(BUILTIN_CODECS)
         self.errors: dict[str, type] = {}
+        # The typed instance class declared for this registry's machine, if any
+        # (set by ``class X(MachineInstance, machine=..., registry=...)``).
+        self.instance_class: type | None = None
 
     def _register(self, kind: str, fn: Callable[..., Any] | None, name: str | None):
         def add(f: Callable[..., Any]) -> Callable[..., Any]:

@@ -7,16 +7,22 @@ and a snapshot is just those values as JSON.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Mapping
 
 from . import tracing as _tracing
-from .errors import DecisionError, FeedArgumentError, SnapshotError
+from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compiler import CompiledMachine
+    from .registry import Registry
 
 SNAPSHOT_FORMAT = 1
+
+#: What every feed and decision accepts as ``policy=``: ``None`` (the YAML's
+#: defaults), the machine's policy class, or a mapping of policy names to values.
+PolicyArg = Any
 
 
 class QueryData:
@@ -30,35 +36,77 @@ class QueryData:
         self.args: dict[str, Any] = args if args is not None else {}
 
 
+_compile_lock = threading.Lock()
+
+
+class _CompiledOnFirstUse:
+    """``cls.compiled`` of a class declared with ``machine=...``: compiled on first use, then a plain attribute.
+
+    Importing a module that declares a machine class (and its registry) must
+    not read or compile the machine file: a registry is looked up while that
+    very file is being checked, and an edit to it must be reported as itself.
+    """
+
+    def __get__(self, obj: object, owner: type[MachineInstance]) -> CompiledMachine:
+        with _compile_lock:
+            found = owner.__dict__.get("compiled")
+            if isinstance(found, _CompiledOnFirstUse) or found is None:
+                source = owner.__dict__.get("_machine_source")
+                if source is None:
+                    raise TypeError(f"{owner.__name__} is not bound to a machine: declare it with "
+                                    "class X(MachineInstance, machine=..., registry=...)")
+                from .compiler import compile_file
+                from .resources import machine_path
+                machine, registry = source
+                compile_file(machine_path(machine), registry, bind=owner)
+            return owner.__dict__["compiled"]  # type: ignore[no-any-return]
+
+
 class MachineInstance:
-    """Base of every compiled machine's instance class.
+    """Base of every compiled machine's instance class: the one API all machines share.
 
     ``state`` is the state's name, ``state_data`` the typed values it carries
     (``{"turn": 2}`` in ``AwaitingModel``), ``data`` the machine's fields.
-    The name is stored as ``_state`` (the ``transitions`` model attribute) so a
-    machine's typed API may offer a richer ``state()`` of its own.
+    Every feed and every decision takes an optional ``policy=``: ``None`` uses
+    the defaults written in the YAML, a policy object or a mapping overrides
+    them for that one call.  ``can(feed)`` and ``allowed_feeds()`` ask the
+    table what the current state accepts.
+
+    A machine that ships with typed Python methods is declared as
+    ``class Turnstile(MachineInstance, machine="turnstile", registry=REGISTRY)``;
+    it is compiled from its YAML on first use, not on import.
     """
 
     __slots__ = ("_state", "state_data", "data", "_sinks")
-    compiled: ClassVar[CompiledMachine]
+    compiled: ClassVar[CompiledMachine] = _CompiledOnFirstUse()  # type: ignore[assignment]
     _sinks: tuple[Any, ...]  # trace sinks of this instance only (tracing.attach); never snapshotted
+    policy_class_name: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, machine: str | None = None, registry: Registry | None = None,
+                          policy: str | None = None, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if machine is not None:
+            if registry is None:
+                raise TypeError(f"{cls.__name__}: machine={machine!r} needs registry=")
+            cls._machine_source = (machine, registry)
+            cls.compiled = _CompiledOnFirstUse()  # type: ignore[assignment]
+            registry.instance_class = cls
+        if policy is not None:
+            cls.policy_class_name = policy
 
     def __init__(self) -> None:
         c = self.compiled
         self._state: str = c.initial
         self.state_data: dict[str, Any] = {}
-        self.data = c.Data()
+        self.data: Any = c.Data()
 
     @property
     def state(self) -> str:
-        return self._state
-
-    @property
-    def state_name(self) -> str:
+        """The current state's name."""
         return self._state
 
     # -- feeding ------------------------------------------------------------
-    def feed(self, event: str, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
+    def feed(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> Any:
         """Deliver feed ``event``; returns the reply an action set, if any.
 
         Arguments are checked against the table before any guard runs, so a bad
@@ -68,28 +116,55 @@ class MachineInstance:
         try:
             ev = c.events[event]
         except KeyError:
-            raise FeedArgumentError(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
         bound = c.binders[event](args, kwargs)
         done = ev.trigger(self, bound, c.policy(policy))
         if _tracing.ACTIVE:
             _tracing.feed_done(self, event, done)
         return done.reply
 
-    def decide(self, decision: str, policy: Any = None, **args: Any) -> Any:
+    def can(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
+        """Would feed ``event`` be accepted now?  Answered from the table; nothing changes.
+
+        Without arguments: does the current state have a branch for it.  With
+        the feed's arguments: also are they well typed, and does a branch's
+        guard hold (or does the table say stay when none does).  Actions are not
+        run, so a check an action makes is not part of the answer.
+        """
+        c = self.compiled
+        try:
+            ev = c.events[event]
+        except KeyError:
+            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+        if not args and not kwargs and policy is None:
+            return self._state in ev.transitions
+        try:
+            bound = c.binders[event](args, kwargs)
+        except FeedArgumentError:
+            return False
+        return bool(ev.would_accept(self, bound, c.policy(policy)))
+
+    def allowed_feeds(self) -> tuple[str, ...]:
+        """The feeds the table accepts in the current state, in the YAML's order."""
+        state = self._state
+        return tuple(name for name, ev in self.compiled.events.items() if state in ev.transitions)
+
+    def decide(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> Any:
         """Answer a decision chain (``next_step``, ``admit(request=...)``) without changing anything.
 
         Arguments are bound and type-checked against the decision's ``args``
         exactly like a feed's, before any rule runs.
         """
-        return self.explain(decision, policy, **args)[1]
+        return self.explain(decision, policy=policy, **args)[1]
 
-    def explain(self, decision: str, policy: Any = None, **args: Any) -> tuple[str, Any]:
+    def explain(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> tuple[str, Any]:
         """The name of the rule that answered, and its answer; for traces and debugging."""
         c = self.compiled
         try:
             rules = c.decisions[decision][self._state]
         except KeyError:
-            raise DecisionError(f"{c.name}: no decision named '{decision}'") from None
+            raise UnknownFeed(f"{c.name}: no decision named '{decision}' "
+                              f"(decisions: {', '.join(c.decisions) or 'none'})") from None
         q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
         for name, guards, result in rules:
             for g in guards:
@@ -103,6 +178,7 @@ class MachineInstance:
         raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")
 
     def is_terminal(self) -> bool:
+        """Terminal is forever: no feed leaves a terminal state."""
         return self._state in self.compiled.terminal_states
 
     # -- snapshots --------------------------------------------------------------
@@ -120,7 +196,7 @@ class MachineInstance:
         }
 
     @classmethod
-    def restore(cls, snap: Mapping[str, Any]):
+    def restore(cls, snap: Mapping[str, Any]) -> Any:
         """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing."""
         c = cls.compiled
         c.check_snapshot(snap)
@@ -145,6 +221,10 @@ class MachineInstance:
         from .render import render_instance
         return render_instance(self, format, detailed=detailed)
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as a snapshot: unpickling restores (and so validates) it."""
+        return (type(self).restore, (self.snapshot(),))
+
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
-        return f"<{self.compiled.name} {self._state}{'(' + sd + ')' if sd else ''}>"
+        return f"<{type(self).__name__} {self._state}{'(' + sd + ')' if sd else ''}>"

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import yaml
 from jsonschema import Draft202012Validator
 
-from .errors import LoopFsmError
+from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA = {
     "type": "object",
@@ -46,12 +46,8 @@ SCRIPT_SCHEMA = {
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
 
 
-class ScriptError(LoopFsmError):
-    """A run script is malformed or ran out of scripted replies."""
-
-
 def _show_state(m) -> str:
-    name, data = m.state()
+    name, data = m.state, m.state_data
     if not data:
         return name
     inner = ", ".join(f"{k}={getattr(v, 'value', None) or (type(v).__name__ if k == 'outcome' else v)}"
@@ -98,7 +94,7 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
         yield from row(f"set_context_tokens({script['context_tokens']})",
                        lambda: m.set_context_tokens(script["context_tokens"]))
     while True:
-        rule, s = m.explain("next_step", policy)
+        rule, s = m.explain("next_step", policy=policy)
         yield from row(f"next_step -> {_show_step(s)} [{rule}]; begin", lambda: m.begin(s))
         if isinstance(s, Done):
             return
@@ -130,7 +126,7 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
                 yield from row(f"compaction_noop(before={before}, after={before})",
                                lambda: m.compaction_noop(before, before))
         if m.is_terminal():
-            rule, s = m.explain("next_step", policy)
+            rule, s = m.explain("next_step", policy=policy)
             yield _show_state(m), f"next_step -> {_show_step(s)} [{rule}]", _show_state(m)
             return
 

@@ -18,7 +18,7 @@ def answers(m) -> list[Message]:
 
 
 def step(m, policy=P):
-    s = m.next_step(policy)
+    s = m.next_step(policy=policy)
     m.begin(s)
     return s
 

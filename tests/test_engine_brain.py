@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+
+from loopfsm import load_machine
 import yaml
 
 from loopfsm import IllegalFeed, NoBranchMatched, SnapshotError
 from loopfsm.errors import FeedArgumentError
 from loopfsm.machines.engine_brain import (
-    ENGINE_BRAIN,
     CallLLM,
     CallTools,
     Cancelled,
@@ -30,7 +31,6 @@ from loopfsm.machines.engine_brain import (
     ThresholdExceeded,
     ToolCall,
     TurnLimitExceeded,
-    load_brain,
 )
 from loopfsm.resources import machine_path
 
@@ -44,7 +44,7 @@ def feed_model_reply(m):
 
 
 def feed_tool_results(m):
-    m.tool_results(answers(m) if m.state_name == "AwaitingTools" else [Message.tool_result("c1", "x")])
+    m.tool_results(answers(m) if m.state == "AwaitingTools" else [Message.tool_result("c1", "x")])
 
 
 def feed_compaction_done(m):
@@ -68,7 +68,7 @@ SEED_TABLE = {
 @pytest.mark.parametrize("feed", list(FEEDS))
 def test_seed_000_feed_table(state, feed):
     m = brain_in(state)
-    assert m.state_name == state
+    assert m.state == state
     expected = SEED_TABLE[state][feed]
     before = m.snapshot()
     if expected is None:
@@ -81,19 +81,19 @@ def test_seed_000_feed_table(state, feed):
         assert m.snapshot() == before
     else:
         FEEDS[feed](m)
-        assert m.state_name == expected
+        assert m.state == expected
 
 
 def test_model_reply_without_tool_calls_completes():
     m = brain_in("AwaitingModel")
     m.model_response(Message.assistant("done"), 10, TOOLS)
-    assert m.state() == ("Terminal", {"outcome": Completed("done")})
+    assert m.state_and_data() == ("Terminal", {"outcome": Completed("done")})
 
 
 def test_compaction_without_progress_fails_from_the_table_cell():
     m = brain_in("AwaitingCompaction")
     m.compaction_result([Message.user("summary")], 190_000, 190_000)
-    assert m.state() == ("Terminal", {"outcome": Failed(ContextExceeded(
+    assert m.state_and_data() == ("Terminal", {"outcome": Failed(ContextExceeded(
         "compaction made no progress (190000 -> 190000 tokens)"))})
 
 
@@ -101,19 +101,19 @@ def test_two_turn_walk():
     """Seed 000's two-turn run: six transitions, the whole run."""
     m = LoopMachine()
     m.accept_input("summarize this folder")
-    seen = [m.state()]
+    seen = [m.state_and_data()]
     assert step(m) == CallLLM(0)
-    seen.append(m.state())
+    seen.append(m.state_and_data())
     m.model_response(reply_with_tools("read_file"), 800, TOOLS)
-    seen.append(m.state())
+    seen.append(m.state_and_data())
     s = step(m)
     assert isinstance(s, CallTools) and [p.call.name for p in s.calls] == ["read_file"]
     m.tool_results(answers(m))
-    seen.append(m.state())
+    seen.append(m.state_and_data())
     assert step(m) == CallLLM(1)
-    seen.append(m.state())
+    seen.append(m.state_and_data())
     m.model_response(Message.assistant("two files"), 900, TOOLS)
-    seen.append(m.state())
+    seen.append(m.state_and_data())
     assert seen == [("Start", {}), ("AwaitingModel", {"turn": 0}), ("AwaitingTools", {"turn": 0}),
                     ("Start", {}), ("AwaitingModel", {"turn": 1}), ("Terminal", {"outcome": Completed("two files")})]
     m.commit_pending()
@@ -125,24 +125,24 @@ def trace_prefix():
     m = LoopMachine()
     # 1: Start, accept_input -> Start, scratchpad seeded
     m.accept_input("fix the failing tests")
-    assert m.state() == ("Start", {}) and m.full_history() == [Message.user("fix the failing tests")]
+    assert m.state_and_data() == ("Start", {}) and m.full_history() == [Message.user("fix the failing tests")]
     # 2: Start, CallLLM(0) runs; model_response with 2 known tool calls -> AwaitingTools(0)
     assert step(m) == CallLLM(0)
     m.model_response(reply_with_tools("shell", "read_file"), 150_000, TOOLS)
-    assert m.state() == ("AwaitingTools", {"turn": 0})
+    assert m.state_and_data() == ("AwaitingTools", {"turn": 0})
     assert [p.pre_answered for p in m.data.pending_tools] == [False, False]
     # 3: AwaitingTools(0), CallTools runs; tool_results consumes pending_tools -> Start
     assert isinstance(step(m), CallTools)
     m.tool_results(answers(m))
-    assert m.state() == ("Start", {}) and m.data.pending_tools == []
+    assert m.state_and_data() == ("Start", {}) and m.data.pending_tools == []
     m.set_context_tokens(165_000)  # the driver refreshes the estimate after tool results
     # 4: Start, next_step: past 80% of the window -> Compact(ThresholdExceeded) -> AwaitingCompaction
     assert step(m) == Compact(ThresholdExceeded)
-    assert m.state() == ("AwaitingCompaction", {"reason": ThresholdExceeded})
+    assert m.state_and_data() == ("AwaitingCompaction", {"reason": ThresholdExceeded})
     assert m.data.last_compaction_tokens == 165_000
     # 5: compaction_result: history replaced wholesale, pending cleared, estimate = after -> Start
     m.compaction_result([Message.user("summary of the work so far")], 165_000, 30_000)
-    assert m.state() == ("Start", {})
+    assert m.state_and_data() == ("Start", {})
     assert m.history() == [Message.user("summary of the work so far")] and m.data.pending == []
     assert m.data.context_tokens == 30_000
     return m
@@ -153,7 +153,7 @@ def test_seed_000_seven_row_trace():
     # 6: Start, CallLLM(1); model_response without tool calls -> Terminal(Completed)
     assert step(m) == CallLLM(1)
     m.model_response(Message.assistant("tests pass now"), 31_000, TOOLS)
-    assert m.state() == ("Terminal", {"outcome": Completed("tests pass now")})
+    assert m.state_and_data() == ("Terminal", {"outcome": Completed("tests pass now")})
     # 7: Terminal: any further feed is ignored, forever
     frozen = m.snapshot()
     m.accept_input("again")
@@ -164,7 +164,7 @@ def test_seed_000_seven_row_trace():
     m.model_response(Message.assistant("x"), 1, TOOLS)
     m.begin(Done(Cancelled()))
     assert m.snapshot() == frozen
-    assert m.next_step(P) == m.next_step(MachinePolicy(max_turns=0)) == Done(Completed("tests pass now"))
+    assert m.next_step(policy=P) == m.next_step(policy=MachinePolicy(max_turns=0)) == Done(Completed("tests pass now"))
 
 
 def test_trace_cancel_variant():
@@ -172,10 +172,10 @@ def test_trace_cancel_variant():
     m = trace_prefix()
     step(m)
     m.cancel()
-    assert m.is_cancelled() and m.state_name == "AwaitingModel"
-    assert m.next_step(P) == Done(Cancelled())
+    assert m.is_cancelled() and m.state == "AwaitingModel"
+    assert m.next_step(policy=P) == Done(Cancelled())
     step(m)
-    assert m.state() == ("Terminal", {"outcome": Cancelled()})
+    assert m.state_and_data() == ("Terminal", {"outcome": Cancelled()})
     assert isinstance(m.to_loop_error(), RunCancelled)
     m.discard_pending()
     # the mid-run compaction was a commit point: its history stays
@@ -203,7 +203,7 @@ def test_compaction_noop_keeps_both_buffers_and_continues():
     m = brain_in("AwaitingCompaction")
     before = (m.history(), list(m.data.pending))
     m.compaction_noop(190_000, 150_000)
-    assert m.state_name == "Start" and (m.history(), m.data.pending) == before
+    assert m.state == "Start" and (m.history(), m.data.pending) == before
     assert m.data.context_tokens == 150_000
     m2 = brain_in("AwaitingCompaction")
     m2.compaction_noop(190_000, 190_000)
@@ -218,7 +218,7 @@ def ask(tokens: int, policy=P, **data):
     m.set_context_tokens(tokens)
     for k, v in data.items():
         setattr(m.data, k, v)
-    return m.next_step(policy)
+    return m.next_step(policy=policy)
 
 
 @pytest.mark.parametrize("tokens,policy,expected", [
@@ -248,19 +248,19 @@ def test_next_step_is_repeatable_and_changes_nothing():
     for state in STATES:
         m = brain_in(state)
         before = m.snapshot()
-        assert m.next_step(P) == m.next_step(P)
+        assert m.next_step(policy=P) == m.next_step(policy=P)
         assert m.snapshot() == before
 
 
 def test_awaiting_states_answer_their_step_again():
     m = brain_in("AwaitingModel")
-    assert m.next_step(P) == CallLLM(0)
+    assert m.next_step(policy=P) == CallLLM(0)
     m.begin(CallLLM(0))  # re-polled: nothing changes
-    assert m.state() == ("AwaitingModel", {"turn": 0})
+    assert m.state_and_data() == ("AwaitingModel", {"turn": 0})
     m = brain_in("AwaitingCompaction")
-    assert m.next_step(P) == Compact(Emergency)
+    assert m.next_step(policy=P) == Compact(Emergency)
     m = brain_in("AwaitingTools")
-    assert m.next_step(P) == CallTools(0, tuple(m.data.pending_tools))
+    assert m.next_step(policy=P) == CallTools(0, tuple(m.data.pending_tools))
 
 
 @pytest.mark.parametrize("state,bad", [
@@ -312,7 +312,7 @@ def test_inject_does_not_refresh_the_estimate_and_accept_input_resets():
     assert m.data.context_tokens == 1000 and m.full_history()[-1] == Message.user("a" * 1000)
     m.accept_input("new run")
     d = m.data
-    assert (m.state_name, d.pending, d.pending_tools, d.turns_taken, d.cancelled) == \
+    assert (m.state, d.pending, d.pending_tools, d.turns_taken, d.cancelled) == \
         ("Start", [Message.user("new run")], [], 0, False)
 
 
@@ -323,7 +323,7 @@ def test_fail_is_instant_and_kept_through_snapshots():
     r = LoopMachine.restore(json.loads(json.dumps(m.snapshot())))
     err = r.to_loop_error()
     assert (err.kind, err.message) == ("Transport", "driver lost the connection")
-    assert r.next_step(P) == Done(Failed(err))
+    assert r.next_step(policy=P) == Done(Failed(err))
 
 
 @pytest.mark.parametrize("outcome,error", [
@@ -366,7 +366,7 @@ def edited_brain(tmp_path: Path, edit) -> type:
     edit(doc)
     f = tmp_path / "engine_brain.yaml"
     f.write_text(yaml.safe_dump(doc, sort_keys=False))
-    return load_brain(f)
+    return load_machine(f)
 
 
 def test_editing_the_threshold_default_changes_behaviour(tmp_path):
@@ -376,7 +376,7 @@ def test_editing_the_threshold_default_changes_behaviour(tmp_path):
     m = brain.Instance()
     m.accept_input("x")
     m.set_context_tokens(120_000)
-    assert m.next_step(brain.Policy()) == Compact(ThresholdExceeded)
+    assert m.next_step(policy=brain.Policy()) == Compact(ThresholdExceeded)
     assert ask(120_000) == CallLLM(0)
 
 
@@ -389,7 +389,7 @@ def test_swapping_two_rules_changes_behaviour(tmp_path):
     m = brain.Instance()
     m.accept_input("x")
     m.cancel()
-    assert m.next_step(brain.Policy(max_turns=0)) == Done(MaxTurnsExceeded())
+    assert m.next_step(policy=brain.Policy(max_turns=0)) == Done(MaxTurnsExceeded())
     assert ask(0, MachinePolicy(max_turns=0), cancelled=True) == Done(Cancelled())
 
 
@@ -419,7 +419,7 @@ def test_messages_round_trip_through_json():
 def test_policy_is_never_stored():
     m = brain_in("AwaitingModel")
     assert "policy" not in json.dumps(m.snapshot())
-    assert not any("max_turns" in f for f in ENGINE_BRAIN.spec.data)
+    assert not any("max_turns" in f for f in LoopMachine.compiled.spec.data)
 
 
 def test_brain_pre_answers_calls_whose_breaker_rejects():
@@ -436,7 +436,7 @@ def test_brain_pre_answers_calls_whose_breaker_rejects():
     from loopfsm.machines.breaker_values import Allow
     health.record("shell", 1_500, Allow("c1", shell.generation), "failure")
     health.record("read_file", 1_500, Allow("c2", read.generation), "success")
-    assert health.states() == {"read_file": "Closed", "shell": "Open"}
+    assert health.states == {"read_file": "Closed", "shell": "Open"}
     step(m)
     m.model_response(reply_with_tools("shell", "read_file"), 200, TOOLS, tool_health=health, now=2_000)
     shell, read = m.data.pending_tools

@@ -39,7 +39,7 @@ BY_STATE = {
 
 def draw_op(data, m) -> tuple:
     """An operation and all its parameters, drawn once so it can be applied to twins identically."""
-    op = data.draw(st.sampled_from(BY_STATE[m.state_name]))
+    op = data.draw(st.sampled_from(BY_STATE[m.state]))
     if op == "step":
         return (op, data.draw(policies))
     if op == "set_context_tokens":
@@ -58,7 +58,7 @@ def draw_op(data, m) -> tuple:
 def apply(m, op: tuple) -> None:
     name = op[0]
     if name == "step":
-        m.begin(m.next_step(op[1]))
+        m.begin(m.next_step(policy=op[1]))
     elif name == "set_context_tokens":
         m.set_context_tokens(op[1])
     elif name == "inject":
@@ -93,7 +93,7 @@ def test_invariants_under_random_legal_drives(data, n_ops, restore_at):
         probe = data.draw(policies)
         before = m.snapshot()
         # next_step is pure and repeatable
-        assert m.next_step(probe) == m.next_step(probe)
+        assert m.next_step(policy=probe) == m.next_step(policy=probe)
         assert m.snapshot() == before
         was_terminal = m.is_terminal()
         tools_before = list(m.data.pending_tools)
@@ -102,7 +102,7 @@ def test_invariants_under_random_legal_drives(data, n_ops, restore_at):
         if twin is not None:
             apply(twin, op)
             assert twin.snapshot() == m.snapshot()
-            assert twin.next_step(probe) == m.next_step(probe)
+            assert twin.next_step(policy=probe) == m.next_step(policy=probe)
         # terminal is forever
         if was_terminal:
             assert m.snapshot() == before
@@ -113,7 +113,7 @@ def test_invariants_under_random_legal_drives(data, n_ops, restore_at):
                 assert tools_before == []
         if op[0] == "accept_input" and not was_terminal:
             history_at_run_start, compacted_this_run = list(m.data.history), False
-        if op[0] == "compaction_result" and m.state_name == "Start":
+        if op[0] == "compaction_result" and m.state == "Start":
             compacted_this_run = True
     # a failed run leaves history as it was before the run, except after a mid-run compaction
     if m.is_terminal() and not isinstance(m.outcome(), Completed):

@@ -16,7 +16,7 @@ P = FallbackBreakerPolicy(trip_after=3, cooldown_ms=1000, cooldown_multiplier=2,
 
 
 def send(b, now, outcome, policy=P, **kw):
-    r = b.route(now, policy)
+    r = b.route(now, policy=policy)
     if isinstance(r, Route):
         b.record(now, r, outcome, policy=policy, **kw)
     return r
@@ -36,7 +36,7 @@ def test_primary_trips_after_exactly_trip_after_counted_failures():
     send(b, 0, "rate_limited")
     assert b.state == "Primary"
     send(b, 0, "transient")
-    assert b.state_name == "Fallback" and b.state_data == {"until": 1000, "reason": "failures"}
+    assert b.state == "Fallback" and b.state_data == {"until": 1000, "reason": "failures"}
 
 
 @pytest.mark.parametrize("outcome", ["auth", "quota"])
@@ -63,39 +63,39 @@ def test_ok_resets_the_count():
 
 def test_fallback_serves_until_the_cooldown_then_exactly_one_probe():
     b = tripped()
-    assert b.route(999, P) == Route("fallback", b.data.generation)
-    probe = b.route(1000, P)
+    assert b.route(999, policy=P) == Route("fallback", b.data.generation)
+    probe = b.route(1000, policy=P)
     assert probe.model == "primary" and probe.probe and b.state == "Recovering"
-    assert b.route(1001, P) == Route("fallback", b.data.generation)  # one probe at a time
-    assert b.route(1002, P).model == "fallback"
+    assert b.route(1001, policy=P) == Route("fallback", b.data.generation)  # one probe at a time
+    assert b.route(1002, policy=P).model == "fallback"
 
 
 def test_recovering_returns_to_primary_after_m_successes():
     b = tripped()
-    b.record(1000, b.route(1000, P), "ok", policy=P)
+    b.record(1000, b.route(1000, policy=P), "ok", policy=P)
     assert b.state == "Recovering"
-    b.record(1001, b.route(1001, P), "ok", policy=P)
+    b.record(1001, b.route(1001, policy=P), "ok", policy=P)
     assert b.state == "Primary" and b.data.trips == 0
 
 
 def test_a_failed_probe_returns_to_fallback_with_a_longer_cooldown():
     b = tripped()
-    b.record(1000, b.route(1000, P), "transient", policy=P)
+    b.record(1000, b.route(1000, policy=P), "transient", policy=P)
     assert b.state_data == {"until": 3000, "reason": "probe_failed"}
-    b.record(3000, b.route(3000, P), "transient", policy=P)
+    b.record(3000, b.route(3000, policy=P), "transient", policy=P)
     assert b.state_data == {"until": 7000, "reason": "probe_failed"}
 
 
 def test_an_expired_probe_lease_returns_to_fallback():
     b = tripped()
-    b.route(1000, P)
-    b.tick(1099, P)
+    b.route(1000, policy=P)
+    b.tick(1099, policy=P)
     assert b.state == "Recovering"
-    b.tick(1100, P)
+    b.tick(1100, policy=P)
     assert b.state == "Fallback" and b.state_data["reason"] == "probe_lease_expired"
     b2 = tripped()
-    b2.route(1000, P)
-    assert b2.route(1100, P).model == "fallback" and b2.state == "Fallback"
+    b2.route(1000, policy=P)
+    assert b2.route(1100, policy=P).model == "fallback" and b2.state == "Fallback"
 
 
 def test_retry_after_is_respected():
@@ -106,11 +106,11 @@ def test_retry_after_is_respected():
 
 def test_stale_results_are_counted_but_do_not_move_it():
     b = FallbackBreaker()
-    routes = [b.route(0, P) for _ in range(5)]
+    routes = [b.route(0, policy=P) for _ in range(5)]
     for r in routes[:3]:
         b.record(1, r, "transient", policy=P)
     b.record(2, routes[3], "ok", policy=P)  # from before the trip
-    probe = b.route(1002, P)
+    probe = b.route(1002, policy=P)
     b.record(1003, routes[4], "auth", policy=P)
     assert b.state == "Recovering" and b.data.stats["stale"] == 2
     b.record(1004, probe, "ok", policy=P)
@@ -121,9 +121,9 @@ def test_fallback_failing_fails_fast_or_tries_the_primary():
     b = tripped()
     for _ in range(2):
         send(b, 10, "transient")  # the fallback fails too
-    assert b.route(20, P) == FailFast(1000, "primary tripped and the fallback is failing too")
+    assert b.route(20, policy=P) == FailFast(1000, "primary tripped and the fallback is failing too")
     p2 = FallbackBreakerPolicy(**{**P.__dict__, "when_fallback_fails": "try_primary"})
-    r = b.route(21, p2)
+    r = b.route(21, policy=p2)
     assert r == Route("primary", b.data.generation)
     b.record(22, r, "ok", policy=p2)
     assert b.state == "Primary"
@@ -133,19 +133,19 @@ def test_clock_going_backwards_is_clamped():
     b = FallbackBreaker()
     send(b, 5000, "auth")
     assert b.state_data["until"] == 6000
-    assert b.route(0, P).model == "fallback" and b.data.last_now == 5000
+    assert b.route(0, policy=P).model == "fallback" and b.data.last_now == 5000
 
 
 @pytest.mark.parametrize("where", ["Fallback", "Recovering"])
 def test_snapshot_restore_mid_run(where):
     b = tripped()
     if where == "Recovering":
-        b.route(1000, P)
+        b.route(1000, policy=P)
     r = FallbackBreaker.restore(json.loads(json.dumps(b.snapshot())))
     for m in (b, r):
-        route = m.route(1050, P)
+        route = m.route(1050, policy=P)
         m.record(1050, route, "ok", policy=P)
-        m.tick(1200, P)
+        m.tick(1200, policy=P)
     assert r.snapshot() == b.snapshot()
 
 
@@ -158,7 +158,7 @@ def test_recovering_never_has_two_primary_probes_out(ops):
     now, outstanding = 0, []
     for dt, outcome, report in ops:
         now += dt
-        r = b.route(now, P)
+        r = b.route(now, policy=P)
         if isinstance(r, Route):
             outstanding.append(r)
         if report and outstanding:

@@ -94,5 +94,5 @@ def test_corrupted_snapshots_restore_or_are_refused(data, which, n):
         m = LoopMachine.restore(snap)
     except SnapshotError:
         return
-    m.next_step(MachinePolicy())  # a restored machine can be asked
+    m.next_step(policy=MachinePolicy())  # a restored machine can be asked
     assert LoopMachine.restore(json.loads(json.dumps(m.snapshot()))).snapshot() == m.snapshot()

@@ -88,7 +88,7 @@ def test_tool_breaker_example_trips_on_a_real_failing_command(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 4 and all("failed" in line for line in out[:3])
     assert "unavailable (open: consecutive_failures)" in out[3]
-    assert scope["health"].states() == {"false": "Open"}
+    assert scope["health"].states == {"false": "Open"}
 
 
 def test_fallback_breaker_example_switches_models(capsys):
@@ -105,3 +105,7 @@ def test_script_can_cancel_mid_run(tmp_path, capsys):
     rows = capsys.readouterr().out.splitlines()
     assert any("cancel()" in r for r in rows)
     assert rows[-2].endswith("Terminal(outcome=Cancelled)") and "Done(Cancelled) [cancelled]" in rows[-2]
+
+
+def test_one_api_example_runs():
+    exec(compile(example("one-api"), "README-one-api", "exec"), {})

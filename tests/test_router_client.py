@@ -10,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopfsm.errors import FeedArgumentError, IllegalFeed, LoopFsmError
-from loopfsm.machines.router_client import ROUTER_CLIENT, RouterClient
+from loopfsm.machines.router_client import RouterClient
+
+ROUTER_CLIENT = RouterClient.compiled
 
 # The seed's client diagram, edge for edge: (from, to, label).  Labels are the branch descriptions.
 SEED_EDGES = [

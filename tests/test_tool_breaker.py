@@ -19,7 +19,7 @@ P = ToolBreakerPolicy(consecutive_failures=3, failure_rate_percent=50, slow_rate
 
 
 def call(b, now, outcome, policy=P, call_id="c", **kw):
-    permit = b.acquire(now, call_id, policy)
+    permit = b.acquire(now, call_id, policy=policy)
     if isinstance(permit, Allow):
         b.record(now, permit, outcome, policy=policy, **kw)
     return permit
@@ -35,7 +35,7 @@ def opened(at=0, policy=P):
 
 def half_open(policy=P):
     b = opened(policy=policy)
-    probe = b.acquire(1000, "p", policy)
+    probe = b.acquire(1000, "p", policy=policy)
     assert b.state == "HalfOpen" and probe.probe
     return b, probe
 
@@ -112,18 +112,18 @@ def test_ignored_outcomes_and_callers_faults_do_not_count():
 
 def test_open_rejects_until_exactly_open_until_then_half_open_lazily():
     b = opened()
-    assert b.acquire(999, "x", P) == Reject(1000, "open: consecutive_failures")
+    assert b.acquire(999, "x", policy=P) == Reject(1000, "open: consecutive_failures")
     assert b.state == "Open"
-    permit = b.acquire(1000, "x", P)  # now == open_until
+    permit = b.acquire(1000, "x", policy=P)  # now == open_until
     assert permit == Allow("x", b.data.generation, probe=True, lease_expires_at=1100)
     assert b.state == "HalfOpen" and b.state_data == {"since": 1000}
 
 
 def test_tick_moves_open_to_half_open_without_a_call():
     b = opened()
-    b.tick(999, P)
+    b.tick(999, policy=P)
     assert b.state == "Open"
-    b.tick(1000, P)
+    b.tick(1000, policy=P)
     assert b.state == "HalfOpen" and b.data.leases == []
 
 
@@ -131,7 +131,7 @@ def test_half_open_closes_after_r_successes_and_resets_the_window():
     b, probe = half_open()
     b.record(1001, probe, "success", policy=P)
     assert b.state == "HalfOpen" and b.data.probe_success_count == 1
-    probe2 = b.acquire(1002, "p2", P)
+    probe2 = b.acquire(1002, "p2", policy=P)
     b.record(1003, probe2, "success", policy=P)
     assert b.state == "Closed" and b.data.window == [] and b.data.trips == 0
 
@@ -149,7 +149,7 @@ def test_backoff_grows_caps_and_respects_retry_after():
     for _ in range(4):
         b.record(b.data.last_now, probe, "failure", policy=P)
         durations.append(b.state_data["until"] - b.data.last_now)
-        probe = b.acquire(b.state_data["until"], "p", P)
+        probe = b.acquire(b.state_data["until"], "p", policy=P)
     assert durations == [2000, 4000, 5000, 5000]  # 1000 * 2^(trips-1), capped at 5000
     b.record(b.data.last_now, probe, "failure", policy=P, retry_after=60_000)
     assert b.state_data["until"] - b.data.last_now == 60_000
@@ -171,9 +171,9 @@ def test_admin_arrows():
     for start in (ToolBreaker(), opened(), half_open()[0]):
         b = ToolBreaker.restore(start.snapshot())
         b.force_open(5000)
-        assert b.state == "ForcedOpen" and b.acquire(6000, "x", P) == Reject(None, "forced_open")
+        assert b.state == "ForcedOpen" and b.acquire(6000, "x", policy=P) == Reject(None, "forced_open")
         b.disable(6001)
-        assert b.state == "Disabled" and isinstance(b.acquire(6002, "x", P), Allow)
+        assert b.state == "Disabled" and isinstance(b.acquire(6002, "x", policy=P), Allow)
         b.reset(6003)
         assert b.state == "Closed" and b.data.trips == 0 and b.data.window == []
 
@@ -182,12 +182,12 @@ def test_admin_arrows():
 
 def test_a_probe_that_never_reports_cannot_leave_it_stuck_half_open():
     b, probe = half_open()
-    b.tick(1099, P)
+    b.tick(1099, policy=P)
     assert b.state == "HalfOpen"
-    b.tick(1100, P)  # lease expires at exactly its TTL
+    b.tick(1100, policy=P)  # lease expires at exactly its TTL
     assert b.state == "Open" and b.state_data["reason"] == "probe_lease_expired"
     b2, _ = half_open()
-    assert isinstance(b2.acquire(1100, "next", P), Reject) and b2.state == "Open"
+    assert isinstance(b2.acquire(1100, "next", policy=P), Reject) and b2.state == "Open"
 
 
 def test_half_open_has_a_maximum_age_even_with_probes_reporting():
@@ -197,32 +197,32 @@ def test_half_open_has_a_maximum_age_even_with_probes_reporting():
     while b.state == "HalfOpen":
         b.record(t, probe, "success", policy=p)
         t += 50
-        probe = b.acquire(t, f"p{t}", p)
+        probe = b.acquire(t, f"p{t}", policy=p)
     assert b.state == "Open" and b.state_data["reason"] == "half_open_timeout" and t == 1500
 
 
 def test_probe_limit_stops_a_stampede():
     p = ToolBreakerPolicy(**{**P.__dict__, "max_probes": 2})
     b, first = half_open(p)
-    second = b.acquire(1010, "p2", p)
-    third = b.acquire(1020, "p3", p)
+    second = b.acquire(1010, "p2", policy=p)
+    third = b.acquire(1020, "p3", policy=p)
     assert second.probe and third == Reject(1100, "probes_busy")
     b.record(1030, first, "success", policy=p)
-    assert b.acquire(1040, "p4", p).probe
+    assert b.acquire(1040, "p4", policy=p).probe
 
 
 def test_results_from_before_a_transition_cannot_move_it():
     b = ToolBreaker()
-    old_permits = [b.acquire(0, f"c{i}", P) for i in range(5)]
+    old_permits = [b.acquire(0, f"c{i}", policy=P) for i in range(5)]
     for permit in old_permits[:3]:
         b.record(1, permit, "failure", policy=P)
     assert b.state == "Open"
     b.record(2, old_permits[3], "failure", policy=P)  # in Open
-    probe = b.acquire(1002, "p", P)
+    probe = b.acquire(1002, "p", policy=P)
     b.record(1003, old_permits[4], "failure", policy=P)  # in HalfOpen, from the Closed generation
     assert b.state == "HalfOpen" and b.data.stats["stale"] == 2
     b.record(1004, probe, "success", policy=P)
-    b.record(1005, b.acquire(1005, "p2", P), "success", policy=P)
+    b.record(1005, b.acquire(1005, "p2", policy=P), "success", policy=P)
     assert b.state == "Closed"
     b.record(1006, probe, "failure", policy=P)  # the probe's generation is gone too
     assert b.state == "Closed" and b.data.stats["stale"] == 3 and b.data.consecutive_failures == 0
@@ -231,15 +231,15 @@ def test_results_from_before_a_transition_cannot_move_it():
 def test_time_going_backwards_is_clamped():
     b = opened(at=5000)
     assert b.state_data["until"] == 6000
-    assert b.acquire(100, "x", P) == Reject(6000, "open: consecutive_failures")  # 100 is read as 5000
-    b.tick(0, P)
+    assert b.acquire(100, "x", policy=P) == Reject(6000, "open: consecutive_failures")  # 100 is read as 5000
+    b.tick(0, policy=P)
     assert b.state == "Open" and b.data.last_now == 5000
-    assert b.acquire(6000, "y", P).probe
+    assert b.acquire(6000, "y", policy=P).probe
 
 
 def test_unknown_outcome_is_refused_before_anything_changes():
     b = ToolBreaker()
-    permit = b.acquire(0, "c", P)
+    permit = b.acquire(0, "c", policy=P)
     before = b.snapshot()
     with pytest.raises(FeedArgumentError, match="one of 'success', 'failure', 'slow', 'ignored'"):
         b.record(1, permit, "fail", policy=P)
@@ -252,8 +252,8 @@ def test_snapshot_restore_mid_open_and_half_open_gives_the_same_future(where):
     r = ToolBreaker.restore(json.loads(json.dumps(b.snapshot())))
     assert r.state == where
     for m in (b, r):
-        m.tick(1050, P)
-        permit = m.acquire(1200, "z", P)
+        m.tick(1050, policy=P)
+        permit = m.acquire(1200, "z", policy=P)
         if isinstance(permit, Allow):
             m.record(1201, permit, "success", policy=P)
     assert r.snapshot() == b.snapshot()
@@ -263,14 +263,14 @@ def test_snapshot_restore_mid_open_and_half_open_gives_the_same_future(where):
 
 def test_tool_health_creates_breakers_lazily_and_snapshots_as_one_value():
     health = ToolHealth(P, overrides={"flaky": ToolBreakerPolicy(consecutive_failures=1, open_ms=10)})
-    assert health.states() == {}
+    assert health.states == {}
     permit = health.acquire("flaky", 0, "a")
     health.record("flaky", 1, permit, "failure")
     health.acquire("shell", 2, "b")
-    assert health.states() == {"flaky": "Open", "shell": "Closed"}
+    assert health.states == {"flaky": "Open", "shell": "Closed"}
     snap = json.loads(json.dumps(health.snapshot()))
     again = ToolHealth.restore(snap, P, overrides={"flaky": ToolBreakerPolicy(consecutive_failures=1, open_ms=10)})
-    assert again.states() == health.states()
+    assert again.states == health.states
     assert again.acquire("flaky", 5, "c") == health.acquire("flaky", 5, "c")
 
 
@@ -313,7 +313,7 @@ def test_state_sequence_matches_pybreaker(steps, k, r):
             except (ValueError, pybreaker.CircuitBreakerError):
                 pass
             theirs_seq.append(cb.current_state)
-            permit = ours.acquire(now, f"c{i}", p)
+            permit = ours.acquire(now, f"c{i}", policy=p)
             if isinstance(permit, Allow):
                 ours.record(now, permit, "success" if ok else "failure", policy=p)
             ours_seq.append({"Closed": "closed", "Open": "open", "HalfOpen": "half-open"}[ours.state])
@@ -340,13 +340,13 @@ def test_never_more_probes_than_allowed_and_never_stuck_half_open(ops, max_probe
         now = max(0, now + dt)  # sometimes backwards: the breaker must clamp
         if op == "acquire":
             n += 1
-            permit = b.acquire(now, f"c{n}", p)
+            permit = b.acquire(now, f"c{n}", policy=p)
             if isinstance(permit, Allow):
                 permits.append(permit)
         elif op == "record" and permits:
             b.record(now, permits.pop(0), outcome, policy=p)
         else:
-            b.tick(now, p)
+            b.tick(now, policy=p)
         clock = b.data.last_now
         assert len(b.data.leases) <= max_probes
         if b.state == "HalfOpen":
@@ -358,7 +358,7 @@ def test_time_a_stale_result_carries_still_ages_half_open():
     """Found by the property test: a stale result arriving after the maximum age used to be filed as
     stale before the age was checked, leaving HalfOpen past its maximum until the next acquire."""
     b = ToolBreaker()
-    old = b.acquire(0, "old", P)
+    old = b.acquire(0, "old", policy=P)
     b, _ = half_open()
     b.record(1499, old, "success", policy=P)  # stale, within the maximum age... but the probe lease expired
     assert b.state == "Open" and b.state_data["reason"] == "probe_lease_expired"

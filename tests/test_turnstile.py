@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.machines.turnstile import TURNSTILE, Turnstile
+from loopfsm.machines.turnstile import Turnstile
 from loopfsm.render.matrix import review_sheet
 
 # Current state, event, new state: the seed's table, row by row.
@@ -35,7 +35,7 @@ def test_no_row_lets_a_push_through_a_locked_gate():
 
 def test_fare_is_policy():
     t = Turnstile()
-    fare = TURNSTILE.Policy(fare=3)
+    fare = Turnstile.compiled.Policy(fare=3)
     t.coin(policy=fare)
     t.coin(policy=fare)
     assert t.state == "locked" and t.data.credit == 2
@@ -46,6 +46,6 @@ def test_fare_is_policy():
 
 
 def test_review_sheet_shows_the_four_rows():
-    md = review_sheet(TURNSTILE.spec)
+    md = review_sheet(Turnstile.compiled.spec)
     assert "| `locked` | if `fare_paid(fare=1 (policy.fare))` → `unlocked`" in md
     assert "| `unlocked` | stay | → `locked` / `count_passage` |" in md

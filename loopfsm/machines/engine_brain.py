@@ -2,20 +2,19 @@
 
 Everything about states, moves, guard order and numbers is in
 ``machines/engine_brain.yaml``; this module only implements the names that
-file uses, and gives drivers typed methods.  ``load_brain(path)`` compiles
-another copy of the YAML, so a policy edit is a YAML edit.
+file uses, and gives drivers typed methods.  ``loopfsm.load_machine(path)``
+compiles an edited copy of the YAML with these methods, so a policy edit is a
+YAML edit.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 from collections.abc import Iterable
 
-from ..compiler import CompiledMachine, compile_file
 from ..errors import FeedArgumentError
 from ..registry import DataField, Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance, PolicyArg
 from .engine_values import (
     ERROR_KINDS,
     LOOP_ERROR_SCHEMA,
@@ -49,7 +48,7 @@ from .messages import MESSAGE_SCHEMA, Message, ToolCall
 from .tool_breaker import ToolHealth
 
 __all__ = [
-    "LoopMachine", "MachinePolicy", "ENGINE_BRAIN", "load_brain", "REGISTRY",
+    "LoopMachine", "MachinePolicy", "REGISTRY",  # noqa: F822 (MachinePolicy comes from __getattr__)
     "CallLLM", "CallTools", "Compact", "Done", "Step",
     "Completed", "Cancelled", "MaxTurnsExceeded", "Failed", "Outcome",
     "Emergency", "ThresholdExceeded", "CompactionReason",
@@ -318,52 +317,54 @@ def compact_in_flight(m, q) -> Compact:
 
 # -- the typed API ------------------------------------------------------------------------------
 
-class LoopMachineAPI:
-    """Typed methods over the generic feed/decide interface; mixed into the compiled instance class."""
+class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, policy="MachinePolicy"):
+    """The engine brain, with a typed method per feed; compiled from ``machines/engine_brain.yaml`` on first use."""
 
     __slots__ = ()
 
-    def next_step(self, policy: Any) -> Step:
+    def next_step(self, *, policy: PolicyArg = None) -> Step:
         """What next?  Pure: asking twice with nothing in between gives the same answer."""
-        return self.decide("next_step", policy)
+        return self.decide("next_step", policy=policy)  # type: ignore[no-any-return]
 
-    def begin(self, step: Step) -> None:
+    def begin(self, step: Step, *, policy: PolicyArg = None) -> None:
         """Report that the driver is acting on ``step``."""
-        self.feed("begin", step)
+        self.feed("begin", step, policy=policy)
 
-    def accept_input(self, text: str) -> None:
-        self.feed("accept_input", text)
+    def accept_input(self, text: str, *, policy: PolicyArg = None) -> None:
+        self.feed("accept_input", text, policy=policy)
 
     def model_response(self, response: Message, context_tokens: int, available_tools: Iterable[str],
-                       tool_health: ToolHealth | None = None, now: int | None = None) -> None:
-        self.feed("model_response", response, context_tokens, list(available_tools), tool_health, now)
+                       tool_health: ToolHealth | None = None, now: int | None = None, *,
+                       policy: PolicyArg = None) -> None:
+        self.feed("model_response", response, context_tokens, list(available_tools), tool_health, now, policy=policy)
 
-    def tool_results(self, results: Iterable[Message]) -> None:
-        self.feed("tool_results", list(results))
+    def tool_results(self, results: Iterable[Message], *, policy: PolicyArg = None) -> None:
+        self.feed("tool_results", list(results), policy=policy)
 
-    def compaction_result(self, compacted: Iterable[Message], before: int, after: int) -> None:
-        self.feed("compaction_result", list(compacted), before, after)
+    def compaction_result(self, compacted: Iterable[Message], before: int, after: int, *,
+                          policy: PolicyArg = None) -> None:
+        self.feed("compaction_result", list(compacted), before, after, policy=policy)
 
-    def compaction_noop(self, before: int, after: int) -> None:
-        self.feed("compaction_noop", before, after)
+    def compaction_noop(self, before: int, after: int, *, policy: PolicyArg = None) -> None:
+        self.feed("compaction_noop", before, after, policy=policy)
 
-    def inject(self, message: Message) -> None:
-        self.feed("inject", message)
+    def inject(self, message: Message, *, policy: PolicyArg = None) -> None:
+        self.feed("inject", message, policy=policy)
 
-    def set_context_tokens(self, tokens: int) -> None:
-        self.feed("set_context_tokens", tokens)
+    def set_context_tokens(self, tokens: int, *, policy: PolicyArg = None) -> None:
+        self.feed("set_context_tokens", tokens, policy=policy)
 
-    def cancel(self) -> None:
-        self.feed("cancel")
+    def cancel(self, *, policy: PolicyArg = None) -> None:
+        self.feed("cancel", policy=policy)
 
-    def fail(self, error: LoopError) -> None:
-        self.feed("fail", error)
+    def fail(self, error: LoopError, *, policy: PolicyArg = None) -> None:
+        self.feed("fail", error, policy=policy)
 
-    def commit_pending(self) -> None:
-        self.feed("commit_pending")
+    def commit_pending(self, *, policy: PolicyArg = None) -> None:
+        self.feed("commit_pending", policy=policy)
 
-    def discard_pending(self) -> None:
-        self.feed("discard_pending")
+    def discard_pending(self, *, policy: PolicyArg = None) -> None:
+        self.feed("discard_pending", policy=policy)
 
     # -- readers --
     def history(self) -> list[Message]:
@@ -374,7 +375,7 @@ class LoopMachineAPI:
         """History plus scratchpad: exactly what the next request would send."""
         return self.data.history + self.data.pending
 
-    def state(self) -> tuple[str, dict[str, Any]]:  # type: ignore[override]
+    def state_and_data(self) -> tuple[str, dict[str, Any]]:
         """The state's name and the data it carries, e.g. ``("AwaitingModel", {"turn": 0})``."""
         return self._state, dict(self.state_data)
 
@@ -395,11 +396,7 @@ class LoopMachineAPI:
         return self.compiled.outcome_error(type(outcome).__name__, outcome)
 
 
-def load_brain(path: str | Path) -> CompiledMachine:
-    """Compile another copy of the engine brain's YAML with this module's registry and typed API."""
-    return compile_file(path, REGISTRY, base=LoopMachineAPI)
-
-
-ENGINE_BRAIN = load_brain(machine_path("engine_brain"))
-LoopMachine = ENGINE_BRAIN.Instance
-MachinePolicy = ENGINE_BRAIN.Policy
+def __getattr__(name: str) -> Any:
+    if name == "MachinePolicy":  # built from the YAML's policy block, so compiled on first use
+        return LoopMachine.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
-from ..compiler import CompiledMachine, compile_file
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance, PolicyArg
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 
@@ -139,24 +137,24 @@ def fallback_failed(m, ctx) -> None:
     bump(m.data.stats, "fallback_failed")
 
 
-class FallbackBreakerAPI:
+class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY,
+                      policy="FallbackBreakerPolicy"):
+    """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use."""
+
     __slots__ = ()
 
-    def route(self, now: int, policy: Any = None) -> Route | FailFast:
-        return self.feed("route", now, policy=policy)
+    def route(self, now: int, *, policy: PolicyArg = None) -> Route | FailFast:
+        return self.feed("route", now, policy=policy)  # type: ignore[no-any-return]
 
     def record(self, now: int, route: Route, outcome: str, *, retry_after: int | None = None,
-               policy: Any = None) -> None:
+               policy: PolicyArg = None) -> None:
         self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
 
-    def tick(self, now: int, policy: Any = None) -> None:
+    def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)
 
 
-def load_fallback_breaker(path: str | Path) -> CompiledMachine:
-    return compile_file(path, REGISTRY, base=FallbackBreakerAPI)
-
-
-FALLBACK_BREAKER = load_fallback_breaker(machine_path("fallback_breaker"))
-FallbackBreaker = FALLBACK_BREAKER.Instance
-FallbackBreakerPolicy = FALLBACK_BREAKER.Policy
+def __getattr__(name: str) -> Any:
+    if name == "FallbackBreakerPolicy":  # built from the YAML's policy block, so compiled on first use
+        return FallbackBreaker.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

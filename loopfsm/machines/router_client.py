@@ -6,11 +6,11 @@ the user and sealing content are the driver's work at the edge.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from ..compiler import compile_file
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("router_client")
 
@@ -67,5 +67,20 @@ def ignore_superseded(m: Any, ctx: Any) -> None:
     m.data.superseded += 1
 
 
-ROUTER_CLIENT = compile_file(machine_path("router_client"), REGISTRY)
-RouterClient = ROUTER_CLIENT.Instance
+MessageType = Literal["execute", "tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break"]
+Status = Literal["completed", "awaiting_tool", "awaiting_approval", "awaiting_decrypt", "idle", "error"]
+
+
+class RouterClient(MachineInstance, machine="router_client", registry=REGISTRY, policy="RouterClientPolicy"):
+    """The protocol client; compiled from ``machines/router_client.yaml`` on first use."""
+
+    __slots__ = ()
+
+    def send(self, type: MessageType, request_id: str, *, policy: PolicyArg = None) -> None:
+        """The client puts a message on the wire."""
+        self.feed("send", type, request_id, policy=policy)
+
+    def response(self, request_id: str, status: Status, allowed: Iterable[str], has_to_encrypt: bool = False,
+                 retryable: bool = False, *, policy: PolicyArg = None) -> None:
+        """The router's response to a request arrives."""
+        self.feed("response", request_id, status, list(allowed), has_to_encrypt, retryable, policy=policy)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from ..compiler import CompiledMachine, compile_file
 from ..errors import SnapshotError
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..compiler import CompiledMachine
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import Allow, Reject, backoff_ms
 
@@ -184,99 +185,116 @@ def new_generation(m, ctx) -> None:
 
 # -- typed API ------------------------------------------------------------------------------
 
-class ToolBreakerAPI:
-    """Typed methods for drivers; the generic ``feed`` stays available."""
+class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
+    """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
     __slots__ = ()
 
-    def acquire(self, now: int, call_id: str, policy: Any = None) -> Allow | Reject:
-        return self.feed("acquire", now, call_id, policy=policy)
+    def acquire(self, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
+        return self.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
     def record(self, now: int, permit: Allow, outcome: str, *, error_kind: str | None = None,
-               retry_after: int | None = None, policy: Any = None) -> None:
+               retry_after: int | None = None, policy: PolicyArg = None) -> None:
         self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after,
                   policy=policy)
 
-    def tick(self, now: int, policy: Any = None) -> None:
+    def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)
 
-    def force_open(self, now: int) -> None:
+    def force_open(self, now: int, *, policy: PolicyArg = None) -> None:
         """Hold the breaker open until :meth:`reset`."""
-        self.feed("force_open", now)
+        self.feed("force_open", now, policy=policy)
 
-    def disable(self, now: int) -> None:
+    def disable(self, now: int, *, policy: PolicyArg = None) -> None:
         """Let every call through until :meth:`reset`."""
-        self.feed("disable", now)
+        self.feed("disable", now, policy=policy)
 
-    def reset(self, now: int) -> None:
+    def reset(self, now: int, *, policy: PolicyArg = None) -> None:
         """Close the breaker and forget its history."""
-        self.feed("reset", now)
+        self.feed("reset", now, policy=policy)
 
 
-def load_tool_breaker(path: str | Path) -> CompiledMachine:
-    return compile_file(path, REGISTRY, base=ToolBreakerAPI)
-
-
-TOOL_BREAKER = load_tool_breaker(machine_path("tool_breaker"))
-ToolBreaker = TOOL_BREAKER.Instance
-ToolBreakerPolicy = TOOL_BREAKER.Policy
+def __getattr__(name: str) -> Any:
+    if name == "ToolBreakerPolicy":  # built from the YAML's policy block, so compiled on first use
+        return ToolBreaker.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
 class ToolHealth:
     """One breaker per tool name, created on first use; snapshots and restores as one JSON value.
 
-    It holds policies (a default and per-tool overrides) for convenience, but
-    they are not part of the snapshot: like every machine's policy, they are
-    configuration the driver supplies, not state.
+    ToolHealth is a collection of machines, not a machine: it holds the policy
+    it hands its breakers (a default and per-tool overrides), and each call may
+    still override it with ``policy=``, as every feed may.  Policies are
+    configuration the driver supplies, not state, so no snapshot holds them.
     """
 
     policy: Any = None
     overrides: dict[str, Any] | None = None
-    machine: CompiledMachine = TOOL_BREAKER
+    machine: CompiledMachine | None = None
 
     def __post_init__(self) -> None:
         self.breakers: dict[str, Any] = {}
+        if self.machine is None:
+            self.machine = ToolBreaker.compiled
         self.policy = self.machine.policy(self.policy)
         self.overrides = {k: self.machine.policy(v) for k, v in (self.overrides or {}).items()}
 
     def policy_for(self, tool: str) -> Any:
+        assert self.overrides is not None
         return self.overrides.get(tool, self.policy)
 
-    def breaker(self, tool: str):
+    def breaker(self, tool: str) -> Any:
         b = self.breakers.get(tool)
         if b is None:
+            assert self.machine is not None
             b = self.breakers[tool] = self.machine.new()
             b.data.tool = tool
         return b
 
-    def acquire(self, tool: str, now: int, call_id: str) -> Allow | Reject:
-        return self.breaker(tool).acquire(now, call_id, self.policy_for(tool))
+    def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
+        return self.breaker(tool).acquire(now, call_id, policy=self.policy_for(tool) if policy is None else policy)  # type: ignore[no-any-return]
 
-    def record(self, tool: str, now: int, permit: Allow, outcome: str, **kw: Any) -> None:
-        self.breaker(tool).record(now, permit, outcome, policy=self.policy_for(tool), **kw)
+    def record(self, tool: str, now: int, permit: Allow, outcome: str, *, error_kind: str | None = None,
+               retry_after: int | None = None, policy: PolicyArg = None) -> None:
+        self.breaker(tool).record(now, permit, outcome, error_kind=error_kind, retry_after=retry_after,
+                                  policy=self.policy_for(tool) if policy is None else policy)
 
-    def tick(self, now: int) -> None:
+    def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         for tool, b in self.breakers.items():
-            b.tick(now, self.policy_for(tool))
+            b.tick(now, policy=self.policy_for(tool) if policy is None else policy)
 
+    @property
     def states(self) -> dict[str, str]:
+        """Each tool's breaker state name, by tool."""
         return {tool: b.state for tool, b in sorted(self.breakers.items())}
 
     def snapshot(self) -> dict[str, Any]:
-        return {"format": 1, "kind": "tool_health",
+        """The envelope every snapshot has (format, machine, fingerprint), holding one breaker snapshot per tool."""
+        assert self.machine is not None
+        return {"format": SNAPSHOT_FORMAT, "machine": "tool_health", "fingerprint": self.machine.fingerprint,
                 "breakers": {tool: b.snapshot() for tool, b in sorted(self.breakers.items())}}
 
     @classmethod
     def restore(cls, snap: dict[str, Any], policy: Any = None, overrides: dict[str, Any] | None = None,
-                machine: CompiledMachine = TOOL_BREAKER) -> ToolHealth:
-        if not isinstance(snap, dict) or snap.get("kind") != "tool_health" or snap.get("format") != 1:
-            raise SnapshotError("refusing ToolHealth snapshot: not a format-1 tool_health value")
+                machine: CompiledMachine | None = None) -> ToolHealth:
         health = cls(policy, overrides, machine)
-        breakers = {tool: machine.restore(s) for tool, s in snap.get("breakers", {}).items()}
+        assert health.machine is not None
+        m = health.machine
+        if not isinstance(snap, dict) or snap.get("machine") != "tool_health" or snap.get("format") != SNAPSHOT_FORMAT:
+            raise SnapshotError(f"tool_health: refusing snapshot: not a format-{SNAPSHOT_FORMAT} tool_health value")
+        if snap.get("fingerprint") != m.fingerprint:
+            raise SnapshotError(f"tool_health: refusing snapshot: it was taken under another version of "
+                                f"the tool breaker spec (fingerprint {snap.get('fingerprint')!r}, this spec is "
+                                f"{m.fingerprint!r})")
+        raw = snap.get("breakers", {})
+        if not isinstance(raw, dict):
+            raise SnapshotError("tool_health: refusing snapshot: breakers must be a JSON object")
+        breakers = {tool: m.restore(s) for tool, s in raw.items()}
         for tool, b in breakers.items():
             if b.data.tool != tool:
-                raise SnapshotError(f"refusing ToolHealth snapshot: breaker filed under {tool!r} "
+                raise SnapshotError(f"tool_health: refusing snapshot: breaker filed under {tool!r} "
                                     f"belongs to {b.data.tool!r}")
         health.breakers = breakers
         return health

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from ..compiler import compile_file
+from typing import Any
+
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("turnstile")
 
@@ -30,6 +31,21 @@ def count_passage(m, ctx) -> None:
     m.data.passages += 1
 
 
-TURNSTILE = compile_file(machine_path("turnstile"), REGISTRY)
-Turnstile = TURNSTILE.Instance
-TurnstilePolicy = TURNSTILE.Policy
+class Turnstile(MachineInstance, machine="turnstile", registry=REGISTRY, policy="TurnstilePolicy"):
+    """The coin-operated gate; compiled from ``machines/turnstile.yaml`` on first use."""
+
+    __slots__ = ()
+
+    def coin(self, *, policy: PolicyArg = None) -> None:
+        """A coin is inserted."""
+        self.feed("coin", policy=policy)
+
+    def push(self, *, policy: PolicyArg = None) -> None:
+        """Someone pushes the arm."""
+        self.feed("push", policy=policy)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TurnstilePolicy":  # built from the YAML's policy block, so compiled on first use
+        return Turnstile.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

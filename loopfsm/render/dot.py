@@ -12,16 +12,12 @@ import textwrap
 
 import graphviz
 
-from ..errors import LoopFsmError
+from ..errors import RenderError
 from ..spec import Decision, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label, state_title
 from .overview import ANY, overview
 
 SOURCE_MARK = "loopfsm-source-sha256"
-
-
-class RenderError(LoopFsmError):
-    """Rendering failed, usually because the Graphviz ``dot`` program is missing."""
 
 
 def _wrap(lines: list[str], width: int = 38) -> str:
