@@ -17,6 +17,7 @@ from .errors import (
     RegistryError,
     RenderError,
     ScriptError,
+    SealError,
     SnapshotError,
     SpecError,
     UnknownFeed,
@@ -29,5 +30,5 @@ __all__ = [
     "CompiledMachine", "compile_file", "compile_spec", "load", "load_machine", "parse", "Registry",
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
-    "ScriptError",
+    "ScriptError", "SealError",
 ]

@@ -60,7 +60,7 @@ def test_guards_read_the_bound_arguments():
 
 def test_policy_still_rides_beside_the_arguments():
     m = _compiled().new()
-    assert m.decide("admit", None, kind="member") == "admitted"
+    assert m.decide("admit", policy=None, kind="member") == "admitted"
 
 
 @pytest.mark.parametrize("kwargs, message", [

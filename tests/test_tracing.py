@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loopfsm import IllegalFeed, SpecError, parse, tracing
-from loopfsm.machines.engine_brain import ENGINE_BRAIN, LoopMachine
-from loopfsm.machines.turnstile import TURNSTILE, Turnstile
+from loopfsm.machines.engine_brain import LoopMachine
+from loopfsm.machines.turnstile import Turnstile
 from loopfsm.tracing import TransitionRecord
 
 from conftest import dedent, make_registry
@@ -31,7 +31,7 @@ def test_feeds_record_from_feed_branch_to():
 def test_the_branch_taken_is_named_not_the_first_listed():
     t = Turnstile()
     records: list[TransitionRecord] = []
-    fare = TURNSTILE.Policy(fare=2)
+    fare = Turnstile.compiled.Policy(fare=2)
     with tracing.attached(t, records.append):
         t.coin(policy=fare)
         t.coin(policy=fare)
@@ -121,7 +121,7 @@ def test_brain_next_step_is_traced_with_the_rule_explain_gives():
     with tracing.attached(m, records.append):
         m.accept_input("hello")
         rule, _ = m.explain("next_step")
-    assert records[0].feed == "accept_input" and records[0].to_state == m.state_name
+    assert records[0].feed == "accept_input" and records[0].to_state == m.state
     assert records[-1].kind == "decision" and records[-1].branch == rule
 
 
@@ -154,7 +154,7 @@ def test_duplicate_branch_names_in_one_feed_are_refused_with_a_location():
         parse(text, "counter.yaml", make_registry())
 
 
-@pytest.mark.parametrize("compiled_machine", [TURNSTILE, ENGINE_BRAIN], ids=lambda c: c.name)
+@pytest.mark.parametrize("compiled_machine", [Turnstile.compiled, LoopMachine.compiled], ids=lambda c: c.name)
 def test_every_branch_of_a_shipped_machine_has_a_unique_name(compiled_machine):
     for name, event in compiled_machine.events.items():
         names = [t.name for branches in event.transitions.values() for t in branches]

@@ -54,7 +54,7 @@ def render_instance(instance: Any, fmt: str = "svg", *, detailed: bool = False) 
     same diagram a reviewer saw, with "you are here" on it.
     """
     spec = instance.compiled.spec
-    state = instance.state_name
+    state = instance.state
     if fmt == "mermaid":
         text = mermaid.state_diagram(spec, detailed=detailed)
         return text + f"    classDef current fill:#ffe08a,stroke:#b8860b,stroke-width:3px\n    class {state} current\n"
