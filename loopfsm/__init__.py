@@ -8,6 +8,7 @@ from .catalog import load_machine
 from .compiler import CompiledMachine, compile_file, compile_spec
 from .errors import (
     ActionError,
+    ConfigError,
     DecisionError,
     FeedArgumentError,
     IllegalFeed,
@@ -30,5 +31,5 @@ __all__ = [
     "CompiledMachine", "compile_file", "compile_spec", "load", "load_machine", "parse", "Registry",
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
-    "ScriptError", "SealError",
+    "ScriptError", "SealError", "ConfigError",
 ]
