@@ -169,6 +169,19 @@ def cmd_build(args) -> int:
     return EXIT_OK
 
 
+def cmd_new(args) -> int:
+    """Scaffold a machine, its registry and its test; refuses rather than overwrite anything."""
+    from . import scaffold
+    project = _project(args)
+    try:
+        plan = scaffold.plan(project, args.name)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+    for line in scaffold.write(plan):
+        print(line)
+    return EXIT_OK
+
+
 def cmd_schema(args) -> int:
     print(json.dumps(loader.machine_schema(), indent=2))
     return EXIT_OK
@@ -252,6 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("files", nargs="+", metavar="OLD NEW", help="the two versions of the file")
     s.add_argument("--git", action="store_true", help="called as a git diff driver (7 arguments), always exit 0")
     s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("new", help="scaffold a machine file, its registry module and a test that drives it")
+    s.add_argument("name", help="snake_case name of the machine (also its registry and module name)")
+    s.set_defaults(func=cmd_new)
 
     s = sub.add_parser("schema", help="print the JSON Schema of machine files")
     s.set_defaults(func=cmd_schema)

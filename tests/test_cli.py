@@ -77,7 +77,7 @@ def test_exit_codes(project, capsys):
     assert info.value.code == 2
 
 
-@pytest.mark.parametrize("command", ["validate", "check", "render", "build", "schema", "run"])
+@pytest.mark.parametrize("command", ["validate", "check", "render", "build", "schema", "run", "new"])
 def test_every_command_has_help(command, capsys):
     with pytest.raises(SystemExit) as info:
         main([command, "--help"])
