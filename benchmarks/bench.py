@@ -258,9 +258,9 @@ def breaker_same_results() -> None:
                      "probe_success_count", "stats"):
             assert getattr(bo.data, name) == getattr(bh, name), (step, name)
     assert {b.state for b in ours.breakers.values()} >= {"Closed", "Open"}
-    cb = pybreaker.CircuitBreaker(fail_max=P.consecutive_failures, reset_timeout=P.open_ms / 1000)
+    cb = pybreaker.CircuitBreaker(fail_max=P.trip_after, reset_timeout=P.cooldown_ms / 1000)
     b = tb.ToolBreaker()
-    for i in range(P.consecutive_failures):
+    for i in range(P.trip_after):
         try:
             cb.call(_fail)
         except (ValueError, pybreaker.CircuitBreakerError):

@@ -204,7 +204,7 @@ class ToolBreakerState:
 
     def _trip(self, p, reason: str, retry_after: int | None = None) -> None:
         self.trips += 1
-        duration = backoff_ms(p.open_ms, p.open_multiplier, self.trips, p.max_open_ms, retry_after)
+        duration = backoff_ms(p.cooldown_ms, p.cooldown_multiplier, self.trips, p.max_cooldown_ms, retry_after)
         duration += jitter_ms(self.tool, self.trips, duration, p.jitter_percent)
         self._new_generation()
         self._count("trips")
@@ -270,8 +270,8 @@ class ToolBreakerState:
             else:
                 window = (self.window + [outcome])[-p.window_size:]
                 trip = None
-                if p.consecutive_failures > 0 and outcome == "failure" and \
-                        self.consecutive_failures + 1 >= p.consecutive_failures:
+                if p.trip_after > 0 and outcome == "failure" and \
+                        self.consecutive_failures + 1 >= p.trip_after:
                     trip = "consecutive_failures"
                 elif self._rate(window, "failure", p.failure_rate_percent, p):
                     trip = "failure_rate"
@@ -302,7 +302,7 @@ class ToolBreakerState:
         elif outcome in ("failure", "slow"):
             self._count("probe_failure")
             self._trip(p, "probe_failed", retry_after)
-        elif self.probe_success_count + 1 >= p.probe_successes:
+        elif self.probe_success_count + 1 >= p.recover_after:
             self._count("success")
             self._new_generation()
             self.state, self.since = "Closed", None

@@ -425,7 +425,7 @@ def test_policy_is_never_stored():
 def test_brain_pre_answers_calls_whose_breaker_rejects():
     from loopfsm.machines.tool_breaker import ToolBreakerPolicy, ToolHealth
 
-    health = ToolHealth(ToolBreakerPolicy(consecutive_failures=1, open_ms=30_000))
+    health = ToolHealth(ToolBreakerPolicy(trip_after=1, cooldown_ms=30_000))
     m = brain_in("AwaitingModel")
     m.model_response(reply_with_tools("shell", "read_file"), 100, TOOLS, tool_health=health, now=1_000)
     shell, read = m.data.pending_tools

@@ -36,7 +36,7 @@ def test_primary_trips_after_exactly_trip_after_counted_failures():
     send(b, 0, "rate_limited")
     assert b.state == "Primary"
     send(b, 0, "transient")
-    assert b.state == "Fallback" and b.state_data == {"until": 1000, "reason": "failures"}
+    assert b.state == "Fallback" and b.state_data == {"until": 1000, "reason": "consecutive_failures"}
 
 
 @pytest.mark.parametrize("outcome", ["auth", "quota"])
@@ -56,7 +56,7 @@ def test_request_faults_do_not_count(outcome):
 
 def test_ok_resets_the_count():
     b = FallbackBreaker()
-    for o in ["transient", "transient", "ok", "transient", "transient"]:
+    for o in ["transient", "transient", "success", "transient", "transient"]:
         send(b, 0, o)
     assert b.state == "Primary"
 
@@ -72,9 +72,9 @@ def test_fallback_serves_until_the_cooldown_then_exactly_one_probe():
 
 def test_recovering_returns_to_primary_after_m_successes():
     b = tripped()
-    b.record(1000, b.route(1000, policy=P), "ok", policy=P)
+    b.record(1000, b.route(1000, policy=P), "success", policy=P)
     assert b.state == "Recovering"
-    b.record(1001, b.route(1001, policy=P), "ok", policy=P)
+    b.record(1001, b.route(1001, policy=P), "success", policy=P)
     assert b.state == "Primary" and b.data.trips == 0
 
 
@@ -109,11 +109,11 @@ def test_stale_results_are_counted_but_do_not_move_it():
     routes = [b.route(0, policy=P) for _ in range(5)]
     for r in routes[:3]:
         b.record(1, r, "transient", policy=P)
-    b.record(2, routes[3], "ok", policy=P)  # from before the trip
+    b.record(2, routes[3], "success", policy=P)  # from before the trip
     probe = b.route(1002, policy=P)
     b.record(1003, routes[4], "auth", policy=P)
     assert b.state == "Recovering" and b.data.stats["stale"] == 2
-    b.record(1004, probe, "ok", policy=P)
+    b.record(1004, probe, "success", policy=P)
     assert b.state == "Recovering"
 
 
@@ -125,7 +125,7 @@ def test_fallback_failing_fails_fast_or_tries_the_primary():
     p2 = FallbackBreakerPolicy(**{**P.__dict__, "when_fallback_fails": "try_primary"})
     r = b.route(21, policy=p2)
     assert r == Route("primary", b.data.generation)
-    b.record(22, r, "ok", policy=p2)
+    b.record(22, r, "success", policy=p2)
     assert b.state == "Primary"
 
 
@@ -144,14 +144,14 @@ def test_snapshot_restore_mid_run(where):
     r = FallbackBreaker.restore(json.loads(json.dumps(b.snapshot())))
     for m in (b, r):
         route = m.route(1050, policy=P)
-        m.record(1050, route, "ok", policy=P)
+        m.record(1050, route, "success", policy=P)
         m.tick(1200, policy=P)
     assert r.snapshot() == b.snapshot()
 
 
 @settings(max_examples=150, deadline=None)
 @given(ops=st.lists(st.tuples(st.integers(0, 600), st.sampled_from(
-    ["ok", "transient", "rate_limited", "auth", "quota", "context_length", "content_policy"]), st.booleans()),
+    ["success", "transient", "rate_limited", "auth", "quota", "context_length", "content_policy"]), st.booleans()),
     max_size=60))
 def test_recovering_never_has_two_primary_probes_out(ops):
     b = FallbackBreaker()

@@ -88,8 +88,8 @@ def test_policy_rule_is_the_same_everywhere():
     gate.coin(policy={"fare": 2})
     assert gate.state == "unlocked"
     health = ToolHealth()
-    permit = health.acquire("t", 0, "c", policy={"consecutive_failures": 1})
-    health.record("t", 1, permit, "failure", policy={"consecutive_failures": 1})
+    permit = health.acquire("t", 0, "c", policy={"trip_after": 1})
+    health.record("t", 1, permit, "failure", policy={"trip_after": 1})
     assert health.states == {"t": "Open"}
 
 

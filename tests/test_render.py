@@ -79,7 +79,7 @@ def test_edge_words_come_from_descriptions_then_guards():
     assert closed_open.guarded
     assert closed_open.lines() == ["record: consecutive_failures_reach; failure_rate_reaches; slow_rate_reaches"]
     open_half = next(e for e in ov.edges if (e.src, e.dst) == ("Open", "HalfOpen"))
-    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: open_elapsed"]
+    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: cooldown_over"]
 
 
 def test_short_keeps_the_gist():

@@ -13,9 +13,9 @@ from loopfsm.machines.breaker_values import Allow, Reject
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy, ToolHealth, jitter_ms
 
 # Small numbers so every boundary is easy to reach: trips on 3 in a row, or 50% of >= 4 calls.
-P = ToolBreakerPolicy(consecutive_failures=3, failure_rate_percent=50, slow_rate_percent=0, window_size=4,
-                      minimum_calls=4, open_ms=1000, open_multiplier=2, max_open_ms=5000, jitter_percent=0,
-                      max_probes=1, probe_ttl_ms=100, probe_successes=2, half_open_max_ms=500)
+P = ToolBreakerPolicy(trip_after=3, failure_rate_percent=50, slow_rate_percent=0, window_size=4,
+                      minimum_calls=4, cooldown_ms=1000, cooldown_multiplier=2, max_cooldown_ms=5000, jitter_percent=0,
+                      max_probes=1, probe_ttl_ms=100, recover_after=2, half_open_max_ms=500)
 
 
 def call(b, now, outcome, policy=P, call_id="c", **kw):
@@ -27,7 +27,7 @@ def call(b, now, outcome, policy=P, call_id="c", **kw):
 
 def opened(at=0, policy=P):
     b = ToolBreaker()
-    for i in range(policy.consecutive_failures):
+    for i in range(policy.trip_after):
         call(b, at, "failure", policy, call_id=f"f{i}")
     assert b.state == "Open"
     return b
@@ -54,7 +54,7 @@ def test_closed_to_open_on_consecutive_failures_exactly_at_k():
 def test_success_resets_the_consecutive_count():
     b = ToolBreaker()
     for o in ["failure", "failure", "success", "failure", "failure"]:
-        call(b, 0, o, ToolBreakerPolicy(consecutive_failures=3, failure_rate_percent=0))
+        call(b, 0, o, ToolBreakerPolicy(trip_after=3, failure_rate_percent=0))
     assert b.state == "Closed"
 
 
@@ -72,7 +72,7 @@ def test_failure_rate_exactly_at_the_line_trips_and_below_does_not():
 
 
 def test_minimum_calls_gate_the_rate():
-    p = ToolBreakerPolicy(consecutive_failures=0, failure_rate_percent=50, window_size=10, minimum_calls=5)
+    p = ToolBreakerPolicy(trip_after=0, failure_rate_percent=50, window_size=10, minimum_calls=5)
     b = ToolBreaker()
     for _ in range(4):
         call(b, 0, "failure", p)
@@ -82,7 +82,7 @@ def test_minimum_calls_gate_the_rate():
 
 
 def test_slow_rate_trips_and_slow_is_not_a_failure():
-    p = ToolBreakerPolicy(consecutive_failures=2, failure_rate_percent=0, slow_rate_percent=75,
+    p = ToolBreakerPolicy(trip_after=2, failure_rate_percent=0, slow_rate_percent=75,
                           window_size=4, minimum_calls=4)
     b = ToolBreaker()
     for o in ["failure", "slow", "failure", "slow"]:  # slow resets the consecutive count
@@ -95,7 +95,7 @@ def test_slow_rate_trips_and_slow_is_not_a_failure():
 
 
 def test_window_slides():
-    p = ToolBreakerPolicy(consecutive_failures=0, failure_rate_percent=50, window_size=4, minimum_calls=4)
+    p = ToolBreakerPolicy(trip_after=0, failure_rate_percent=50, window_size=4, minimum_calls=4)
     b = ToolBreaker()
     for o in ["failure", "success", "success", "success", "failure"]:  # window now [s, s, s, f]
         call(b, 0, o, p)
@@ -160,7 +160,7 @@ def test_jitter_is_deterministic_and_bounded():
     values = {jitter_ms(f"tool{i}", 1, 10_000, 20) for i in range(50)}
     assert len(values) > 10 and all(0 <= v <= 2000 for v in values)
     assert jitter_ms("search", 3, 10_000, 0) == 0
-    p = ToolBreakerPolicy(consecutive_failures=1, open_ms=10_000, jitter_percent=20)
+    p = ToolBreakerPolicy(trip_after=1, cooldown_ms=10_000, jitter_percent=20)
     b = ToolBreaker()
     b.data.tool = "search"
     call(b, 0, "failure", p)
@@ -191,7 +191,7 @@ def test_a_probe_that_never_reports_cannot_leave_it_stuck_half_open():
 
 
 def test_half_open_has_a_maximum_age_even_with_probes_reporting():
-    p = ToolBreakerPolicy(**{**P.__dict__, "probe_successes": 100, "probe_ttl_ms": 1000})
+    p = ToolBreakerPolicy(**{**P.__dict__, "recover_after": 100, "probe_ttl_ms": 1000})
     b, probe = half_open(p)
     t = 1000
     while b.state == "HalfOpen":
@@ -262,14 +262,14 @@ def test_snapshot_restore_mid_open_and_half_open_gives_the_same_future(where):
 # -- ToolHealth ----------------------------------------------------------------------------------
 
 def test_tool_health_creates_breakers_lazily_and_snapshots_as_one_value():
-    health = ToolHealth(P, overrides={"flaky": ToolBreakerPolicy(consecutive_failures=1, open_ms=10)})
+    health = ToolHealth(P, overrides={"flaky": ToolBreakerPolicy(trip_after=1, cooldown_ms=10)})
     assert health.states == {}
     permit = health.acquire("flaky", 0, "a")
     health.record("flaky", 1, permit, "failure")
     health.acquire("shell", 2, "b")
     assert health.states == {"flaky": "Open", "shell": "Closed"}
     snap = json.loads(json.dumps(health.snapshot()))
-    again = ToolHealth.restore(snap, P, overrides={"flaky": ToolBreakerPolicy(consecutive_failures=1, open_ms=10)})
+    again = ToolHealth.restore(snap, P, overrides={"flaky": ToolBreakerPolicy(trip_after=1, cooldown_ms=10)})
     assert again.states == health.states
     assert again.acquire("flaky", 5, "c") == health.acquire("flaky", 5, "c")
 
@@ -297,9 +297,9 @@ def test_state_sequence_matches_pybreaker(steps, k, r):
     try:
         cb = pybreaker.CircuitBreaker(fail_max=k, reset_timeout=1.0, success_threshold=r)
         ours = ToolBreaker()
-        p = ToolBreakerPolicy(consecutive_failures=k, failure_rate_percent=0, slow_rate_percent=0, open_ms=1000,
-                              open_multiplier=1, max_open_ms=1000, max_probes=1, probe_ttl_ms=10_000,
-                              probe_successes=r, half_open_max_ms=10**9)
+        p = ToolBreakerPolicy(trip_after=k, failure_rate_percent=0, slow_rate_percent=0, cooldown_ms=1000,
+                              cooldown_multiplier=1, max_cooldown_ms=1000, max_probes=1, probe_ttl_ms=10_000,
+                              recover_after=r, half_open_max_ms=10**9)
         now, theirs_seq, ours_seq = 0, [], []
 
         def fail():
@@ -331,8 +331,8 @@ ops = st.lists(st.tuples(st.sampled_from(["acquire", "record", "tick"]), st.inte
 @settings(max_examples=200, deadline=None)
 @given(ops=ops, max_probes=st.integers(1, 3))
 def test_never_more_probes_than_allowed_and_never_stuck_half_open(ops, max_probes):
-    p = ToolBreakerPolicy(consecutive_failures=2, failure_rate_percent=50, window_size=4, minimum_calls=2,
-                          open_ms=300, max_probes=max_probes, probe_ttl_ms=150, probe_successes=2,
+    p = ToolBreakerPolicy(trip_after=2, failure_rate_percent=50, window_size=4, minimum_calls=2,
+                          cooldown_ms=300, max_probes=max_probes, probe_ttl_ms=150, recover_after=2,
                           half_open_max_ms=400)
     b = ToolBreaker()
     now, permits, n = 0, [], 0

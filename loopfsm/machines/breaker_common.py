@@ -28,6 +28,11 @@ def outcome_in(m, ctx, *, outcomes: list) -> bool:
     return ctx.args["outcome"] in outcomes
 
 
+def cooldown_over(m, ctx) -> bool:
+    """The wait the breaker is in (Open, Fallback) has ended: ``now >= until``."""
+    return now_of(m, ctx) >= m.state_data["until"]
+
+
 def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
     """This success makes ``threshold`` successful probes."""
     return m.data.probe_success_count + 1 >= threshold
@@ -46,7 +51,7 @@ def count_probe_success(m, ctx) -> None:
 
 
 def register_common(registry: Registry) -> None:
-    for guard in (stale, outcome_in, probe_successes_reach):
+    for guard in (stale, outcome_in, cooldown_over, probe_successes_reach):
         registry.guard(guard)
     for action in (clamp_clock, count, count_probe_success):
         registry.action(action)

@@ -10,6 +10,9 @@ from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 
 REGISTRY = Registry("fallback_breaker")
+
+#: What ``record`` takes: the YAML's ``record.args.outcome.enum`` (a test keeps the two equal).
+FallbackOutcome = Literal["success", "transient", "rate_limited", "auth", "quota", "context_length", "content_policy"]
 register_common(REGISTRY)
 
 
@@ -21,11 +24,6 @@ def _new_generation(d) -> None:
 
 
 # -- guards -------------------------------------------------------------------------------
-
-@REGISTRY.guard
-def cooldown_over(m, ctx) -> bool:
-    return now_of(m, ctx) >= m.state_data["until"]
-
 
 @REGISTRY.guard
 def fallback_failing(m, ctx, *, max_failures: int) -> bool:
@@ -77,9 +75,10 @@ def grant_probe(m, ctx, *, ttl_ms: int) -> None:
 
 
 @REGISTRY.action
-def fail_fast(m, ctx) -> None:
+def fail_fast(m, ctx, *, reason: str) -> None:
+    """Answer FailFast with the YAML's ``reason`` and the end of the cooldown as the time to retry."""
     bump(m.data.stats, "failed_fast")
-    ctx.reply = FailFast(m.state_data["until"], "primary tripped and the fallback is failing too")
+    ctx.reply = FailFast(m.state_data["until"], reason)
 
 
 @REGISTRY.action
@@ -89,14 +88,14 @@ def enter_recovering(m, ctx) -> None:
 
 
 @REGISTRY.action
-def trip(m, ctx, *, reason: str | None, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
-    """Switch to the fallback; a null ``reason`` records the outcome class that tripped it."""
+def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
+    """Switch to the fallback for a cooldown that grows with consecutive trips; ``reason`` is the YAML's."""
     d = m.data
     d.trips += 1
     cooldown = backoff_ms(cooldown_ms, multiplier, d.trips, max_cooldown_ms, ctx.args.get("retry_after"))
     _new_generation(d)
     bump(d.stats, "trips")
-    ctx.enter(until=d.last_now + cooldown, reason=reason if reason is not None else ctx.args["outcome"])
+    ctx.enter(until=d.last_now + cooldown, reason=reason)
 
 
 @REGISTRY.action
@@ -114,9 +113,9 @@ def release_probe(m, ctx) -> None:
 
 
 @REGISTRY.action
-def primary_ok(m, ctx) -> None:
+def primary_success(m, ctx) -> None:
     m.data.primary_failures = 0
-    bump(m.data.stats, "primary_ok")
+    bump(m.data.stats, "primary_success")
 
 
 @REGISTRY.action
@@ -126,9 +125,9 @@ def primary_failed(m, ctx) -> None:
 
 
 @REGISTRY.action
-def fallback_ok(m, ctx) -> None:
+def fallback_success(m, ctx) -> None:
     m.data.fallback_failures = 0
-    bump(m.data.stats, "fallback_ok")
+    bump(m.data.stats, "fallback_success")
 
 
 @REGISTRY.action
@@ -146,7 +145,7 @@ class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGI
     def route(self, now: int, *, policy: PolicyArg = None) -> Route | FailFast:
         return self.feed("route", now, policy=policy)  # type: ignore[no-any-return]
 
-    def record(self, now: int, route: Route, outcome: str, *, retry_after: int | None = None,
+    def record(self, now: int, route: Route, outcome: FallbackOutcome, *, retry_after: int | None = None,
                policy: PolicyArg = None) -> None:
         self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
 

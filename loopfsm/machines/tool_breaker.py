@@ -22,6 +22,9 @@ from .breaker_common import bump, now_of, register_common
 from .breaker_values import Allow, Reject, backoff_ms
 
 REGISTRY = Registry("tool_breaker")
+
+#: What ``record`` takes: the YAML's ``record.args.outcome.enum`` (a test keeps the two equal).
+ToolOutcome = Literal["success", "failure", "slow", "ignored"]
 register_common(REGISTRY)
 
 
@@ -47,11 +50,6 @@ def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
 
 
 # -- guards -------------------------------------------------------------------------------
-
-@REGISTRY.guard
-def open_elapsed(m, ctx) -> bool:
-    return now_of(m, ctx) >= m.state_data["until"]
-
 
 @REGISTRY.guard
 def half_open_overdue(m, ctx, *, max_ms: int) -> bool:
@@ -147,11 +145,11 @@ def record_outcome(m, ctx, *, window_size: int) -> None:
 
 
 @REGISTRY.action
-def trip(m, ctx, *, reason: str, open_ms: int, multiplier: int, max_open_ms: int, jitter_percent: int) -> None:
+def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int, jitter_percent: int) -> None:
     """Open for a duration that grows with consecutive trips, honours retry_after, and jitters reproducibly."""
     d = m.data
     d.trips += 1
-    duration = backoff_ms(open_ms, multiplier, d.trips, max_open_ms, ctx.args.get("retry_after"))
+    duration = backoff_ms(cooldown_ms, multiplier, d.trips, max_cooldown_ms, ctx.args.get("retry_after"))
     duration += jitter_ms(d.tool, d.trips, duration, jitter_percent)
     _new_generation(d)
     bump(d.stats, "trips")
@@ -193,7 +191,7 @@ class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, po
     def acquire(self, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
         return self.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
-    def record(self, now: int, permit: Allow, outcome: str, *, error_kind: str | None = None,
+    def record(self, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
         self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after,
                   policy=policy)
@@ -256,7 +254,7 @@ class ToolHealth:
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
         return self.breaker(tool).acquire(now, call_id, policy=self.policy_for(tool) if policy is None else policy)  # type: ignore[no-any-return]
 
-    def record(self, tool: str, now: int, permit: Allow, outcome: str, *, error_kind: str | None = None,
+    def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
         self.breaker(tool).record(now, permit, outcome, error_kind=error_kind, retry_after=retry_after,
                                   policy=self.policy_for(tool) if policy is None else policy)
