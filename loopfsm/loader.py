@@ -42,6 +42,28 @@ def _validator() -> Draft202012Validator:
     return Draft202012Validator(schema)
 
 
+@lru_cache(maxsize=1)
+def _fast_check() -> Any:
+    """The machine schema compiled to Python (fastjsonschema): a quick yes for the common, valid file.
+
+    The schema keeps to keywords whose meaning draft 7 and 2020-12 share (no
+    ``$ref`` with siblings, no ``prefixItems``), so its yes is jsonschema's yes;
+    a no, or anything unexpected, is handed to jsonschema, whose errors we
+    explain, so the messages a user reads never change.
+    """
+    import fastjsonschema  # noqa: PLC0415
+
+    return fastjsonschema.compile(json.loads(json.dumps(machine_schema())))  # it may annotate what it is given
+
+
+def _fast_valid(doc: Any) -> bool:
+    try:
+        _fast_check()(doc)
+    except Exception:  # noqa: BLE001 - invalid, or a value it cannot judge: jsonschema decides
+        return False
+    return True
+
+
 def _friendly(err: ValidationError) -> str | None:
     """Messages for the schema's few constraints whose generic wording helps nobody."""
     if err.validator == "oneOf" and err.schema is machine_schema()["$defs"]["branch"]:
@@ -102,6 +124,8 @@ def _without_long_values(message: str, instance: Any) -> str:
 
 
 def schema_problems(src: Source) -> list[Problem]:
+    if _fast_valid(src.doc):
+        return []
     errors = list(_validator().iter_errors(src.doc))
     # A misspelt key also makes the intended key "missing"; report the typo only.
     typo_at = {tuple(e.absolute_path) for e in errors if e.validator == "additionalProperties"}

@@ -179,3 +179,52 @@ def test_shipped_machines_load_the_same_from_the_cache(cache):
     second = load(path, engine_brain.REGISTRY)
     assert first.fingerprint == second.fingerprint
     assert second.source.doc == first.source.doc
+
+
+def _mutations(doc, rng, n):
+    """Documents one random edit away from ``doc``: a key dropped or added, a value of another type."""
+    import copy
+
+    def nodes(node, path=()):
+        yield path, node
+        if isinstance(node, dict):
+            for k, v in node.items():
+                yield from nodes(v, path + (k,))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from nodes(v, path + (i,))
+    every = list(nodes(doc))
+    for _ in range(n):
+        out = copy.deepcopy(doc)
+        path, _node = rng.choice(every[1:])
+        parent = out
+        for part in path[:-1]:
+            parent = parent[part]
+        kind = rng.randrange(4)
+        if kind == 0 and isinstance(parent, dict):
+            del parent[path[-1]]
+        elif kind == 1 and isinstance(parent, dict):
+            parent["x" + str(rng.randrange(9))] = 1
+        else:
+            parent[path[-1]] = rng.choice([None, 1, 1.5, "s", True, [], {}, ["s"], {"k": "v"}, "Bad Name"])
+        yield out
+
+
+def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
+    import random
+
+    import yaml
+
+    from loopfsm import loader
+
+    rng = random.Random(10)
+    checked = refused = 0
+    for name in ("turnstile", "tool_breaker", "engine_brain"):
+        doc = yaml.safe_load(machine_path(name).read_text())
+        for mutated in _mutations(doc, rng, 50):
+            slow_ok = not list(loader._validator().iter_errors(mutated))
+            fast_ok = loader._fast_valid(mutated)
+            assert not (fast_ok and not slow_ok), mutated
+            checked += 1
+            refused += not slow_ok
+    assert refused > checked // 4  # the mutations really do break the schema often
