@@ -121,3 +121,11 @@ class RenderError(LoopFsmError):
 
 class ScriptError(LoopFsmError):
     """A run script is malformed or ran out of scripted replies."""
+
+
+class FencedOut(LoopFsmError):
+    """A lock holder's fence is no longer current: another grant happened since, so its writes are refused."""
+
+
+class StoreError(LoopFsmError):
+    """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""

@@ -1,0 +1,80 @@
+"""Guards and actions of the run's processing lock (``machines/run_lock.yaml``).
+
+The lock is a lease plus a fencing token; the rules (who may take it over,
+when a holder is refused) are in the YAML.  The store applies the same rules
+in SQL against the saved row; this machine is the model those statements are
+tested against.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..compiler import compile_file
+from ..errors import FencedOut
+from ..registry import Registry
+from ..resources import machine_path
+
+REGISTRY = Registry("run_lock")
+
+
+def _now(m: Any, ctx: Any) -> int:
+    return max(int(ctx.args["now"]), int(m.data.last_now))
+
+
+@REGISTRY.guard
+def lease_expired(m: Any, ctx: Any) -> bool:
+    """The lease ran out: now >= lease_expires_at (the boundary instant counts as expired)."""
+    return _now(m, ctx) >= int(m.state_data["lease_expires_at"])
+
+
+@REGISTRY.guard
+def fence_current(m: Any, ctx: Any) -> bool:
+    return bool(ctx.args["fence"] == m.data.fence)
+
+
+@REGISTRY.guard
+def held_by(m: Any, ctx: Any) -> bool:
+    return bool(m.state_data["holder"] == ctx.args["holder"])
+
+
+@REGISTRY.action
+def clamp_clock(m: Any, ctx: Any) -> None:
+    m.data.last_now = _now(m, ctx)
+
+
+@REGISTRY.action
+def grant(m: Any, ctx: Any) -> None:
+    """A new grant: the fence grows, so every earlier holder is refused from now on."""
+    m.data.fence += 1
+    now = m.data.last_now
+    ctx.enter(holder=ctx.args["holder"], started_at=now, lease_expires_at=now + ctx.args["lease_ms"],
+              cancel_requested=None)
+
+
+@REGISTRY.action
+def extend(m: Any, ctx: Any) -> None:
+    """A stay branch keeps the state, so the lease is replaced in place; a pending cancel stays visible."""
+    m.state_data = dict(m.state_data, lease_expires_at=m.data.last_now + ctx.args["lease_ms"])
+
+
+@REGISTRY.action
+def mark_cancel(m: Any, ctx: Any) -> None:
+    m.state_data = dict(m.state_data, cancel_requested=ctx.args["kind"])
+
+
+@REGISTRY.action
+def fenced_out(m: Any, ctx: Any) -> None:
+    """Refuse a stale holder before anything changes."""
+    raise FencedOut(f"run_lock: fence {ctx.args['fence']} is not current (current fence {m.data.fence}, "
+                    f"lock {m.state})")
+
+
+@REGISTRY.action
+def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
+    """Record trace events: the feed returns their stable names."""
+    ctx.reply = list(ctx.reply or []) + list(events)
+
+
+RUN_LOCK = compile_file(machine_path("run_lock"), REGISTRY)
+RunLock = RUN_LOCK.Instance
