@@ -257,5 +257,4 @@ def build_spec(src: Source) -> Spec:
         for name, o in (doc.get("outcomes") or {}).items()
     }
     return Spec(doc["machine"], doc["description"], doc.get("registry"), doc.get("terminal_feeds", "raise"),
-                policy, _fields(doc.get("data"), ("data",)), states, events, decisions, outcomes, src,
-                edge_labels=doc.get("edge_labels", "rules"))
+                policy, _fields(doc.get("data"), ("data",)), states, events, decisions, outcomes, src)

@@ -183,9 +183,9 @@ def answer(m: Any, q: Any, *, value: Any) -> Any:
 
 
 @REGISTRY.result
-def envelope(m: Any, q: Any, *, status: str, allowed_continuations: list) -> dict[str, Any]:
+def envelope(m: Any, q: Any, *, status: str, allowed: list) -> dict[str, Any]:
     """A response envelope's status and allowed_continuations (its data is the driver's)."""
-    return {"status": status, "allowed_continuations": list(allowed_continuations)}
+    return {"status": status, "allowed_continuations": list(allowed)}
 
 
 @REGISTRY.result

@@ -34,8 +34,6 @@ def branch_label(spec: Spec, event: str, b: Branch) -> str:
     Diagrams name actions without their parameters (the review sheet has them
     in full): a trip action's five policy numbers would bury the graph.
     """
-    if spec.edge_labels == "descriptions" and b.description:
-        return b.description
     text = event
     if b.guards:
         text += f" [{guards_label(spec, b.guards)}]"
