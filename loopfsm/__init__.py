@@ -11,6 +11,7 @@ from .errors import (
     ConfigError,
     DecisionError,
     FeedArgumentError,
+    FencedOut,
     IllegalFeed,
     LoopFsmError,
     NoBranchMatched,
@@ -21,6 +22,7 @@ from .errors import (
     SealError,
     SnapshotError,
     SpecError,
+    StoreError,
     UnknownFeed,
 )
 from .loader import load, parse
@@ -31,5 +33,5 @@ __all__ = [
     "CompiledMachine", "compile_file", "compile_spec", "load", "load_machine", "parse", "Registry",
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
-    "ScriptError", "SealError", "ConfigError",
+    "ScriptError", "SealError", "ConfigError", "FencedOut", "StoreError",
 ]
