@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from . import loader
 from .errors import ConfigError, LoopFsmError, SpecError
@@ -25,6 +27,10 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 class UsageError(Exception):
     pass
+
+
+class OutputError(Exception):
+    """A generated file could not be written (or must not be: a symlink); exit 1, nothing else touched."""
 
 
 def _project(args: argparse.Namespace) -> Project:
@@ -51,12 +57,18 @@ def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
     out: list[Path] = []
     for g in given:
         p = Path(g)
-        if p.is_dir():
-            out += sorted(p.glob("*.yaml"))
-        elif p.exists():
-            out.append(p)
-        else:
-            raise UsageError(f"no such file or directory: {g}")
+        try:
+            if p.is_dir():
+                found = sorted(p.glob("*.yaml"))
+                if not found:
+                    raise UsageError(f"no *.yaml files in directory {g}")
+                out += found
+            elif p.exists():
+                out.append(p)
+            else:
+                raise UsageError(f"no such file or directory: {g}")
+        except OSError as err:
+            raise UsageError(f"cannot access {g}: {err.strerror or type(err).__name__}") from None
     return out
 
 
@@ -107,20 +119,70 @@ def _formats(text: str) -> list[str]:
         raise UsageError(str(err)) from None
 
 
+def _output_dir(out: Path) -> Path:
+    """Create the output directory, or explain (exit 2) why it cannot be one."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"cannot write into {out}: it exists and is not a directory") from None
+    except OSError as err:
+        raise UsageError(f"cannot create output directory {out}: {err.strerror or type(err).__name__}") from None
+    return out
+
+
+def _write(path: Path, text: str) -> None:
+    """Write one generated file, never through a symlink (it could point anywhere), atomically."""
+    if path.is_symlink():
+        raise OutputError(f"refusing to write {path}: it is a symlink; remove it if loopfsm should write there")
+    if path.exists() and not path.is_file():
+        raise OutputError(f"refusing to write {path}: it exists and is not a regular file")
+    tmp = path.with_name(f".{path.name}.loopfsm-tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except OSError as err:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
+
+
+def _unique_names(specs: list) -> tuple[list, bool]:
+    """Two files declaring one machine name would overwrite each other's diagrams: refuse the later ones."""
+    first: dict[str, Any] = {}
+    kept, clash = [], False
+    for spec in specs:
+        if spec.name in first:
+            clash = True
+            line, col = spec.source.locate(("machine",))
+            print(f"{spec.file}:{line}:{col}: machine: machine '{spec.name}' is also declared by "
+                  f"{first[spec.name].file}; their diagrams would overwrite each other", file=sys.stderr)
+            continue
+        first[spec.name] = spec
+        kept.append(spec)
+    return kept, clash
+
+
 def cmd_render(args) -> int:
     fmts = _formats(args.format)
     project = _project(args)
     specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=False)
-    out = Path(args.output) if args.output else shown(project.diagrams)
-    out.mkdir(parents=True, exist_ok=True)
+    specs, clash = _unique_names(specs)
+    out = _output_dir(Path(args.output) if args.output else shown(project.diagrams))
     for spec in specs:
         for name, text in render(spec, fmts, detailed=args.detailed).items():
-            (out / name).write_text(text, encoding="utf-8")
+            _write(out / name, text)
             print(out / name)
-    return status
+    return EXIT_INVALID if clash else status
 
 
 GENERATED = (".svg", ".dot", ".mmd", ".md")
+# ``build`` lists what it wrote here, and deletes a file only if an earlier build
+# listed it: a README or a logo that lives beside the diagrams is never touched.
+MANIFEST = ".loopfsm-generated"
 
 
 def _same(name: str, want: str, have: str) -> bool:
@@ -129,43 +191,73 @@ def _same(name: str, want: str, have: str) -> bool:
     return want == have
 
 
+def _read_manifest(out: Path) -> set[str]:
+    path = out / MANIFEST
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1 << 20:
+            return set()
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    # Only bare names of generated kinds: a manifest edited to say ../x or README.md deletes nothing.
+    return {n for n in lines if n and n == Path(n).name and not n.startswith(".") and n.endswith(GENERATED)}
+
+
+def _manifest_text(names: Iterable[str]) -> str:
+    return "".join(f"{n}\n" for n in sorted(names))
+
+
+def _current(path: Path, name: str, want: str) -> bool:
+    try:
+        return path.is_file() and not path.is_symlink() and _same(name, want, path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def cmd_build(args) -> int:
     project = _project(args)
     machines = Path(args.machines) if args.machines else shown(project.machines)
     out = Path(args.output) if args.output else shown(project.diagrams)
     if not machines.is_dir():
         raise UsageError(f"no machines directory at {machines}")
-    specs, status = _load_all(sorted(machines.glob("*.yaml")), _registries(args, project),
-                              show_warnings=not args.check)
-    if status != EXIT_OK:
-        return status
+    paths = sorted(machines.glob("*.yaml"))
+    if not paths:
+        raise UsageError(f"no *.yaml files in {machines}")
+    specs, status = _load_all(paths, _registries(args, project), show_warnings=not args.check)
+    specs, clash = _unique_names(specs)
+    if status != EXIT_OK or clash:
+        return EXIT_INVALID
     wanted: dict[str, str] = {}
     for spec in specs:
         wanted.update(render(spec, FORMATS))
-    existing = {p.name for p in out.glob("*") if p.suffix in GENERATED} if out.is_dir() else set()
+    wanted[MANIFEST] = _manifest_text(n for n in wanted)
+    listed = _read_manifest(out) if out.is_dir() else set()
+    leftover = sorted(n for n in listed - set(wanted) if (out / n).is_file() and not (out / n).is_symlink())
     if args.check:
-        stale = [n for n, t in sorted(wanted.items())
-                 if n not in existing or not _same(n, t, (out / n).read_text(encoding="utf-8"))]
-        extra = sorted(existing - set(wanted))
+        stale = [n for n, t in sorted(wanted.items()) if not _current(out / n, n, t)]
         for n in stale:
             print(f"stale: {out / n}", file=sys.stderr)
-        for n in extra:
-            print(f"not generated by any machine: {out / n}", file=sys.stderr)
-        if stale or extra:
-            print("run `loopfsm build` and commit diagrams/", file=sys.stderr)
+        for n in leftover:
+            print(f"left over from an earlier build: {out / n}", file=sys.stderr)
+        if stale or leftover:
+            print(f"run `loopfsm build` and commit {out}/", file=sys.stderr)
             return EXIT_INVALID
-        print(f"{out}: {len(wanted)} files up to date")
+        print(f"{out}: {len(wanted) - 1} files up to date")
         return EXIT_OK
-    out.mkdir(parents=True, exist_ok=True)
+    _output_dir(out)
     for n, t in sorted(wanted.items()):
         path = out / n
-        if not path.exists() or not _same(n, t, path.read_text(encoding="utf-8")):
-            path.write_text(t, encoding="utf-8")
-            print(f"wrote {path}")
-    for n in sorted(existing - set(wanted)):
-        (out / n).unlink()
+        if not _current(path, n, t):
+            _write(path, t)
+            if n != MANIFEST:
+                print(f"wrote {path}")
+    for n in leftover:
+        try:
+            (out / n).unlink()
+        except OSError as err:
+            raise OutputError(f"cannot remove {out / n}: {err.strerror or type(err).__name__}") from None
         print(f"removed {out / n}")
-    print(f"{len(specs)} machines, {len(wanted)} files in {out}")
+    print(f"{len(specs)} machines, {len(wanted) - 1} files in {out}")
     return EXIT_OK
 
 
@@ -288,7 +380,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except RenderError as err:
+    except (RenderError, OutputError) as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_INVALID
     except LoopFsmError as err:

@@ -18,7 +18,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .backend import LoopBackendMachine
-from .errors import FeedArgumentError, PolicyError, SnapshotError
+from .errors import FeedArgumentError, PolicyError, SnapshotError, shown
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
 from .registry import Codec, Registry, registry_named
@@ -102,7 +102,7 @@ def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
             v = getattr(self, p.name)
             problem = policy_value_problem(p, v)
             if problem:
-                raise PolicyError(f"{spec.name}: policy '{p.name}' = {v!r} {problem}")
+                raise PolicyError(f"{spec.name}: policy '{p.name}' = {shown(v)} {problem}")
 
     cls = dataclasses.make_dataclass(cls_name, fields, frozen=True, namespace={"__post_init__": __post_init__})
     if module is not None:
@@ -162,7 +162,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
                 choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
-                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {v!r}")
+                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {shown(v)}")
         return bound
 
     return bind
@@ -306,21 +306,21 @@ class CompiledMachine:
         if missing:
             raise fail(f"missing {', '.join(missing)}")
         if snap["format"] != SNAPSHOT_FORMAT:
-            raise fail(f"format {snap['format']!r} is not the supported format {SNAPSHOT_FORMAT}")
+            raise fail(f"format {shown(snap['format'])} is not the supported format {SNAPSHOT_FORMAT}")
         if snap["machine"] != self.name:
-            raise fail(f"it is of machine {snap['machine']!r}")
+            raise fail(f"it is of machine {shown(snap['machine'])}")
         if snap["fingerprint"] != self.fingerprint:
-            raise fail(f"it was taken under another version of the spec (fingerprint {snap['fingerprint']!r}, "
+            raise fail(f"it was taken under another version of the spec (fingerprint {shown(snap['fingerprint'])}, "
                        f"this spec is {self.fingerprint!r})")
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
-            raise fail(f"unknown state {snap['state']!r}")
+            raise fail(f"unknown state {shown(snap['state'])}")
         data_validator, state_validators = self._validators or self._compile_validators()
         for where, validator, value in (("data", data_validator, snap["data"]),
                                         ("state_data", state_validators.get(snap["state"]), snap["state_data"])):
             detail = _no_fields_problem(value) if validator is None else validator(value)
             if detail is not None:
                 detail = detail.replace("data", where, 1)
-                raise fail(f"{detail} (in state {snap['state']!r})" if where == "state_data" else detail)
+                raise fail(f"{detail} (in state {shown(snap['state'])})" if where == "state_data" else detail)
 
     def _compile_validators(self) -> tuple[Any, dict[str, Any]]:
         """Validators generated from the YAML's field types and compiled to Python once (fastjsonschema).

@@ -16,6 +16,15 @@ class LoopFsmError(Exception):
     """Root of every error loopfsm raises on purpose."""
 
 
+def shown(value: object, limit: int = 40) -> str:
+    """``repr(value)`` cut to a short prefix: errors name a value, they never echo a secret or a document."""
+    try:
+        text = repr(value)
+    except Exception:  # a value whose repr fails must not turn a refusal into a crash
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One thing wrong with a machine file, located precisely enough to jump to.

@@ -11,6 +11,7 @@ import typing
 from typing import Any
 from collections.abc import Callable
 
+from .errors import shown
 from .registry import Codec, DataField
 from .spec import MISSING, FieldDef, PolicyParam
 
@@ -104,7 +105,7 @@ def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
     value fed in, so the two can never disagree about what is allowed.
     """
     if not fits_type(POLICY_TYPES[p.type], value):
-        return f"must be {p.type}, got {type(value).__name__} {value!r}"
+        return f"must be {p.type}, got {type(value).__name__} {shown(value)}"
     if p.minimum is not None and value < p.minimum:
         return f"is below the minimum {p.minimum}"
     if p.maximum is not None and value > p.maximum:

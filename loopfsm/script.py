@@ -7,12 +7,12 @@ decisions, the name of the rule that answered.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
 from collections.abc import Iterator
 
-import yaml
 from jsonschema import Draft202012Validator
 
 from .errors import LoopFsmError, ScriptError
@@ -77,7 +77,13 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     if errors:
         e = errors[0]
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
-    policy = MachinePolicy(**script.get("policy", {}))
+    given = script.get("policy", {})
+    known = [f.name for f in dataclasses.fields(MachinePolicy)]
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise ScriptError(f"script policy: unknown key '{_short(unknown[0])}' (the brain's policy has: "
+                          f"{', '.join(known)})")
+    policy = MachinePolicy(**given)
     tools = script.get("tools", [])
     replies = list(script["model"])
     compactions = list(script.get("compactions", []))
@@ -131,17 +137,27 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
             return
 
 
+def _short(value: object, limit: int = 40) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def run_script(machine: str, path: Path) -> int:
     if machine != "engine_brain":
         print(f"loopfsm run: only engine_brain can be driven by a script (got {machine!r})", file=sys.stderr)
         return 2
+    from .source import SourceProblems, read_file
+
     try:
-        script = yaml.safe_load(path.read_text(encoding="utf-8"))
+        path.stat()
     except OSError as err:
-        print(f"loopfsm run: cannot read {path}: {err.strerror}", file=sys.stderr)
+        print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
         return 2
-    except yaml.YAMLError as err:
-        print(f"loopfsm run: {path}: not valid YAML: {err}", file=sys.stderr)
+    try:
+        script = read_file(path).doc  # the machine files' budgets: a script is input too
+    except SourceProblems as err:
+        for p in err.problems:
+            print(p, file=sys.stderr)
         return 1
     rows = []
     try:

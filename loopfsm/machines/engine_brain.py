@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 from collections.abc import Iterable
 
-from ..errors import FeedArgumentError
+from ..errors import FeedArgumentError, shown
 from ..registry import DataField, Registry
 from ..runtime import MachineInstance, PolicyArg
 from .engine_values import (
@@ -174,7 +174,8 @@ def record_reply(m, ctx) -> None:
     response = ctx.args["response"]
     # Checked here, in the feed's first action, so a refused reply changes nothing.
     if response.role != "assistant":
-        raise FeedArgumentError(f"engine_brain: model_response needs an assistant message, got role {response.role!r}")
+        raise FeedArgumentError("engine_brain: model_response needs an assistant message, "
+                                f"got role {shown(response.role)}")
     if ctx.args.get("tool_health") is not None and ctx.args.get("now") is None:
         raise FeedArgumentError("engine_brain: model_response needs 'now' to consult tool_health")
     d = m.data

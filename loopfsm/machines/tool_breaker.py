@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SnapshotError
+from ..errors import SnapshotError, shown
 from ..registry import Registry
 from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
@@ -292,7 +292,7 @@ class ToolHealth:
         breakers = {tool: m.restore(s) for tool, s in raw.items()}
         for tool, b in breakers.items():
             if b.data.tool != tool:
-                raise SnapshotError(f"tool_health: refusing snapshot: breaker filed under {tool!r} "
-                                    f"belongs to {b.data.tool!r}")
+                raise SnapshotError(f"tool_health: refusing snapshot: breaker filed under {shown(tool)} "
+                                    f"belongs to {shown(b.data.tool)}")
         health.breakers = breakers
         return health
