@@ -49,7 +49,8 @@ def test_scaffold_checks_renders_and_passes_its_test_end_to_end(tmp_path):
     assert checked.stdout == "machines/job.yaml: ok (4 states, 3 feeds, 0 decisions)\n"
     built = loopfsm(tmp_path, "build")
     assert built.returncode == 0 and built.stderr == "", built.stderr
-    assert sorted(p.name for p in (tmp_path / "diagrams").iterdir()) == ["job.dot", "job.md", "job.mmd", "job.svg"]
+    assert sorted(p.name for p in (tmp_path / "diagrams").iterdir()) == [
+        ".loopfsm-generated", "job.dot", "job.md", "job.mmd", "job.svg"]
     assert loopfsm(tmp_path, "build", "--check").returncode == 0
     tested = sh(tmp_path, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tested.returncode == 0, tested.stdout + tested.stderr
