@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 from loopfsm.cli import main
@@ -109,3 +113,70 @@ def test_script_can_cancel_mid_run(tmp_path, capsys):
 
 def test_one_api_example_runs():
     exec(compile(example("one-api"), "README-one-api", "exec"), {})
+
+
+def walkthrough() -> list[tuple[str, ...]]:
+    """The "Your first machine" steps in order: ("run", command, expected output, exit code) or ("edit", ...)."""
+    steps: list[tuple[str, ...]] = []
+    marks = re.finditer(r"<!-- readme-walkthrough(-edit: (.*?))? -->\n", README)
+    for mark in marks:
+        if mark.group(2):
+            file, old, new = (part.strip("\n") for part in mark.group(2).split(" | "))
+            steps.append(("edit", file.strip(), old, new))
+            continue
+        block = README[mark.end():].split("```console\n", 1)[1].split("```", 1)[0]
+        command, output = None, []
+        for line in block.splitlines() + ["$ "]:
+            if line.startswith("$ "):
+                if command is not None:
+                    code = re.search(r"#\s*exits (\d+)$", command)
+                    steps.append(("run", command, "\n".join(output), code.group(1) if code else "0"))
+                command, output = line[2:], []
+            else:
+                output.append(line)
+    return steps
+
+
+def test_first_machine_walkthrough_runs_as_written(tmp_path):
+    """Every command of "Your first machine", run in an empty folder, prints what the README shows."""
+    steps = walkthrough()
+    assert [s[1] for s in steps if s[0] == "run"][:2] == ["mkdir first-machine && cd first-machine", "loopfsm new job"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool, how in (("loopfsm", "-m loopfsm"), ("python3", "")):
+        (bin_dir / tool).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {how} "$@"\n')
+        (bin_dir / tool).chmod(0o755)
+    edit = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); t = p.read_text(); "
+            "assert sys.argv[2] in t, sys.argv[2]; p.write_text(t.replace(sys.argv[2], sys.argv[3], 1))")
+    script = ["set -u"]
+    for i, step in enumerate(steps):
+        if step[0] == "edit":
+            script.append("python3 -c " + " ".join(map(shlex.quote, (edit, *step[1:]))) + " || exit 99")
+        else:
+            script += [f"echo '@@step {i}'", "{", step[1], "} 2>&1", f'echo "@@exit {i} $?"']
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1", COLUMNS="80")
+    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    timing = re.compile(r" in [0-9.]+s$", re.M)
+    for i, step in enumerate(steps):
+        if step[0] != "run":
+            continue
+        got = done.stdout.split(f"@@step {i}\n", 1)[1]
+        got, code = re.match(rf"(.*?)@@exit {i} (\d+)\n", got, re.S).groups()
+        assert (step[1], timing.sub(" in Xs", got.rstrip("\n"))) == (step[1], timing.sub(" in Xs", step[2]))
+        assert (step[1], code) == (step[1], step[3])
+    svg = (tmp_path / "first-machine" / "diagrams" / "job.svg").read_text()
+    assert "<svg" in svg and "gave_up" in svg
+
+
+def test_walkthrough_excerpts_are_what_new_writes(tmp_path, monkeypatch, capsys):
+    """The YAML and Python pasted in "Your first machine" are verbatim parts of the generated files."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["new", "job"]) == 0
+    section = README.split("## Your first machine")[1].split("\n## ")[0]
+    yaml_part = section.split("```yaml\n")[1].split("```")[0]
+    py_part = section.split("```python\n")[1].split("```")[0]
+    assert yaml_part in (tmp_path / "machines" / "job.yaml").read_text()
+    assert py_part in (tmp_path / "job.py").read_text()
