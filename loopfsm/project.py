@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, Problem, RegistryError, SpecError
+from .errors import ConfigError, LoopFsmError, Problem, SpecError
 from .loader import Lookup, load
 from .registries import Declared, Registries, name_problem, target_problem
 from .registry import Registry
@@ -26,6 +26,7 @@ from .spec import Spec
 
 CONFIG = "pyproject.toml"
 KEYS = ("machines", "diagrams", "registries")
+MAX_CONFIG_BYTES = 1024 * 1024  # a pyproject.toml is a few KiB; anything near this is not one
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,12 @@ def shown(path: Path) -> Path:
 def _table(path: Path) -> dict[str, Any] | None:
     try:
         with path.open("rb") as f:
-            doc = tomllib.load(f)
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(f"{shown(path)}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not read")
+        doc = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"{shown(path)}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{shown(path)}: not valid TOML: {err}") from None
     except OSError as err:
@@ -143,7 +149,7 @@ def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: boo
     def lookup(name: str | None) -> Registry | None:
         try:
             reg = registries.find(name)
-        except RegistryError as err:
+        except LoopFsmError as err:  # a broken module, or one whose import compiled a bad machine file
             if not tolerate_broken:
                 raise
             why_missing.append(f"{err}; checked without it")

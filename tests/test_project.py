@@ -218,3 +218,35 @@ def test_nearest_pyproject_with_the_table_wins(tmp_path):
     assert project.diagrams == tmp_path.resolve() / "diagrams"
     bare = find_project(Path("/"))
     assert bare.config is None and bare.declared == ()
+
+
+def test_a_registry_module_that_compiles_a_bad_machine_on_import_is_reported(door, capsys):
+    (door / "door.py").write_text(DOOR_PY + "\nfrom loopfsm import compile_file\n"
+                                  "DOOR = compile_file('machines/broken.yaml', REG)\n")
+    (door / "machines" / "broken.yaml").write_text("machine: broken\ndescription: d\nstates: {}\n")
+    declare(door, '[tool.loopfsm]\nregistries = {door = "door:REG"}\n')
+    code, _, err = run(capsys, "check", "machines/door.yaml")
+    assert code == 1 and "states: {} should be non-empty" in err and "Traceback" not in err
+    code, _, err = run(capsys, "build", "--machines", "machines", "-o", "out")
+    assert code == 1  # broken.yaml itself is in machines/: build refuses it
+    (door / "other").mkdir()
+    (door / "machines" / "door.yaml").rename(door / "other" / "door.yaml")
+    code, _, err = run(capsys, "build", "--machines", "other", "-o", "out")
+    assert code == 0 and "checked without it" in err
+
+
+def test_validate_reads_the_project_machines_folder(door, capsys, monkeypatch):
+    declare(door, '[tool.loopfsm]\nmachines = "tables"\n')
+    (door / "machines").rename(door / "tables")
+    monkeypatch.chdir(door / "tables")
+    code, out, _ = run(capsys, "validate")
+    assert code == 0 and out == "door.yaml: valid\n"
+
+
+def test_an_oversized_or_binary_pyproject_is_refused_quickly(door, capsys):
+    (door / "pyproject.toml").write_text("[tool.loopfsm]\n" + "# padding\n" * 200_000)
+    code, _, err = run(capsys, "check")
+    assert code == 2 and "pyproject.toml: larger than 1024 KiB; not read" in err
+    (door / "pyproject.toml").write_bytes(b"[tool.loopfsm]\nmachines = '\xff'\n")
+    code, _, err = run(capsys, "check")
+    assert code == 2 and "pyproject.toml: not UTF-8 text" in err
