@@ -257,7 +257,7 @@ def cmd_build(args) -> int:
         except OSError as err:
             raise OutputError(f"cannot remove {out / n}: {err.strerror or type(err).__name__}") from None
         print(f"removed {out / n}")
-    print(f"{len(specs)} machines, {len(wanted) - 1} files in {out}")
+    print(f"{len(specs)} machine{'s' * (len(specs) != 1)}, {len(wanted) - 1} files in {out}")
     return EXIT_OK
 
 

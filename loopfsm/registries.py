@@ -22,6 +22,7 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import LoopFsmError, RegistryError
 from .registry import EMPTY, Registry
@@ -89,11 +90,11 @@ def _load(d: Declared) -> Registry:
     return value
 
 
-def entry_points(group: str, **select: str):  # type: ignore[no-untyped-def]
+def entry_points(group: str, name: str | None = None) -> Iterable[Any]:
     """Installed packages' entry points; importlib.metadata costs its import only when they are read."""
     from importlib.metadata import entry_points as read  # noqa: PLC0415
 
-    return read(group=group, **select)
+    return read(group=group) if name is None else read(group=group, name=name)
 
 
 class _EntryPointSource:
