@@ -1,11 +1,12 @@
-"""loopfsm's extension of ``transitions``: its own Machine, Event, Transition and EventData.
+"""loopfsm's extension of ``transitions``: its own Machine, Event and Transition, and the data a feed carries.
 
 We extend ``transitions`` through the class hooks it documents
 (``event_cls``, ``transition_cls``) instead of wrapping it:
 
-* ``FeedData`` is the ``EventData`` guards and actions receive: feed
-  arguments by name, the policy fed in, the data of the state being entered,
-  and an optional reply for feeds that answer (a breaker's ``acquire``).
+* ``FeedData`` is what guards and actions receive (``EventData``'s fields,
+  slotted): feed arguments by name, the policy fed in, the data of the state
+  being entered, and an optional reply for feeds that answer (a breaker's
+  ``acquire``).
 * ``LoopEvent`` turns "no transition from this state" into a typed
   ``IllegalFeed`` (or a declared silent ignore in terminal states), and applies
   the table's ``otherwise`` when every guard failed.
@@ -22,74 +23,149 @@ added to the machine with ``add_model``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from functools import partial
+from types import MappingProxyType
 from typing import Any
 
-from transitions import Event, EventData, Machine, Transition
+from transitions import Event, Machine, Transition
 
 from .errors import ActionError, IllegalFeed, NoBranchMatched
 
 
-class FeedData(EventData):
-    """What a guard or action sees of one feed."""
+class FeedData:
+    """What a guard or action sees of one feed: ``transitions``' ``EventData`` fields, and ours.
+
+    It carries the same names as ``EventData`` (``event``, ``machine``,
+    ``model``, ``transition``, ``result``, ``state``...) but is slotted and
+    sets only what a feed needs, because one is built for every feed.
+    """
+
+    __slots__ = ("event", "machine", "model", "args", "policy", "enter_data", "transition", "result",
+                 "reply", "error")
+    kwargs: Mapping[str, Any] = MappingProxyType({})
 
     def __init__(self, event: LoopEvent, model: Any, args: dict[str, Any], policy: Any):
-        # EventData's fields, set inline: this runs once per feed.
-        self.state = None
         self.event = event
         self.machine = event.machine
         self.model = model
         self.args = args
-        self.kwargs: dict[str, Any] = {}
-        self.transition = None
-        self.error = None
-        self.result = False
         self.policy = policy
         self.enter_data: dict[str, Any] = {}
+        self.transition: Any = None
+        self.result = False
         self.reply: Any = None
+        self.error: Any = None
+
+    @property
+    def state(self) -> Any:
+        """The ``transitions`` State the feed started from (once a branch was tried)."""
+        trans = self.transition
+        return None if trans is None else self.machine.states[trans.source]
 
     def enter(self, **data: Any) -> None:
         """Set data of the state this branch enters (``ctx.enter(turn=3)``)."""
         self.enter_data.update(data)
 
 
+Plan = tuple[Any, tuple[tuple[Callable[..., Any], bool], ...], tuple[Callable[..., Any], ...]]
+PlanRef = tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]
+
+
+_NO_POLICY = object()
+
+
+def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
+    """``fn(machine, ctx)`` with the YAML's parameters (policy ones read from ``policy``) already bound."""
+    fn, static, dynamic, _negate = ref
+    if not static and not dynamic:
+        return fn
+    kw = dict(static)
+    for key, name in dynamic:
+        kw[key] = getattr(policy, name)
+    return partial(fn, **kw)
+
+
 class LoopTransition(Transition):
-    """A transition that also swaps the instance's state data."""
+    """A transition that also swaps the instance's state data.
+
+    Its guards and actions also live in a plan per policy object: a tuple of
+    callables with every YAML parameter already bound (``functools.partial``),
+    so running a branch calls registered functions directly, with no wrapper
+    frame and no keyword rebuilding per call.  ``conditions`` and ``before``
+    stay filled as ``transitions`` expects, for anything that inspects them.
+    """
 
     def __init__(self, source, dest, conditions=None, unless=None, before=None, after=None,
-                 prepare=None, data_keys: frozenset[str] = frozenset(), name: str = ""):
+                 prepare=None, data_keys: frozenset[str] = frozenset(), name: str = "",
+                 plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
         self.data_keys = data_keys
         self.name = name  # the branch's stable name, for traces
+        self._refs = plan_refs
+        self._plans: dict[int, Plan] = {}
+        self._last: Plan = (_NO_POLICY, (), ())  # the plan used last: most drivers use one policy
 
-    def execute(self, event_data: FeedData) -> bool:
+    def _plan(self, policy: Any) -> Plan:
+        """The guards and actions bound for ``policy``; policies are frozen, so one plan per object."""
+        plans = self._plans
+        if len(plans) > 64:  # callers building a policy per call: keep the memory bounded
+            plans.clear()
+        if self._refs is None:  # built by transitions' own API: run its Condition objects
+            guards = tuple(((lambda c: lambda m, ev: c.func(ev))(c), not c.target) for c in self.conditions)
+            actions = tuple((lambda a: lambda m, ev: a(ev))(a) for a in self.before)
+        else:
+            guards = tuple((_resolved(r, policy), r[3]) for r in self._refs[0])
+            actions = tuple(_resolved(r, policy) for r in self._refs[1])
+        plan = plans[id(policy)] = (policy, guards, actions)
+        return plan
+
+    def execute(self, event_data: FeedData) -> bool:  # type: ignore[override]
         """Guards, then actions, then the move: ``Transition.execute`` without the hooks we never set.
 
         A loopfsm table has no prepare/after callbacks and its machine no
         machine-wide callbacks, so the parent's per-call logging and callback
         chains are skipped; this is most of what a feed costs in ``transitions``.
         """
-        for cond in self.conditions:
-            if bool(cond.func(event_data)) != cond.target:
+        policy = event_data.policy
+        plan = self._last
+        if plan[0] is not policy:
+            plan = self._plans.get(id(policy))  # type: ignore[assignment]
+            if plan is None or plan[0] is not policy:
+                plan = self._plan(policy)
+            self._last = plan
+        model = event_data.model
+        for guard, negate in plan[1]:
+            if bool(guard(model, event_data)) is negate:
                 return False
-        for action in self.before:
-            action(event_data)
-        if self.dest is not None:
-            self._change_state(event_data)
+        for action in plan[2]:
+            action(model, event_data)
+        dest = self.dest
+        if dest is not None:
+            data = event_data.enter_data
+            if (data or self.data_keys) and data.keys() != self.data_keys:
+                self._refuse_data(event_data)
+            model._state = dest
+            model.state_data = data
         return True
 
-    def _change_state(self, event_data: FeedData) -> None:
+    def _change_state(self, event_data: FeedData) -> None:  # type: ignore[override]
         data = event_data.enter_data
-        if data.keys() != self.data_keys:
-            missing = sorted(self.data_keys - data.keys())
-            extra = sorted(data.keys() - self.data_keys)
-            raise ActionError(
-                f"{event_data.machine.name}: entering '{self.dest}' on '{event_data.event.name}': "
-                f"state data {'missing ' + ', '.join(missing) if missing else ''}"
-                f"{'; ' if missing and extra else ''}{'undeclared ' + ', '.join(extra) if extra else ''}"
-            )
+        if (data or self.data_keys) and data.keys() != self.data_keys:
+            self._refuse_data(event_data)
         model = event_data.model
         model._state = self.dest
         model.state_data = data
+
+    def _refuse_data(self, event_data: FeedData) -> None:
+        data = event_data.enter_data
+        missing = sorted(self.data_keys - data.keys())
+        extra = sorted(data.keys() - self.data_keys)
+        raise ActionError(
+            f"{event_data.machine.name}: entering '{self.dest}' on '{event_data.event.name}': "
+            f"state data {'missing ' + ', '.join(missing) if missing else ''}"
+            f"{'; ' if missing and extra else ''}{'undeclared ' + ', '.join(extra) if extra else ''}"
+        )
 
 
 class LoopEvent(Event):
@@ -103,9 +179,21 @@ class LoopEvent(Event):
 
     def trigger(self, model: Any, args: dict[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
         """Run the feed on ``model``; the machine is never queued, so no ``_process`` indirection."""
-        data = FeedData(self, model, args or {}, policy)
-        self._trigger(data)
-        return data
+        event_data = FeedData(self, model, args if args is not None else {}, policy)
+        state = model._state
+        branches = self.transitions.get(state)
+        if branches is None:
+            if state in self.ignored_in:
+                return event_data
+            raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
+        for trans in branches:
+            event_data.transition = trans
+            if trans.execute(event_data):
+                event_data.result = True
+                return event_data
+        if state in self.otherwise_raise:
+            raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
+        return event_data
 
     def would_accept(self, model: Any, args: dict[str, Any], policy: Any) -> bool:
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
@@ -119,22 +207,12 @@ class LoopEvent(Event):
                 return True
         return state not in self.otherwise_raise
 
-    def _trigger(self, event_data: FeedData) -> bool:
-        state = event_data.model._state
-        branches = self.transitions.get(state)
-        if branches is None:
-            if state in self.ignored_in:
-                return False
-            raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
-        event_data.state = self.machine.states[state]
-        for trans in branches:
-            event_data.transition = trans
-            if trans.execute(event_data):
-                event_data.result = True
-                return True
-        if state in self.otherwise_raise:
-            raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
-        return False
+    def _trigger(self, event_data: FeedData) -> bool:  # type: ignore[override]
+        """``transitions``' entry point, for callers that built their own FeedData."""
+        done = self.trigger(event_data.model, event_data.args, event_data.policy)
+        for name in FeedData.__slots__:
+            setattr(event_data, name, getattr(done, name))
+        return bool(done.result)
 
 
 class LoopBackendMachine(Machine):

@@ -63,6 +63,14 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
     return call
 
 
+def _plan_ref(entry_fn: Callable[..., Any], ref: Ref) -> tuple[Callable[..., Any], dict[str, Any],
+                                                            tuple[tuple[str, str], ...], bool]:
+    """A guard or action as a branch plan needs it: function, fixed params, policy-read params, negation."""
+    static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
+    dynamic = tuple((k, policy_ref(v)) for k, v in ref.params.items() if k not in static)
+    return entry_fn, static, dynamic, ref.negate  # type: ignore[return-value]
+
+
 def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
     """Lift a codec's per-value function (to or from JSON) over the field's nullability and list-ness."""
     if codec.name == "json":
@@ -116,8 +124,15 @@ def _make_data_class(spec: Spec) -> type:
     fields = spec.data
     names = tuple(fields)
 
+    # Immutable defaults are shared; only lists and mappings are copied per instance.
+    fixed = tuple((n, f.default) for n, f in fields.items()
+                  if f.default is not MISSING and not isinstance(f.default, (list, dict)) and not f.list)
+    fresh = tuple((n, f) for n, f in fields.items() if (n, f.default) not in fixed)
+
     def __init__(self) -> None:
-        for n, f in fields.items():
+        for n, v in fixed:
+            setattr(self, n, v)
+        for n, f in fresh:
             setattr(self, n, default_value(f))
 
     def __eq__(self, other: Any) -> bool:
@@ -193,6 +208,7 @@ class CompiledMachine:
         self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
         self.events = {}
         self.binders = {}
+        self.argless: set[str] = set()
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
             for state, branches in sources.items():
@@ -201,10 +217,13 @@ class CompiledMachine:
                     conditions = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
                     unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
                     before = [_bind_ref(registry.get("action", a.name).fn, a) for a in b.actions]
+                    plan_refs = (tuple(_plan_ref(registry.get("guard", g.name).fn, g) for g in b.guards),
+                                 tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in b.actions))
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
                                                 before=before, data_keys=data_keys,
-                                                name=branch_name(ev.name, written_under, index, b.name))
+                                                name=branch_name(ev.name, written_under, index, b.name),
+                                                plan_refs=plan_refs)
             event = self.backend.events[ev.name]
             event.legal_states = tuple(sources)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
@@ -212,6 +231,8 @@ class CompiledMachine:
             event.ignored_in = frozenset(
                 s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore")
             self.events[ev.name] = event
+            if not ev.args:
+                self.argless.add(ev.name)
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
 
         self.decisions: dict[str, dict[str, list]] = {}
