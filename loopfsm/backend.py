@@ -75,6 +75,11 @@ PlanRef = tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...],
 _NO_POLICY = object()
 
 
+def _on_event_data(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
+    """A one-argument ``transitions`` callback in a plan's ``(machine, ctx)`` shape."""
+    return lambda model, event_data: fn(event_data)
+
+
 def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
     """``fn(machine, ctx)`` with the YAML's parameters (policy ones read from ``policy``) already bound."""
     fn, static, dynamic, _negate = ref
@@ -112,8 +117,8 @@ class LoopTransition(Transition):
         if len(plans) > 64:  # callers building a policy per call: keep the memory bounded
             plans.clear()
         if self._refs is None:  # built by transitions' own API: run its Condition objects
-            guards = tuple(((lambda c: lambda m, ev: c.func(ev))(c), not c.target) for c in self.conditions)
-            actions = tuple((lambda a: lambda m, ev: a(ev))(a) for a in self.before)
+            guards = tuple((_on_event_data(c.func), not c.target) for c in self.conditions)
+            actions = tuple(_on_event_data(a) for a in self.before)
         else:
             guards = tuple((_resolved(r, policy), r[3]) for r in self._refs[0])
             actions = tuple(_resolved(r, policy) for r in self._refs[1])
