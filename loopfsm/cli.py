@@ -102,14 +102,45 @@ def _load_all(paths: list[Path], registries: Registries, *, show_warnings: bool,
     return loaded.specs, EXIT_INVALID if loaded.failed else EXIT_OK
 
 
+def _gh_escape(text: str, prop: bool = False) -> str:
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return text.replace(":", "%3A").replace(",", "%2C") if prop else text
+
+
+GH_LEVEL = {"error": "error", "warning": "warning"}
+
+
+def _emit(fmt: str, command: str, problems: list, files: list[dict]) -> None:
+    """Problems and per-file results as text (stderr / stdout), JSON, or GitHub Actions annotations."""
+    failed = any(p.severity == "error" for p in problems)
+    if fmt == "json":
+        print(json.dumps({"ok": not failed, "files": files,
+                          "problems": [{"file": p.file, "line": p.line, "column": p.column, "path": p.path,
+                                        "severity": p.severity, "message": p.message} for p in problems]},
+                         indent=2))
+        return
+    if fmt == "github":
+        for p in problems:
+            level = GH_LEVEL.get(p.severity, "notice")
+            title = f"loopfsm {command}" + (f" {p.path}" if p.path else "")
+            print(f"::{level} file={_gh_escape(p.file, True)},line={p.line},col={p.column},"
+                  f"title={_gh_escape(title, True)}::{_gh_escape(p.message)}")
+    else:
+        _report(problems)
+    for f in files:
+        print(f["summary"])
+
+
 def cmd_check(args) -> int:
     project = _project(args)
-    specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=True,
-                              require_registry=args.require_registry, tolerate_broken=False)
-    for spec in specs:
-        print(f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
-              f"{len(spec.decisions)} decisions)")
-    return status
+    loaded = load_machines(_paths(args.paths, project), _registries(args, project),
+                           require_registry=args.require_registry, tolerate_broken=False)
+    files = [{"file": spec.file, "ok": True, "states": len(spec.states), "feeds": len(spec.events),
+              "decisions": len(spec.decisions),
+              "summary": f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
+                         f"{len(spec.decisions)} decisions)"} for spec in loaded.specs]
+    _emit(args.format, "check", list(loaded.problems), files)
+    return EXIT_INVALID if loaded.failed else EXIT_OK
 
 
 def _formats(text: str) -> list[str]:
@@ -334,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
     s.add_argument("--require-registry", action="store_true",
                    help="fail when a machine's registry is not declared (default: note what went unchecked)")
+    s.add_argument("--format", choices=("text", "json", "github"), default="text",
+                   help="text (default), json (one object on stdout), github (Actions annotations)")
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("render", parents=[regs], help="render machines to SVG, DOT, Mermaid and Markdown")

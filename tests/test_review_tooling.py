@@ -1,0 +1,101 @@
+"""pre-commit hooks, editor modelines, schema help text, and `check --format json|github`."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from loopfsm.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELINE = "# yaml-language-server: $schema=../spec/machine.schema.json"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "machines").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_machine_starts_with_the_schema_modeline(path):
+    first = path.read_text().splitlines()[0]
+    assert first == MODELINE, f"{path.name}: make its first line `{MODELINE}` so editors validate and complete it"
+    assert (path.parent / first.split("=", 1)[1]).resolve() == (ROOT / "spec" / "machine.schema.json")
+
+
+def test_schema_explains_what_an_editor_completes():
+    schema = json.loads((ROOT / "spec" / "machine.schema.json").read_text())
+    defs = schema["$defs"]
+    for name in ("state", "event", "branch", "rule", "decision", "outcome", "field", "policyParam"):
+        assert defs[name].get("title"), name
+    for name in ("state", "event", "branch", "field", "policyParam", "rule"):
+        props = defs[name]["properties"]
+        missing = [k for k, v in props.items() if not v.get("description")]
+        assert not missing, f"{name}: properties without a description: {missing}"
+    labels = [s["label"] for s in defs["branch"]["defaultSnippets"]]
+    assert labels == ["move", "guarded move", "stay"]
+
+
+def test_pre_commit_hooks_run_the_commands_they_name(tmp_path, monkeypatch, capsys):
+    hooks = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    assert set(hooks) == {"loopfsm-validate", "loopfsm-check", "loopfsm-build-check"}
+    assert all(h["language"] == "python" and h["entry"].startswith("loopfsm ") for h in hooks.values())
+    assert hooks["loopfsm-build-check"]["pass_filenames"] is False
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "machines").mkdir()
+    machine = tmp_path / "machines" / "turnstile.yaml"
+    machine.write_text((ROOT / "machines" / "turnstile.yaml").read_text())
+    files = ["machines/turnstile.yaml"]
+
+    def run(hook: str) -> int:
+        argv = shlex.split(hooks[hook]["entry"])[1:]
+        return main(argv + ([] if hooks[hook].get("pass_filenames") is False else files))
+
+    assert run("loopfsm-validate") == 0 and run("loopfsm-check") == 0
+    assert run("loopfsm-build-check") == 1  # nothing rendered yet
+    assert main(["build"]) == 0 and run("loopfsm-build-check") == 0
+    machine.write_text(machine.read_text().replace("to: unlocked", "to: unlockd"))
+    capsys.readouterr()
+    assert run("loopfsm-check") == 1
+    assert "unknown state 'unlockd'" in capsys.readouterr().err
+    import re
+    pattern = re.compile(hooks["loopfsm-check"]["files"])
+    assert pattern.search("machines/turnstile.yaml") and pattern.search("sub/machines/x.yml")
+    assert not pattern.search(".github/workflows/ci.yaml")
+
+
+def _broken(tmp_path: Path) -> Path:
+    path = tmp_path / "t,urn.yaml"
+    path.write_text((ROOT / "machines" / "turnstile.yaml").read_text().replace("to: unlocked", "to: unlockd"))
+    return path
+
+
+def test_check_format_json(tmp_path, capsys):
+    bad = _broken(tmp_path)
+    good = ROOT / "machines" / "turnstile.yaml"
+    assert main(["check", "--format", "json", str(bad), str(good)]) == 1
+    out = capsys.readouterr()
+    assert out.err == ""
+    report = json.loads(out.out)
+    assert report["ok"] is False
+    assert report["problems"] == [{"file": str(bad), "line": 41, "column": 15,
+                                   "path": "events.coin.from.locked[0].to", "severity": "error",
+                                   "message": "unknown state 'unlockd'; did you mean 'unlocked'?"}]
+    assert [f["file"] for f in report["files"]] == [str(good)] and report["files"][0]["states"] == 2
+    assert main(["check", "--format", "json", str(good)]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_check_format_github_annotations(tmp_path, capsys):
+    bad = _broken(tmp_path)
+    assert main(["check", "--format", "github", str(bad)]) == 1
+    line = capsys.readouterr().out.splitlines()[0]
+    # Properties escape ',' and ':' so a comma in a file name cannot end the file= property.
+    assert line == (f"::error file={str(bad).replace(',', '%2C')},line=41,col=15,"
+                    "title=loopfsm check events.coin.from.locked[0].to::"
+                    "unknown state 'unlockd'; did you mean 'unlocked'?")
+
+
+def test_check_format_is_checked(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["check", "--format", "xml"])
+    assert exc.value.code == 2
