@@ -68,7 +68,7 @@ def test_two_files_with_one_machine_name_are_refused(project, capsys):
     shutil.copy(project / "machines" / "turnstile.yaml", project / "machines" / "turnstile_copy.yaml")
     assert main(["build"]) == 1
     err = capsys.readouterr().err
-    assert "turnstile_copy.yaml:1:10: machine: machine 'turnstile' is also declared by" in err
+    assert "turnstile_copy.yaml:2:10: machine: machine 'turnstile' is also declared by" in err  # line 1: modeline
     assert not (project / "diagrams").exists()
     assert main(["render", "machines", "-o", "out", "--format", "dot"]) == 1
     assert "overwrite each other" in capsys.readouterr().err
