@@ -348,6 +348,24 @@ def cmd_run(args) -> int:
     return run_script(args.machine, Path(args.script))
 
 
+def cmd_store(args) -> int:
+    """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row."""
+    from .store import SCHEMA_VERSION, open_store
+    if args.store_command == "init":
+        with open_store(args.url, prefix=args.prefix, create=True) as store:
+            print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
+        return EXIT_OK
+    with open_store(args.url, prefix=args.prefix) as store:
+        rec = store.load(args.session)
+        if rec is None:
+            print(f"no run state for session {args.session!r}", file=sys.stderr)
+            return EXIT_INVALID
+        lock = "free" if rec.holder is None else f"held by {rec.holder} until {rec.lease_expires_at}"
+        print(f"session {rec.session_id}: phase {rec.phase}, version {rec.version}, fence {rec.fence}, lock {lock}, "
+              f"{len(store.rows(args.session))} rows")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopfsm", description="State machines of agent runtimes as YAML tables.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -397,6 +415,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schema", help="print the JSON Schema of machine files")
     s.set_defaults(func=cmd_schema)
+
+    s = sub.add_parser("store", help="create or inspect a run-state store (sqlite:///PATH or postgresql://...)")
+    store_sub = s.add_subparsers(dest="store_command", required=True, metavar="ACTION")
+    t = store_sub.add_parser("init", help="create the store's tables (idempotent) and record the schema version")
+    t.add_argument("url", help="sqlite:///runs.db or postgresql://user@host/db")
+    t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t = store_sub.add_parser("show", help="print a session's saved phase, lock and row count")
+    t.add_argument("url", help="sqlite:///runs.db or postgresql://user@host/db")
+    t.add_argument("session", help="session id")
+    t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    s.set_defaults(func=cmd_store)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain)")

@@ -161,6 +161,8 @@ def test_snapshot_round_trip_in_every_phase():
 def oracle(phase, request, lock, replay):
     if replay:
         return "replay"
+    if request == "inject" and phase == "AwaitingEncrypt":
+        return "not_allowed"
     if request in ("break", "inject") and lock in ("held", "expired"):
         return "preempt"
     if request == "break" and phase == "Idle":

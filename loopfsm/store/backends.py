@@ -1,0 +1,136 @@
+"""Connections: SQLite (stdlib, WAL, ``BEGIN IMMEDIATE``) and PostgreSQL (psycopg 3), behind one small shape.
+
+Everything above this module speaks one SQL text with ``?`` placeholders;
+a backend only knows how to connect, run a statement and hold a write
+transaction.  No transaction is ever held open across anything but the
+statements of one step.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import StoreError
+from .sql import POSTGRES, SQLITE, Dialect
+
+
+class Backend:
+    dialect: Dialect
+    url: str
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        """Run one statement; its rowcount and any rows it returned."""
+        raise NotImplementedError
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        raise NotImplementedError
+        yield  # pragma: no cover
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class SqliteBackend(Backend):
+    """One connection in autocommit mode; write transactions begin IMMEDIATE.
+
+    A deferred transaction that reads and then writes can fail with "database
+    is locked" without waiting for busy_timeout; IMMEDIATE takes the write lock
+    up front, so concurrent writers queue instead.  WAL lets readers run
+    beside the writer; it needs every process on one host (shared memory).
+    """
+
+    dialect = SQLITE
+
+    def __init__(self, path: str, *, create: bool = True, busy_timeout_ms: int = 10000):
+        self.url = f"sqlite:///{path}"
+        if not create and path != ":memory:" and not os.path.exists(path):
+            raise StoreError(f"no SQLite database at {path!r}: run `loopfsm store init URL` first")
+        try:
+            self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000,
+                                        check_same_thread=False)
+            self.conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
+            if path != ":memory:":
+                self.conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a committed step survives a power loss, not only a killed process.
+            self.conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as err:
+            raise StoreError(f"cannot open SQLite database {path!r}: {err}") from None
+        self._depth = 0
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        cur = self.conn.execute(sql, tuple(params))
+        rows = cur.fetchall()
+        return cur.rowcount, rows
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class PostgresBackend(Backend):
+    """One psycopg 3 connection in autocommit mode; a step is one explicit transaction.
+
+    READ COMMITTED is enough: a conditional UPDATE blocked by another's row
+    lock re-checks its WHERE on the committed row, so two admissions of one
+    run can never both match.  lock_timeout and
+    idle_in_transaction_session_timeout keep a hung process from holding a
+    row lock.
+    """
+
+    dialect = POSTGRES
+
+    def __init__(self, url: str, *, connect_timeout_s: int = 5):
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - the extra is installed in CI
+            raise StoreError("PostgreSQL needs psycopg 3: pip install 'loopfsm[postgres]'") from None
+        self.url = url
+        try:
+            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+            self.conn.execute("SET lock_timeout = '5s'")
+            self.conn.execute("SET idle_in_transaction_session_timeout = '30s'")
+        except psycopg.Error as err:
+            where = urlsplit(url)
+            raise StoreError(f"cannot connect to PostgreSQL at {where.hostname or 'local socket'}:"
+                             f"{where.port or 5432}: {type(err).__name__}") from None
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))  # type: ignore[arg-type]
+        rows = cur.fetchall() if cur.description is not None else []
+        return cur.rowcount, rows
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def connect(url: str, *, create: bool = True) -> Backend:
+    """``sqlite:///runs.db`` (relative), ``sqlite:////abs/runs.db``, ``sqlite:///:memory:``, or ``postgresql://...``."""
+    if url.startswith("sqlite:///"):
+        path = url[len("sqlite:///"):]
+        if not path:
+            raise StoreError("sqlite URL has no path: use sqlite:///runs.db")
+        return SqliteBackend(path, create=create)
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresBackend(url)
+    scheme = url.split(":", 1)[0] if ":" in url else url
+    raise StoreError(f"unknown store URL scheme {scheme!r}: use sqlite:///PATH or postgresql://...")
