@@ -300,7 +300,11 @@ def cmd_new(args) -> int:
         plan = scaffold.plan(project, args.name)
     except ConfigError as err:
         raise UsageError(str(err)) from None
-    for line in scaffold.write(plan):
+    try:
+        lines = scaffold.write(plan)
+    except ConfigError as err:
+        raise UsageError(str(err)) from None
+    for line in lines:
         print(line)
     return EXIT_OK
 

@@ -31,6 +31,7 @@ from .spec import Ref, Spec, build_spec, policy_ref
 SCHEMA_FILE = "machine.schema.json"
 MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+MAX_NAME = 64
 
 MACHINE = """\
 {modeline}
@@ -270,6 +271,8 @@ class Plan:
 
 
 def _name_problem(name: str, project: Project) -> str | None:
+    if len(name) > MAX_NAME:
+        return f"a name of {len(name)} characters is too long (at most {MAX_NAME})"
     if not _NAME.match(name) or keyword.iskeyword(name):
         return f"'{name}' is not a snake_case identifier (letters, digits, underscores; not a Python keyword)"
     if name in sys.stdlib_module_names or name in ("loopfsm", "tests", "test"):
@@ -355,23 +358,60 @@ def plan(project: Project, name: str) -> Plan:
     return Plan(files, project.machines / SCHEMA_FILE, pyproject, text, f'{name} = "{target}"')
 
 
-def write(p: Plan) -> list[str]:
-    """Write the plan; the lines to print (what was written, what the user still has to do)."""
-    out = []
-    for path, text in p.files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("x", encoding="utf-8") as f:  # never overwrite, even if one appeared meanwhile
+def _replace(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a crash leaves the old file or the new, never half)."""
+    target = path.resolve()  # a symlinked pyproject.toml keeps its link; its target gets the text
+    tmp = target.with_name(f".{target.name}.loopfsm-new")
+    try:
+        with tmp.open("x", encoding="utf-8") as f:
             f.write(text)
-        out.append(f"wrote {shown(path)}")
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write(p: Plan) -> list[str]:
+    """Write the plan; the lines to print (what was written, what the user still has to do).
+
+    All or nothing: if any write fails, the files and folders this call
+    created are removed again and the user's files are as they were.
+    """
+    out: list[str] = []
+    created: list[Path] = []
+    current: Path | None = None
+    try:
+        for path, text in p.files.items():
+            current = path
+            missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            created += reversed(missing)
+            with path.open("x", encoding="utf-8") as f:  # never overwrite, even if one appeared meanwhile
+                created.append(path)
+                f.write(text)
+            out.append(f"wrote {shown(path)}")
+        current = p.pyproject
+        if p.pyproject_text is not None:
+            existed = p.pyproject.exists()
+            _replace(p.pyproject, p.pyproject_text)
+            verb = "declared" if existed else "wrote"
+            out.append(f"{verb} {shown(p.pyproject)}: [tool.loopfsm] registries {p.declaration}")
+        else:
+            out.append(f"add to [tool.loopfsm] registries in {shown(p.pyproject)}: {p.declaration}")
+    except OSError as err:
+        for made in reversed(created):
+            try:
+                made.rmdir() if made.is_dir() else made.unlink()
+            except OSError:
+                pass
+        where = current or p.pyproject
+        blocked = next((d for d in where.parents if d.exists() and not d.is_dir()), None)
+        why = f"{shown(blocked)} is not a folder" if blocked else err.strerror
+        raise ConfigError(f"cannot write {shown(where)}: {why}; nothing was written") from None
     schema = schema_path().read_text(encoding="utf-8")
-    if not p.schema.exists() or p.schema.read_text(encoding="utf-8") != schema:
-        p.schema.write_text(schema, encoding="utf-8")
-        out.append(f"wrote {shown(p.schema)} (for editors: the machine file's modeline points at it)")
-    if p.pyproject_text is not None:
-        existed = p.pyproject.exists()
-        p.pyproject.write_text(p.pyproject_text, encoding="utf-8")
-        verb = "declared" if existed else "wrote"
-        out.append(f"{verb} {shown(p.pyproject)}: [tool.loopfsm] registries {p.declaration}")
-    else:
-        out.append(f"add to [tool.loopfsm] registries in {shown(p.pyproject)}: {p.declaration}")
+    try:  # only a convenience for editors: failing to refresh it is not worth undoing the rest
+        if not p.schema.exists() or p.schema.read_text(encoding="utf-8") != schema:
+            _replace(p.schema, schema)
+            out.insert(len(p.files), f"wrote {shown(p.schema)} (for editors: the machine file's modeline points at it)")
+    except OSError as err:
+        out.append(f"could not write {shown(p.schema)} ({err.strerror}); `loopfsm schema > {shown(p.schema)}` makes it")
     return out

@@ -147,3 +147,29 @@ def test_derived_registry_signatures_match_shipped_tables(machine):
     spec = load(path, scope["REGISTRY"])
     assert spec.warnings == []  # every generated function is used, every parameter accepted
     assert "raise NotImplementedError" in source  # unknown bodies are left for the user, loudly
+
+
+def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "machines").write_text("a file where the folder should be\n")
+    assert main(["new", "job"]) == 2
+    assert "cannot write machines/job.yaml: machines is not a folder; nothing was written" in capsys.readouterr().err
+    (tmp_path / "machines").unlink()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_job.py").symlink_to(tmp_path / "elsewhere.py")  # dangling: not followed
+    assert main(["new", "job"]) == 2
+    assert "cannot write tests/test_job.py" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["test_job.py", "tests"]  # machines/, job.py undone
+    assert not (tmp_path / "elsewhere.py").exists()
+    assert main(["new", "a" * 65]) == 2
+    assert "too long (at most 64)" in capsys.readouterr().err
+
+
+def test_a_symlinked_pyproject_keeps_its_link(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "shared.toml").write_text('[project]\nname = "x"\n')
+    (tmp_path / "pyproject.toml").symlink_to("shared.toml")
+    assert main(["new", "job"]) == 0
+    assert (tmp_path / "pyproject.toml").is_symlink()
+    assert tomllib.loads((tmp_path / "shared.toml").read_text())["tool"]["loopfsm"]["registries"] == {
+        "job": "job:REGISTRY"}
