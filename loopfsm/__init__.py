@@ -12,6 +12,7 @@ from .errors import (
     DecisionError,
     FeedArgumentError,
     FencedOut,
+    FeedRefused,
     IllegalFeed,
     LoopFsmError,
     NoBranchMatched,
@@ -33,5 +34,5 @@ __all__ = [
     "CompiledMachine", "compile_file", "compile_spec", "load", "load_machine", "parse", "Registry",
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
-    "ScriptError", "SealError", "ConfigError", "FencedOut", "StoreError",
+    "ScriptError", "SealError", "ConfigError", "FencedOut", "StoreError", "FeedRefused",
 ]

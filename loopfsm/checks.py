@@ -230,15 +230,15 @@ class _Checker:
                                key=True)
 
     def branch_names(self, ev) -> None:
-        """Traces identify a branch by name, so two branches of one feed may not share one."""
-        seen: dict[str, int] = {}
+        """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
         for state, branches in ev.sources.items():
+            seen: set[str] = set()
             for i, b in enumerate(branches):
                 name = b.name or f"{ev.name}/{state}[{i}]"
                 if name in seen:
-                    self.error(b.path + ("name",), f"branch name '{name}' of '{ev.name}' is already used by "
-                                                   "another branch of this feed; traces need it unique")
-                seen[name] = i
+                    self.error(b.path + ("name",), f"branch name '{name}' of '{ev.name}' from '{state}' is already "
+                                                   "used by another branch from that state; traces need it unique")
+                seen.add(name)
 
     def graph(self) -> None:
         spec = self.spec

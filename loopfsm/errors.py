@@ -138,3 +138,10 @@ class FencedOut(LoopFsmError):
 
 class StoreError(LoopFsmError):
     """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""
+
+
+class FeedRefused(IllegalFeed):
+    """The table refuses this feed here on purpose and says why (a decision from the wrong approver, ...).
+
+    Nothing changed; the reason names the rule, never arguments' content.
+    """

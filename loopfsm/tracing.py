@@ -12,8 +12,9 @@ While no sink is attached anywhere, a feed pays a single truth test of
 
 Branch names are stable: the branch's YAML ``name:`` when it has one, else
 ``feed/source[index]`` where ``source`` is the state (or ``*``) the branch is
-written under and ``index`` its position there.  Renaming nothing in the file
-keeps every name; a decision's record names the rule that answered.
+written under and ``index`` its position there.  A branch is identified by
+its feed, the state it left and this name (a YAML name is unique per feed and
+source state).  A decision's record names the rule that answered.
 """
 
 from __future__ import annotations

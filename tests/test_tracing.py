@@ -146,7 +146,7 @@ def test_yaml_branch_names_replace_the_derived_ones():
     assert records[0].branch == "begin"
 
 
-def test_duplicate_branch_names_in_one_feed_are_refused_with_a_location():
+def test_duplicate_branch_names_from_one_state_are_refused_with_a_location():
     old = "          stay: true\n          actions: [{name: log, params: {text: "
     text = COUNTER.replace(old, old.replace("stay: true\n", "stay: true\n          name: same\n"))
     assert text.count("name: same") == 2

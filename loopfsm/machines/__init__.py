@@ -14,6 +14,7 @@ _EXPORTS = {
     "LoopMachine": "engine_brain", "MachinePolicy": "engine_brain",
     "ToolBreaker": "tool_breaker", "ToolBreakerPolicy": "tool_breaker", "ToolHealth": "tool_breaker",
     "FallbackBreaker": "fallback_breaker", "FallbackBreakerPolicy": "fallback_breaker",
+    "AgentLoop": "agent_loop", "AgentLoopPolicy": "agent_loop",
     "Allow": "breaker_values", "Reject": "breaker_values", "Route": "breaker_values", "FailFast": "breaker_values",
 }
 

@@ -1,0 +1,293 @@
+"""Guards, actions and results of the agent loop (``machines/agent_loop.yaml``), and its typed API.
+
+The table (states, the seed's allowed pairs, guard order, the approval and
+deadline rules) is in the YAML; this module implements the names it uses.
+Time is fed in: every guard reads ``now`` through :func:`now_of`, clamped so
+that it never runs backwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from ..errors import FeedRefused
+from ..registry import Registry
+from ..runtime import MachineInstance, PolicyArg
+
+__all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use
+
+REGISTRY = Registry("agent_loop")
+
+#: What ``resume`` may answer, and the feed a driver sends for it.
+RESUME_ANSWERS = {
+    "audit": None,  # terminal: nothing to do but read it
+    "expire": "tick",
+    "recover": "worker_lost",
+    "give_up": "dispatch",  # fails the run under the current policy (or use fail)
+    "retry": "dispatch",  # or replan
+    "wait": None,
+    "dispatch": "dispatch",
+    "observe": "result_accepted",  # or fail / final_answer
+    "plan": None,  # ask the model
+}
+
+
+def arguments_hash(arguments: Any) -> str:
+    """``sha256:<hex>`` of the canonical JSON of a tool call's arguments.
+
+    Canonical: keys sorted, no insignificant whitespace, UTF-8, no NaN or
+    infinities (they have no JSON form), so equal arguments hash equally on
+    every machine and an approval binds to exactly what the approver saw.
+    """
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def now_of(m: Any, ctx: Any) -> int:
+    """The fed-in time, never earlier than the latest time already seen."""
+    return max(int(ctx.args["now"]), int(m.data.last_now))
+
+
+# -- guards ----------------------------------------------------------------------------------------
+
+@REGISTRY.guard
+def deadline_passed(m: Any, ctx: Any) -> bool:
+    """At or after the run's deadline (never, without one)."""
+    deadline: int | None = m.data.deadline_at
+    return deadline is not None and now_of(m, ctx) >= deadline
+
+
+@REGISTRY.guard
+def approval_expired(m: Any, ctx: Any) -> bool:
+    return bool(now_of(m, ctx) >= m.state_data["expires_at"])
+
+
+@REGISTRY.guard
+def decision_matches(m: Any, ctx: Any) -> bool:
+    """The decision comes from the approver asked, about the exact arguments they were shown."""
+    a = ctx.args
+    return bool(a["approver"] == m.state_data["approver"] and a["arguments_hash"] == m.data.arguments_hash)
+
+
+@REGISTRY.guard
+def outcome_allowed(m: Any, ctx: Any) -> bool:
+    return bool(ctx.args["outcome"] in m.state_data["allowed_outcomes"])
+
+
+@REGISTRY.guard
+def outcome_is(m: Any, ctx: Any, *, outcome: str) -> bool:
+    return bool(ctx.args["outcome"] == outcome)
+
+
+@REGISTRY.guard
+def attempts_left(m: Any, ctx: Any, *, max_attempts: int) -> bool:
+    return bool(m.data.attempts < max_attempts)
+
+
+@REGISTRY.guard
+def retry_allowed(m: Any, ctx: Any, *, max_attempts: int) -> bool:
+    """Seed 003's guard for entering recovering: attempts below the limit and an idempotent call."""
+    return bool(m.data.attempts < max_attempts and m.data.idempotent)
+
+
+@REGISTRY.guard
+def transient(m: Any, ctx: Any) -> bool:
+    return bool(ctx.args["transient"])
+
+
+def _action_key(tool: str, arguments_hash: str) -> str:
+    return f"{tool} {arguments_hash}"
+
+
+@REGISTRY.guard
+def constrained(m: Any, ctx: Any) -> bool:
+    """This exact action was sent back by a reviewer earlier in the run."""
+    return _action_key(ctx.args["tool"], ctx.args["arguments_hash"]) in m.data.constraints
+
+
+@REGISTRY.guard
+def action_named(m: Any, ctx: Any) -> bool:
+    """approval_required from planning names the action, and not one a reviewer sent back."""
+    tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
+    return tool is not None and h is not None and _action_key(tool, h) not in m.data.constraints
+
+
+@REGISTRY.guard
+def same_action(m: Any, ctx: Any) -> bool:
+    """The approval is about the call already proposed (left out, or the same tool and hash)."""
+    tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
+    return (tool is None or tool == m.data.tool) and (h is None or h == m.data.arguments_hash)
+
+
+@REGISTRY.guard
+def checks_passed(m: Any, ctx: Any, *, required: list[str]) -> bool:
+    """Every output check the table declares for completion was run and held."""
+    passed = set(ctx.args["passed"])
+    return all(check in passed for check in required)
+
+
+# -- actions ---------------------------------------------------------------------------------------
+
+@REGISTRY.action
+def clamp_clock(m: Any, ctx: Any) -> None:
+    m.data.last_now = now_of(m, ctx)
+
+
+@REGISTRY.action
+def expire(m: Any, ctx: Any, *, reason: str) -> None:
+    ctx.enter(reason=reason)
+
+
+@REGISTRY.action
+def fail_with(m: Any, ctx: Any, *, error_class: str | None) -> None:
+    """Enter failed with ``error_class``, or the feed's own ``error_class`` when the table gives none."""
+    ctx.enter(error_class=error_class if error_class is not None else ctx.args["error_class"])
+
+
+@REGISTRY.action
+def recover(m: Any, ctx: Any, *, error_class: str | None) -> None:
+    ctx.enter(error_class=error_class if error_class is not None else ctx.args["error_class"])
+
+
+@REGISTRY.action
+def propose(m: Any, ctx: Any) -> None:
+    d = m.data
+    d.tool, d.arguments_hash, d.idempotent = ctx.args["tool"], ctx.args["arguments_hash"], ctx.args["idempotent"]
+    d.attempts = 0
+
+
+@REGISTRY.action
+def clear_proposal(m: Any, ctx: Any) -> None:
+    d = m.data
+    d.tool = d.arguments_hash = None
+    d.idempotent = False
+    d.attempts = 0
+
+
+@REGISTRY.action
+def request_approval(m: Any, ctx: Any) -> None:
+    a = ctx.args
+    ctx.enter(approver=a["approver"], expires_at=a["expires_at"], policy_reason=a["policy_reason"],
+              allowed_outcomes=list(a["allowed_outcomes"]), requested_at=now_of(m, ctx))
+
+
+@REGISTRY.action
+def start_execution(m: Any, ctx: Any) -> None:
+    m.data.attempts += 1
+    ctx.enter(attempt=m.data.attempts, started_at=now_of(m, ctx))
+
+
+@REGISTRY.action
+def constrain(m: Any, ctx: Any) -> None:
+    """Remember the action sent back for revision, then forget the proposal."""
+    d = m.data
+    d.constraints.append(_action_key(d.tool, d.arguments_hash))
+    clear_proposal(m, ctx)
+
+
+@REGISTRY.action
+def take_ownership(m: Any, ctx: Any) -> None:
+    m.data.owner = ctx.args["owner"]
+
+
+@REGISTRY.action
+def refuse(m: Any, ctx: Any, *, why: str) -> None:
+    """A branch the table names a refusal: raise before anything changed."""
+    event = ctx.event
+    raise FeedRefused(m.compiled.name, m._state, event.name, event.legal_states, reason=why)
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+@REGISTRY.result
+def answer(m: Any, q: Any, *, value: str) -> str:
+    return value
+
+
+@REGISTRY.result
+def deadline_remaining(m: Any, ctx: Any) -> int | None:
+    """ms left before the deadline at the time fed in (negative once past); None without either."""
+    if m.data.deadline_at is None or "now" not in ctx.args:
+        return None
+    return int(m.data.deadline_at - now_of(m, ctx))
+
+
+Outcome = Literal["approve", "deny", "revise"]
+
+
+class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy="AgentLoopPolicy"):
+    """Seed 003's agent loop; compiled from ``machines/agent_loop.yaml`` on first use.
+
+    Every feed takes ``now`` (ms): time is fed in, never read.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def new_run(cls, run_id: str, owner: str, deadline_at: int | None = None) -> AgentLoop:
+        """A fresh run in planning with its identity, owner and deadline (ms; None for none)."""
+        inst = cls()
+        inst.data.run_id, inst.data.owner, inst.data.deadline_at = run_id, owner, deadline_at
+        return inst
+
+    def tool_proposed(self, tool: str, arguments_hash: str, idempotent: bool, now: int, *,
+                      policy: PolicyArg = None) -> None:
+        """The model asks for a tool call (its arguments stay with the driver; see :func:`arguments_hash`)."""
+        self.feed("tool_proposed", tool, arguments_hash, idempotent, now, policy=policy)
+
+    def approval_required(self, approver: str, expires_at: int, policy_reason: str, now: int, *,
+                          allowed_outcomes: Iterable[Outcome] = ("approve", "deny"), tool: str | None = None,
+                          arguments_hash: str | None = None, idempotent: bool = False,
+                          policy: PolicyArg = None) -> None:
+        """The runtime's policy asks ``approver`` to decide about the action before it runs."""
+        self.feed("approval_required", approver, expires_at, policy_reason, now, list(allowed_outcomes), tool,
+                  arguments_hash, idempotent, policy=policy)
+
+    def approval_decided(self, outcome: Outcome, approver: str, arguments_hash: str, now: int, *,
+                         policy: PolicyArg = None) -> None:
+        """The approver's decision; refused loudly (:class:`FeedRefused`) unless it answers the request."""
+        self.feed("approval_decided", outcome, approver, arguments_hash, now, policy=policy)
+
+    def dispatch(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("dispatch", now, policy=policy)
+
+    def tool_succeeded(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("tool_succeeded", now, policy=policy)
+
+    def tool_failed(self, error_class: str, transient: bool, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("tool_failed", error_class, transient, now, policy=policy)
+
+    def worker_lost(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("worker_lost", now, policy=policy)
+
+    def result_accepted(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("result_accepted", now, policy=policy)
+
+    def replan(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("replan", now, policy=policy)
+
+    def final_answer(self, passed: Iterable[str], now: int, *, policy: PolicyArg = None) -> None:
+        """The model says it is done; completes only if every declared output check is in ``passed``."""
+        self.feed("final_answer", list(passed), now, policy=policy)
+
+    def fail(self, error_class: str, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("fail", error_class, now, policy=policy)
+
+    def tick(self, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("tick", now, policy=policy)
+
+    def hand_off(self, owner: str, now: int, *, policy: PolicyArg = None) -> None:
+        self.feed("hand_off", owner, now, policy=policy)
+
+    def resume(self, now: int, *, policy: PolicyArg = None) -> str:
+        """After a restore: the driver's next step (see :data:`RESUME_ANSWERS`)."""
+        return str(self.decide("resume", policy=policy, now=now))
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AgentLoopPolicy":  # built from the YAML's policy block, so compiled on first use
+        return AgentLoop.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
