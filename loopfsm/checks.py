@@ -14,10 +14,17 @@ from collections import deque
 from collections.abc import Iterable
 
 from .errors import Problem
-from .fieldtypes import annotation_accepts, annotation_name, policy_value_problem, python_checker
+from .fieldtypes import (
+    POLICY_TYPES,
+    annotation_accepts,
+    annotation_name,
+    fits_type,
+    policy_value_problem,
+    python_checker,
+)
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
-from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, policy_ref
+from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 
 # What a name becomes in Python: a data field an attribute of ``m.data``, a policy
@@ -42,6 +49,11 @@ def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | N
     if name in reserved:
         return f"{what} '{name}' cannot be used: it would collide with the instance API ({name})"
     return None
+
+
+def _kind(value: object) -> str:
+    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}.get(
+        type(value), type(value).__name__)
 
 
 def _suggest(name: str, options: Iterable[str]) -> str:
@@ -171,6 +183,10 @@ class _Checker:
                                                f"(built in: integer, boolean, string, number, json; "
                                                f"others come from registry '{self.reg.name}')")
                 continue
+            for i, item in enumerate(f.enum or ()):
+                if not fits_type(codec.py_type, item):
+                    self.error(f.path + ("enum", i), f"enum item {item!r} is of type {_kind(item)}, but the field's "
+                                                     f"type is {f.type}: every choice must be of that type")
             if f.default is not MISSING and not python_checker(f, codec)(f.default):
                 self.error(f.path + ("default",), f"default {f.default!r} is not a valid {f.type}"
                                                   f"{' list' if f.list else ''}")
@@ -180,6 +196,14 @@ class _Checker:
             if p.minimum is not None and p.maximum is not None and p.minimum > p.maximum:
                 self.error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
                 continue  # every default breaks one of two crossed bounds; the bounds are the mistake
+            bad_enum = False
+            for i, item in enumerate(p.enum or ()):
+                if not fits_type(POLICY_TYPES[p.type], item):
+                    bad_enum = True
+                    self.error(p.path + ("enum", i), f"enum item {item!r} is of type {_kind(item)}, but the policy's "
+                                                     f"type is {p.type}: every choice must be of that type")
+            if bad_enum:
+                continue
             problem = policy_value_problem(p, p.default)
             if problem:
                 self.error(p.path + ("default",), f"default {p.default!r} {problem}")
@@ -200,9 +224,13 @@ class _Checker:
 
     def events(self) -> None:
         spec = self.spec
+        for a in spec.before:
+            self.ref("action", a)
         for ev in spec.events.values():
             self.fields(ev.args)
             self.branch_names(ev)
+            for a in ev.before:
+                self.ref("action", a)
             for state, branches in ev.sources.items():
                 if state != WILDCARD:
                     self.state_ref(state, ev.path + ("from", state), key=True)
@@ -213,7 +241,7 @@ class _Checker:
                                            f"branch {unguarded_at} before it has no guard and always wins")
                     elif not b.guarded:
                         unguarded_at = i
-                    for g in b.guards:
+                    for g in leaf_refs(b.guards):
                         self.ref("guard", g)
                     for a in b.actions:
                         self.ref("action", a)
@@ -260,6 +288,23 @@ class _Checker:
         for s in spec.states.values():
             if s.name not in seen:
                 self.error(s.path, f"state '{s.name}' is unreachable from the initial state '{spec.initial}'", key=True)
+        terminals = set(spec.terminal_states)
+        if terminals:
+            # A machine that can end should always be able to: warn about states from
+            # which no terminal state is reachable (a run caught there never finishes).
+            reaches = set(terminals)
+            grew = True
+            while grew:
+                grew = False
+                for name, outs in edges.items():
+                    if name not in reaches and outs & reaches:
+                        reaches.add(name)
+                        grew = True
+            for s in spec.states.values():
+                if s.name in seen and s.name not in reaches and (edges[s.name] - {s.name}):
+                    self.warn(s.path, f"state '{s.name}' can never reach a terminal state "
+                                      f"({', '.join(sorted(terminals))}): a run that gets there never ends",
+                              key=True)
         if len(spec.states) > 1:
             for s in spec.states.values():
                 if not s.terminal and not (edges[s.name] - {s.name}):
@@ -287,7 +332,7 @@ class _Checker:
                 if scope and scope <= covered:
                     self.error(r.path, f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
                                        f"rules already answer in {', '.join(sorted(scope))}")
-                for g in r.guards:
+                for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
                 if not r.guards:

@@ -71,6 +71,36 @@ def _plan_ref(entry_fn: Callable[..., Any], ref: Ref) -> tuple[Callable[..., Any
     return entry_fn, static, dynamic, ref.negate  # type: ignore[return-value]
 
 
+def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
+    """A guard as a one-argument callable, negation included; ``any:`` becomes an ordered OR of ANDs."""
+    if g.options:
+        options = [tuple(_bind_guard(registry, x) for x in opt) for opt in g.options]
+
+        def any_of(ev: Any) -> bool:
+            for opt in options:
+                for f in opt:
+                    if not f(ev):
+                        break
+                else:
+                    return True
+            return False
+        any_of.__name__ = "any"
+        return any_of
+    bound = _bind_ref(registry.get("guard", g.name).fn, g)
+    if g.negate:
+        return lambda ev: not bound(ev)
+    return bound
+
+
+def _plan_guard(registry: Registry, g: Ref) -> tuple[Callable[..., Any], dict[str, Any],
+                                                       tuple[tuple[str, str], ...], bool]:
+    """A guard for a branch plan; an ``any:`` guard is one ``(machine, ctx)`` callable over its options."""
+    if g.options:
+        any_of = _bind_guard(registry, g)
+        return (lambda model, ctx: any_of(ctx)), {}, (), False
+    return _plan_ref(registry.get("guard", g.name).fn, g)
+
+
 def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
     """Lift a codec's per-value function (to or from JSON) over the field's nullability and list-ness."""
     if codec.name == "json":
@@ -214,11 +244,13 @@ class CompiledMachine:
             for state, branches in sources.items():
                 for b in branches:
                     written_under, index = b.path[3], b.path[4]
-                    conditions = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
+                    conditions = [_bind_guard(registry, g) if g.options
+                                  else _bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
                     unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
-                    before = [_bind_ref(registry.get("action", a.name).fn, a) for a in b.actions]
-                    plan_refs = (tuple(_plan_ref(registry.get("guard", g.name).fn, g) for g in b.guards),
-                                 tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in b.actions))
+                    actions = spec.actions_of(ev.name, b)
+                    before = [_bind_ref(registry.get("action", a.name).fn, a) for a in actions]
+                    plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards),
+                                 tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions))
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
                                                 before=before, data_keys=data_keys,
@@ -241,10 +273,7 @@ class CompiledMachine:
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
             per_state: dict[str, list] = {s: [] for s in spec.states}
             for r in d.rules:
-                guards = []
-                for g in r.guards:
-                    bound = _bind_ref(registry.get("guard", g.name).fn, g)
-                    guards.append((lambda f: (lambda q: not f(q)))(bound) if g.negate else bound)
+                guards = [_bind_guard(registry, g) for g in r.guards]
                 result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
                 for s in (r.states or spec.states):
                     per_state[s].append((r.name, tuple(guards), result))

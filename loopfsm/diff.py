@@ -87,6 +87,8 @@ def value(v: Any) -> str:
 
 
 def ref(r: Ref) -> str:
+    if r.options:
+        return "(" + " or ".join(" and ".join(ref(x) for x in opt) for opt in r.options) + ")"
     args = ", ".join(f"{k}={value(v)}" for k, v in r.params.items())
     core = f"{r.name}({args})" if args else r.name
     return f"not {core}" if r.negate else core
@@ -159,7 +161,7 @@ def _policy_uses(spec: Spec, name: str) -> str:
     found: list[str] = []
 
     def reads(r: Ref) -> bool:
-        return any(policy_ref(v) == name for v in r.params.values())
+        return any(policy_ref(v) == name for leaf in r.leaves() for v in leaf.params.values())
 
     for ev in spec.events.values():
         for state, bs in ev.sources.items():
@@ -193,7 +195,7 @@ def _sig(b: Branch) -> tuple[Any, ...]:
     """What identifies a branch across versions: its name if it has one, else its guard names and target."""
     if b.name:
         return ("name", b.name)
-    return (tuple((g.name, g.negate) for g in b.guards), b.dest)
+    return (tuple((ref(g), g.negate) if g.options else (g.name, g.negate) for g in b.guards), b.dest)
 
 
 def _target(b: Branch) -> str:

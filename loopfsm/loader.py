@@ -99,12 +99,14 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
         if isinstance(name, bool):
             path = tuple(err.absolute_path) + (name,)
             key = True
-            message = (f"a key was read as the boolean {name}: YAML 1.1 turns unquoted on/off/yes/no/true/false "
-                       "into booleans, so quote the key or choose another name")
+            message = (f"a key was read as the boolean {name}: unquoted true/false are booleans in YAML, "
+                       "so quote the key or choose another name")
         elif isinstance(name, str):
             path = tuple(err.absolute_path) + (name,)
             key = True
             message = f"'{name}' is not a valid name here: {err.message}"
+    elif err.validator == "minItems" and path and path[-1] == "any":
+        message = "'any:' needs at least two alternatives (one guard needs no 'any:')"
     elif err.validator == "required":
         message = err.message.replace("is a required property", "is required here")
     friendly = _friendly(top)

@@ -26,7 +26,7 @@ from .project import CONFIG, Project, shown
 from .registries import Registries
 from .resources import schema_path
 from .source import read_source
-from .spec import Ref, Spec, build_spec, policy_ref
+from .spec import Ref, Spec, build_spec, leaf_refs, policy_ref
 
 SCHEMA_FILE = "machine.schema.json"
 MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
@@ -185,13 +185,15 @@ def _param_type(spec: Spec, value: Any) -> str:
 def _refs(spec: Spec) -> list[tuple[str, Ref]]:
     """(kind, ref) for every guard, action and result the table names, in file order."""
     out: list[tuple[str, Ref]] = []
+    out += [("action", a) for a in spec.before]
     for ev in spec.events.values():
+        out += [("action", a) for a in ev.before]
         for branches in ev.sources.values():
             for b in branches:
-                out += [("guard", g) for g in b.guards] + [("action", a) for a in b.actions]
+                out += [("guard", g) for g in leaf_refs(b.guards)] + [("action", a) for a in b.actions]
     for d in spec.decisions.values():
         for r in d.rules:
-            out += [("guard", g) for g in r.guards] + [("result", r.result)]
+            out += [("guard", g) for g in leaf_refs(r.guards)] + [("result", r.result)]
     return out
 
 

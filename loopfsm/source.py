@@ -23,6 +23,11 @@ from .errors import Problem
 
 PathT = tuple[Any, ...]
 
+# Machine files follow the YAML 1.2 core schema for booleans: only true/false (any case
+# style) are booleans, so `enum: [on, off]` or a state named `no` stays a string.
+_BOOL_TAG, _STR_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:str"
+_CORE_BOOLEANS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
+
 # libyaml's safe loader when PyYAML was built with it (about ten times faster), the
 # pure-Python one otherwise; both refuse language-specific tags and keep marks.
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -214,6 +219,8 @@ class _Composer:
             if cls is yaml.ScalarEvent:
                 if tag is None or tag == "!":
                     tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
+                    if tag == _BOOL_TAG and event.value not in _CORE_BOOLEANS:
+                        tag = _STR_TAG  # YAML 1.2 core schema: on/off/yes/no/y/n are words, not booleans
                 node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
                 self.info[id(node)] = (path, 1, 1)
                 if parent is not None and len(stack) >= 1:

@@ -27,12 +27,29 @@ def policy_ref(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class Ref:
-    """A named guard, action or result with the parameters the YAML gives it."""
+    """A named guard, action or result with the parameters the YAML gives it.
+
+    A guard written ``{any: [...]}`` is a Ref named ``any`` whose ``options``
+    are the alternatives (each a tuple of guards that must all hold); it holds
+    when one option does, tried in order.
+    """
 
     name: str
     params: dict[str, Any]
     negate: bool
     path: PathT
+    options: tuple[tuple[Ref, ...], ...] = ()
+
+    def leaves(self) -> tuple[Ref, ...]:
+        """The named guards, actions or results this reference calls: itself, or every option's guards."""
+        if not self.options:
+            return (self,)
+        return tuple(leaf for opt in self.options for g in opt for leaf in g.leaves())
+
+
+def leaf_refs(refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
+    """Every named callable in ``refs``, ``any:`` alternatives flattened, in file order."""
+    return tuple(leaf for r in refs for leaf in r.leaves())
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,7 @@ class EventDef:
     otherwise: str | None
     on_terminal: str | None
     path: PathT
+    before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of this feed is taken
 
 
 @dataclass(frozen=True)
@@ -142,6 +160,7 @@ class Spec:
     # Names only the machine's registry could vouch for, when it was checked without one
     # (kind -> names); empty after a full check.
     unchecked: dict[str, list[str]] = field(default_factory=dict)
+    before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of any feed is taken
 
     @property
     def file(self) -> str:
@@ -150,6 +169,10 @@ class Spec:
     @property
     def initial(self) -> str:
         return next(s.name for s in self.states.values() if s.initial)
+
+    def actions_of(self, event: str, branch: Branch) -> tuple[Ref, ...]:
+        """What runs when ``branch`` of ``event`` is taken: the machine's and the feed's ``before``, then its own."""
+        return (*self.before, *self.events[event].before, *branch.actions)
 
     @property
     def terminal_states(self) -> list[str]:
@@ -197,12 +220,23 @@ def _ref(raw: Any, path: PathT) -> Ref:
     return Ref(raw["name"], dict(raw.get("params") or {}), bool(raw.get("negate", False)), path)
 
 
+def _refs(raw: list[Any] | None, path: PathT) -> tuple[Ref, ...]:
+    return tuple(_ref(a, path + (j,)) for j, a in enumerate(raw or []))
+
+
+def _guard(raw: Any, path: PathT) -> Ref:
+    if isinstance(raw, dict) and "any" in raw:
+        options = tuple(_guards(opt, path + ("any", i)) for i, opt in enumerate(raw["any"]))
+        return Ref("any", {}, False, path, options)
+    return _ref(raw, path)
+
+
 def _guards(raw: Any, path: PathT) -> tuple[Ref, ...]:
     if raw is None:
         return ()
     if isinstance(raw, list):
-        return tuple(_ref(r, path + (i,)) for i, r in enumerate(raw))
-    return (_ref(raw, path),)
+        return tuple(_guard(r, path + (i,)) for i, r in enumerate(raw))
+    return (_guard(raw, path),)
 
 
 def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
@@ -240,7 +274,8 @@ def build_spec(src: Source) -> Spec:
                                  b.get("description", ""), p, b.get("name")))
             sources[state] = tuple(bs)
         events[name] = EventDef(name, e["description"], _fields(e.get("args"), ("events", name, "args")),
-                                sources, e.get("otherwise"), e.get("on_terminal"), ("events", name))
+                                sources, e.get("otherwise"), e.get("on_terminal"), ("events", name),
+                                _refs(e.get("before"), ("events", name, "before")))
     decisions: dict[str, Decision] = {}
     for name, d in (doc.get("decisions") or {}).items():
         rules = []
@@ -256,5 +291,7 @@ def build_spec(src: Source) -> Spec:
                          ("outcomes", name))
         for name, o in (doc.get("outcomes") or {}).items()
     }
-    return Spec(doc["machine"], doc["description"], doc.get("registry"), doc.get("terminal_feeds", "raise"),
+    spec = Spec(doc["machine"], doc["description"], doc.get("registry"), doc.get("terminal_feeds", "raise"),
                 policy, _fields(doc.get("data"), ("data",)), states, events, decisions, outcomes, src)
+    spec.before = _refs(doc.get("before"), ("before",))
+    return spec

@@ -297,7 +297,7 @@ events:
         - to: done
 """, "a comma inside a flow mapping {...} ends the value before it", "states.idle.then working"),
 
-    "YAML 1.1 boolean key (schema)": (HEAD + """\
+    "boolean key (schema)": (HEAD + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -310,9 +310,30 @@ events:
         - guard:
             name: flag
             params:
-              on: count   # <-
+              true: count   # <-
           to: done
-""", "YAML 1.1 turns unquoted on/off/yes/no/true/false into booleans", "events.go.from.idle[0].guard.params.True"),
+""", "unquoted true/false are booleans", "events.go.from.idle[0].guard.params.True"),
+
+    "enum item of another type": (HEAD + """\
+policy:
+  mode: {type: string, default: fast, enum: [fast, 2], description: how}   # <-
+states:
+  idle: {initial: true, description: waiting}
+""", "enum item 2 is of type integer, but the policy's type is string", "policy.mode.enum[1]"),
+
+    "enum item of another type in a feed argument": (HEAD + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    args:
+      level: {type: integer, enum: [1, 2, three]}   # <-
+    from:
+      idle:
+        - to: done
+""", "enum item 'three' is of type string, but the field's type is integer", "events.go.args.level.enum[2]"),
 
     "duplicate rule name": (HEAD + """\
 states:

@@ -164,13 +164,13 @@ def test_undecodable_bytes_are_reported_at_their_line(tmp_path):
 
 
 def test_boolean_top_level_key_is_reported_at_its_line():
-    text = GOOD + "no: 1   # <-\n"
+    text = GOOD + "false: 1   # <-\n"
     problem = one_problem(text)
     assert problem.line == marked_line(text) and "boolean" in problem.message
 
 
 def test_mixed_boolean_and_text_unknown_keys_do_not_crash():
-    text = GOOD + "no: 1\nzzz: 2\nyes: 3\n"
+    text = GOOD + "false: 1\nzzz: 2\ntrue: 3\n"
     with pytest.raises(SpecError) as info:
         parse(text, "m.yaml", make_registry())
     assert info.value.problems

@@ -19,6 +19,8 @@ def value_label(spec: Spec, v: Any) -> str:
 
 
 def ref_label(spec: Spec, ref: Ref) -> str:
+    if ref.options:
+        return "(" + " or ".join(guards_label(spec, opt) for opt in ref.options) + ")"
     args = ", ".join(f"{k}={value_label(spec, v)}" for k, v in ref.params.items())
     core = f"{ref.name}({args})" if args else ref.name
     return f"not {core}" if ref.negate else core
@@ -37,8 +39,9 @@ def branch_label(spec: Spec, event: str, b: Branch) -> str:
     text = event
     if b.guards:
         text += f" [{guards_label(spec, b.guards)}]"
-    if b.actions:
-        text += " / " + ", ".join(a.name for a in b.actions)
+    actions = spec.actions_of(event, b)
+    if actions:
+        text += " / " + ", ".join(a.name for a in actions)
     return text
 
 

@@ -74,10 +74,14 @@ def review_sheet(spec: Spec) -> str:
         for s in spec.states:
             out.append(f"| `{s}` | " + " | ".join(_esc(_cell(spec, e, s)) for e in events) + " |")
         out.append("")
-        out += ["### Feeds", "", "| feed | arguments | description |", "| --- | --- | --- |"]
+        if spec.before:
+            out += ["Before the actions of every branch taken, of any feed: "
+                    + ", ".join(f"`{ref_label(spec, a)}`" for a in spec.before) + ".", ""]
+        out += ["### Feeds", "", "| feed | arguments | before each branch | description |", "| --- | --- | --- | --- |"]
         for ev in spec.events.values():
             args = ", ".join(f"{a.name}: {a.type}{'[]' if a.list else ''}" for a in ev.args.values())
-            out.append(f"| `{ev.name}` | {args} | {_esc(ev.description)} |")
+            before = ", ".join(f"`{ref_label(spec, a)}`" for a in ev.before)
+            out.append(f"| `{ev.name}` | {args} | {_esc(before)} | {_esc(ev.description)} |")
         out.append("")
     if spec.policy:
         out += ["## Policy", "", "| parameter | type | default | bounds | description |",

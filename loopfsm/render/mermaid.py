@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..spec import Decision, Rule, Spec
+from ..spec import Decision, Ref, Rule, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label
 from .overview import ANY, Edge, overview
 
@@ -71,10 +71,16 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _guard_name(g: Ref) -> str:
+    if g.options:
+        return "(" + " or ".join(" and ".join(_guard_name(x) for x in opt) for opt in g.options) + ")"
+    return ("not " if g.negate else "") + g.name
+
+
 def _question(r: Rule) -> str:
     # Guard names without their numbers: the table beside the chart has them in full.
     conds = (["state in " + "/".join(r.states)] if r.states is not None else [])
-    conds += [("not " if g.negate else "") + g.name for g in r.guards]
+    conds += [_guard_name(g) for g in r.guards]
     return f"[{r.name}] {' and '.join(conds)}?"
 
 

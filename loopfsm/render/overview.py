@@ -70,6 +70,8 @@ def _literal(v: object) -> str | None:
 
 def guard_words(g: Ref) -> str:
     """A guard as a reviewer reads it: its name and its short literal parameters, no policy numbers."""
+    if g.options:
+        return "(" + " or ".join(" and ".join(guard_words(x) for x in opt) for opt in g.options) + ")"
     vals = [t for t in (_literal(v) for v in g.params.values()) if t is not None]
     text = g.name + (f" {', '.join(vals)}" if vals else "")
     return f"not {text}" if g.negate else text
