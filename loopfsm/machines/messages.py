@@ -29,6 +29,31 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class Thinking:
+    """A reasoning block the provider wants back verbatim on the next turn.
+
+    ``signature`` authenticates visible thinking; a redacted block carries only
+    its opaque ``redacted`` data.  Either way it is returned as received.
+    """
+
+    text: str = ""
+    signature: str | None = None
+    redacted: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"text": self.text}
+        if self.signature is not None:
+            d["signature"] = self.signature
+        if self.redacted is not None:
+            d["redacted"] = self.redacted
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Thinking:
+        return cls(d.get("text", ""), d.get("signature"), d.get("redacted"))
+
+
+@dataclass(frozen=True)
 class Message:
     """One conversation message; a tool result is a ``tool`` message naming its call."""
 
@@ -37,6 +62,7 @@ class Message:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     is_error: bool = False
+    thinking: tuple[Thinking, ...] = ()
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -45,14 +71,17 @@ class Message:
             raise ValueError("a tool result message needs the tool_call_id it answers")
         if not isinstance(self.tool_calls, tuple):
             object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
+        if not isinstance(self.thinking, tuple):
+            object.__setattr__(self, "thinking", tuple(self.thinking))
 
     @classmethod
     def user(cls, text: str) -> Message:
         return cls("user", text)
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = ()) -> Message:
-        return cls("assistant", text, tuple(tool_calls))
+    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+                  thinking: tuple[Thinking, ...] | list[Thinking] = ()) -> Message:
+        return cls("assistant", text, tuple(tool_calls), thinking=tuple(thinking))
 
     @classmethod
     def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
@@ -65,12 +94,15 @@ class Message:
         if self.tool_call_id is not None:
             d["tool_call_id"] = self.tool_call_id
             d["is_error"] = self.is_error
+        if self.thinking:
+            d["thinking"] = [t.to_json() for t in self.thinking]
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Message:
         return cls(d["role"], d.get("text", ""), tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
-                   d.get("tool_call_id"), bool(d.get("is_error", False)))
+                   d.get("tool_call_id"), bool(d.get("is_error", False)),
+                   tuple(Thinking.from_json(t) for t in d.get("thinking", ())))
 
 
 TOOL_CALL_SCHEMA = {
@@ -78,6 +110,13 @@ TOOL_CALL_SCHEMA = {
     "required": ["id", "name"],
     "additionalProperties": False,
     "properties": {"id": {"type": "string"}, "name": {"type": "string"}, "arguments": {"type": "object"}},
+}
+
+THINKING_SCHEMA = {
+    "type": "object",
+    "required": ["text"],
+    "additionalProperties": False,
+    "properties": {"text": {"type": "string"}, "signature": {"type": "string"}, "redacted": {"type": "string"}},
 }
 
 MESSAGE_SCHEMA = {
@@ -90,5 +129,6 @@ MESSAGE_SCHEMA = {
         "tool_calls": {"type": "array", "items": TOOL_CALL_SCHEMA},
         "tool_call_id": {"type": "string"},
         "is_error": {"type": "boolean"},
+        "thinking": {"type": "array", "items": THINKING_SCHEMA},
     },
 }
