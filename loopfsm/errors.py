@@ -145,3 +145,24 @@ class FeedRefused(IllegalFeed):
 
     Nothing changed; the reason names the rule, never arguments' content.
     """
+
+
+class StreamProtocolError(IllegalFeed):
+    """A stream event breaks the provider's protocol (a delta for a closed block, a duplicate start...).
+
+    Raised by stream assembly instead of the lenient repair the SDK accumulators
+    make; the reason names the rule, and nothing was changed.
+    """
+
+
+class StreamEventError(LoopFsmError):
+    """A stream event is not shaped as its provider documents it (a missing field, a wrong type)."""
+
+
+class StreamFailed(LoopFsmError):
+    """The provider reported an error mid-stream; ``kind`` is its error type."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        self.provider_message = message
+        super().__init__(f"the provider ended the stream with {kind}: {message}")

@@ -15,6 +15,7 @@ _EXPORTS = {
     "ToolBreaker": "tool_breaker", "ToolBreakerPolicy": "tool_breaker", "ToolHealth": "tool_breaker",
     "FallbackBreaker": "fallback_breaker", "FallbackBreakerPolicy": "fallback_breaker",
     "AgentLoop": "agent_loop", "AgentLoopPolicy": "agent_loop",
+    "StreamAssembly": "stream_assembly", "StreamAssemblyPolicy": "stream_assembly",
     "Allow": "breaker_values", "Reject": "breaker_values", "Route": "breaker_values", "FailFast": "breaker_values",
 }
 

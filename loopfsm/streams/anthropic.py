@@ -1,0 +1,131 @@
+"""Anthropic Messages stream events to stream assembly.
+
+Events are the dicts of the ``data:`` lines of the SSE stream:
+``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
+``message_delta``, ``message_stop``, ``ping`` and ``error``.  Block indices go
+to the machine as they are, so the machine's index rules are Anthropic's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import StreamEventError
+from ..machines.stream_assembly import StreamAssembly
+from ..machines.stream_values import StreamResult
+
+# content_block_start types -> lanes
+_LANES = {"text": "text", "tool_use": "tool", "thinking": "thinking", "redacted_thinking": "redacted_thinking"}
+# content_block_delta types -> (lane, field holding the fragment)
+_DELTAS = {
+    "text_delta": ("text", "text"),
+    "input_json_delta": ("tool", "partial_json"),
+    "thinking_delta": ("thinking", "thinking"),
+}
+
+
+class AnthropicStream:
+    """Feed Anthropic stream events one at a time; read :meth:`result` after the stop reason."""
+
+    __slots__ = ("machine", "policy", "events")
+
+    def __init__(self, machine: Any = None, policy: Any = None):
+        self.machine: Any = machine if machine is not None else StreamAssembly()
+        self.policy = policy
+        self.events = 0
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """One event; a malformed one raises StreamEventError, an illegal one StreamProtocolError."""
+        self.events += 1
+        try:
+            kind = event["type"]
+            m, pol = self.machine, self.policy
+            if kind == "content_block_delta":
+                delta = event["delta"]
+                dtype = delta["type"]
+                lane = _DELTAS.get(dtype)
+                if lane is not None:
+                    m.delta(event["index"], lane[0], delta[lane[1]], policy=pol)
+                elif dtype == "signature_delta":
+                    m.sign(event["index"], delta["signature"], policy=pol)
+                else:
+                    raise StreamEventError(f"event {self.events}: unsupported delta type {dtype!r}")
+            elif kind == "content_block_start":
+                self._start_block(event["index"], event["content_block"])
+            elif kind == "content_block_stop":
+                m.close_block(event["index"], policy=pol)
+            elif kind == "message_start":
+                msg = event["message"]
+                m.start(msg["id"], msg["model"], msg.get("role", "assistant"), _usage(msg.get("usage")), policy=pol)
+            elif kind == "message_delta":
+                delta = event["delta"]
+                reason = delta.get("stop_reason")
+                if reason is None:
+                    m.usage(_usage(event.get("usage")), policy=pol)
+                else:
+                    m.stop(reason, delta.get("stop_sequence"), _usage(event.get("usage")), policy=pol)
+            elif kind == "message_stop":
+                m.finish(policy=pol)
+            elif kind == "ping":
+                m.ping(policy=pol)
+            elif kind == "error":
+                err = event["error"]
+                m.error(str(err.get("type", "error")), str(err.get("message", "")), policy=pol)
+            else:
+                raise StreamEventError(f"event {self.events}: unknown event type {kind!r}")
+        except (KeyError, TypeError, AttributeError) as err:
+            raise StreamEventError(f"event {self.events}: malformed {_kind(event)} event ({type(err).__name__}: "
+                                   f"{err})") from None
+
+    def _start_block(self, index: Any, block: Mapping[str, Any]) -> None:
+        btype = block["type"]
+        lane = _LANES.get(btype)
+        m, pol = self.machine, self.policy
+        if lane is None:
+            raise StreamEventError(f"event {self.events}: unsupported content block type {btype!r}")
+        if lane == "text":
+            m.open_block(index, "text", initial=block.get("text") or "", policy=pol)
+        elif lane == "tool":
+            initial = block.get("input")
+            # The block announces its input as {} and streams the JSON text; a
+            # non-empty object here is the whole input, given up front.
+            text = "" if not initial else _json_text(initial)
+            m.open_block(index, "tool", block["id"], block["name"], text, policy=pol)
+        elif lane == "thinking":
+            m.open_block(index, "thinking", initial=block.get("thinking") or "", policy=pol)
+            if block.get("signature"):
+                m.sign(index, block["signature"], policy=pol)
+        else:
+            m.open_block(index, "redacted_thinking", initial=block["data"], policy=pol)
+
+    def feed_all(self, events: Iterable[Mapping[str, Any]]) -> None:
+        for event in events:
+            self.feed(event)
+
+    def result(self) -> StreamResult:
+        return self.machine.result()  # type: ignore[no-any-return]
+
+
+def _kind(event: Any) -> str:
+    return repr(event.get("type")) if isinstance(event, Mapping) else type(event).__name__
+
+
+def _usage(usage: Any) -> dict[str, Any]:
+    if usage is None:
+        return {}
+    if not isinstance(usage, Mapping):
+        raise TypeError("usage is not an object")
+    return {k: v for k, v in usage.items() if v is not None}
+
+
+def _json_text(value: Any) -> str:
+    import json
+    return json.dumps(value, ensure_ascii=False)
+
+
+def assemble_anthropic(events: Iterable[Mapping[str, Any]], policy: Any = None) -> StreamResult:
+    """Assemble a whole recorded stream; the last event must be ``message_stop`` (or the stop reason)."""
+    stream = AnthropicStream(policy=policy)
+    stream.feed_all(events)
+    return stream.result()

@@ -1,0 +1,134 @@
+"""OpenAI chat-completion chunks to stream assembly.
+
+A chunk is the dict of one ``data:`` line of ``chat.completions.create(stream=True)``.
+Chat chunks have no block starts or stops, so the adapter derives them: the
+first ``content`` (or ``refusal``) opens that lane's slot, a tool call's first
+chunk (carrying its id and name) opens its slot, the ``finish_reason`` closes
+every open slot and stops the message, a chunk with ``usage`` reports usage,
+and :meth:`OpenAIChatStream.finish` (the end of the stream) finishes it.
+
+Rules of this adapter (the machine's are in its YAML):
+- One choice only (``n=1``): a chunk for another choice index is refused.
+- Tool calls are numbered 0, 1, 2... in the order their headers arrive; a
+  header at another index is refused, and an argument fragment for an index
+  whose header never came goes to the machine as a delta for an unstarted
+  block, which it refuses.
+- A chunk id, role, tool call id or name repeated on a later chunk goes to the
+  machine's restate feeds: accepted when equal, refused when different.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import StreamEventError
+from ..machines.stream_assembly import StreamAssembly
+from ..machines.stream_values import StreamResult
+
+
+class OpenAIChatStream:
+    """Feed chat-completion chunks one at a time; call :meth:`finish` at the end of the stream."""
+
+    __slots__ = ("machine", "policy", "chunks", "_id", "_lanes", "_tools")
+
+    def __init__(self, machine: Any = None, policy: Any = None):
+        self.machine: Any = machine if machine is not None else StreamAssembly()
+        self.policy = policy
+        self.chunks = 0
+        self._id: str | None = None
+        self._lanes: dict[str, int] = {}  # text / refusal -> slot index
+        self._tools: list[int] = []  # tool call index -> slot index
+
+    def feed(self, chunk: Mapping[str, Any]) -> None:
+        """One chunk; a malformed one raises StreamEventError, an illegal one StreamProtocolError."""
+        self.chunks += 1
+        try:
+            m, pol = self.machine, self.policy
+            choices = chunk["choices"]
+            if self._id is None:
+                delta0 = choices[0]["delta"] if choices else {}
+                self._id = chunk["id"]
+                m.start(chunk["id"], chunk.get("model") or "", delta0.get("role") or "assistant", policy=pol)
+            elif chunk["id"] != self._id:
+                m.restate_message(chunk["id"], None, policy=pol)
+            for choice in choices:
+                if choice.get("index", 0) != 0:
+                    raise StreamEventError(f"chunk {self.chunks}: choice {choice['index']}: this adapter assembles "
+                                           "one choice (n=1)")
+                self._delta(choice["delta"] or {})
+                reason = choice.get("finish_reason")
+                if reason is not None:
+                    for lane_indices in list(m.data.open_slots.values()):
+                        for index in list(lane_indices):
+                            m.close_block(index, policy=pol)
+                    m.stop(reason, policy=pol)
+            usage = chunk.get("usage")
+            if usage is not None:
+                if not isinstance(usage, Mapping):
+                    raise TypeError("usage is not an object")
+                m.usage(dict(usage), policy=pol)
+        except (KeyError, TypeError, AttributeError, IndexError) as err:
+            raise StreamEventError(f"chunk {self.chunks}: malformed chunk ({type(err).__name__}: {err})") from None
+
+    def _delta(self, delta: Mapping[str, Any]) -> None:
+        m, pol = self.machine, self.policy
+        if self.chunks > 1 and delta.get("role") is not None:
+            m.restate_message(None, delta["role"], policy=pol)
+        for lane in ("content", "refusal"):
+            text = delta.get(lane)
+            if text is None:
+                continue
+            name = "text" if lane == "content" else "refusal"
+            index = self._lanes.get(name)
+            if index is None:
+                index = self._lanes[name] = len(m.data.slots)
+                m.open_block(index, name, policy=pol)
+            m.delta(index, name, text, policy=pol)
+        calls = delta.get("tool_calls")
+        if calls:
+            for call in calls:
+                self._tool(call)
+
+    def _tool(self, call: Mapping[str, Any]) -> None:
+        m, pol = self.machine, self.policy
+        i = call["index"]
+        fn = call.get("function") or {}
+        args = fn.get("arguments")
+        tools = self._tools
+        if type(i) is int and 0 <= i < len(tools):
+            slot = tools[i]
+            if call.get("id") is not None or fn.get("name") is not None:
+                m.restate_header(slot, call.get("id"), fn.get("name"), policy=pol)
+        elif call.get("id") is not None or fn.get("name") is not None:
+            if i != len(tools):
+                raise StreamEventError(f"chunk {self.chunks}: tool call {i} announced while the next is "
+                                       f"{len(tools)}")
+            slot = len(m.data.slots)
+            m.open_block(slot, "tool", call.get("id"), fn.get("name"), policy=pol)
+            tools.append(slot)
+        else:
+            # Arguments for a call whose header never came: the machine refuses a
+            # delta for a block that was never started.
+            slot = len(m.data.slots)
+        if args is not None:
+            m.delta(slot, "tool", args, policy=pol)
+
+    def finish(self) -> None:
+        """The stream ended (the HTTP body closed, or ``data: [DONE]``)."""
+        self.machine.finish(policy=self.policy)
+
+    def feed_all(self, chunks: Iterable[Mapping[str, Any]]) -> None:
+        for chunk in chunks:
+            self.feed(chunk)
+        self.finish()
+
+    def result(self) -> StreamResult:
+        return self.machine.result()  # type: ignore[no-any-return]
+
+
+def assemble_openai_chat(chunks: Iterable[Mapping[str, Any]], policy: Any = None) -> StreamResult:
+    """Assemble a whole recorded stream of chunks, then finish it."""
+    stream = OpenAIChatStream(policy=policy)
+    stream.feed_all(chunks)
+    return stream.result()

@@ -1,0 +1,341 @@
+"""Stream assembly's rules: every protocol violation refused with nothing changed, the SDKs' leniency beside it."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopfsm.errors import (FeedArgumentError, IllegalFeed, LoopFsmError, StreamEventError, StreamFailed,
+                            StreamProtocolError)
+from loopfsm.machines.json_prefix import classify
+from loopfsm.machines.stream_assembly import STREAM_ASSEMBLY, StreamAssembly
+from loopfsm.machines.stream_values import COMPACT_EVERY
+from loopfsm.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
+from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every
+
+from stream_oracles import anthropic_sdk, openai_sdk
+
+START = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
+                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}}
+
+
+def text_start(i):
+    return {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}
+
+
+def tool_start(i, call_id="toolu_1", name="get"):
+    return {"type": "content_block_start", "index": i,
+            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}}
+
+
+def text_delta(i, text="hi"):
+    return {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": text}}
+
+
+def json_delta(i, text):
+    return {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": text}}
+
+
+def stop(i):
+    return {"type": "content_block_stop", "index": i}
+
+
+def message_delta(reason="end_turn"):
+    return {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
+            "usage": {"output_tokens": 7}}
+
+
+MESSAGE_STOP = {"type": "message_stop"}
+
+
+def refused(stream, event, rule: str) -> None:
+    """The event is refused as a protocol violation naming ``rule``, and the machine is unchanged."""
+    before = stream.machine.snapshot()
+    with pytest.raises(StreamProtocolError, match=rule):
+        stream.feed(event)
+    assert stream.machine.snapshot() == before
+
+
+# Each: events that are fine, then the violating one, the rule we name, and what the Anthropic SDK does.
+ANTHROPIC_VIOLATIONS = {
+    "block placed by wrong index": ([START], text_start(1), "block 1 started where the next block is 0",
+                                    "placed at 0"),
+    "duplicate start": ([START, text_start(0), text_delta(0)], text_start(0), "block 0 was already started",
+                        "adds an empty block"),
+    "delta after block stop": ([START, text_start(0), text_delta(0), stop(0)], text_delta(0, "late"),
+                               "block 0 already closed", "appends"),
+    "delta for unstarted block": ([START], text_delta(0), "never started", "IndexError"),
+    "delta of another lane": ([START, tool_start(0)], text_delta(0), "a text fragment for tool block 0",
+                              "dropped"),
+    "second message_start": ([START], START, "illegal in state 'Streaming'", None),
+    "stop with a block open": ([START, text_start(0)], message_delta(), r"blocks still open \(text \[0\]\)", None),
+    "second stop": ([START, message_delta()], message_delta(), "stop reason already arrived", None),
+    "block after the stop": ([START, message_delta()], text_start(0), "stop reason already arrived", None),
+    "message_stop before the stop reason": ([START], MESSAGE_STOP, "illegal in state 'Streaming'", None),
+    "event after message_stop": ([START, message_delta(), MESSAGE_STOP], {"type": "ping"},
+                                 "message already finished", None),
+    "event before message_start": ([], text_start(0), "message has not started", None),
+    "second signature": ([START, {"type": "content_block_start", "index": 0,
+                                  "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
+                          {"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "signature_delta", "signature": "s1"}}],
+                         {"type": "content_block_delta", "index": 0,
+                          "delta": {"type": "signature_delta", "signature": "s2"}},
+                         "already signed", "keeps the last"),
+}
+
+
+@pytest.mark.parametrize("name", ANTHROPIC_VIOLATIONS)
+def test_anthropic_violation_is_refused_and_changes_nothing(name):
+    before, event, rule, _ = ANTHROPIC_VIOLATIONS[name]
+    stream = AnthropicStream()
+    stream.feed_all(before)
+    refused(stream, event, rule)
+
+
+def test_the_sdk_repairs_what_we_refuse():
+    """The leniency the issue measured, pinned so a change in the SDK is noticed."""
+    sdk, _ = anthropic_sdk([START, text_start(1), text_delta(0, "x")])
+    assert [b.text for b in sdk.content] == ["x"]  # announced at 1, placed (and filled) at 0
+    sdk, _ = anthropic_sdk([START, text_start(0), text_delta(0, "a"), text_start(0)])
+    assert [b.text for b in sdk.content] == ["a", ""]  # an empty block added
+    sdk, _ = anthropic_sdk([START, text_start(0), text_delta(0, "a"), stop(0), text_delta(0, "late")])
+    assert sdk.content[0].text == "alate"  # appended after its stop
+    with pytest.raises(IndexError):
+        anthropic_sdk([START, text_delta(0)])
+    chunks = [_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", "{")]}),
+              _chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", None, "}")]})]
+    msg = openai_sdk(chunks).choices[0].message
+    assert msg.role == "assistantassistant" and msg.tool_calls[0].id == "call_Acall_A"
+
+
+def _chunk(delta, finish=None, chunk_id="chatcmpl-1"):
+    return {"id": chunk_id, "object": "chat.completion.chunk", "created": 0, "model": "gpt",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def _call(index, call_id=None, name=None, args=None):
+    fn = {k: v for k, v in (("name", name), ("arguments", args)) if v is not None}
+    return {"index": index, **({"id": call_id, "type": "function"} if call_id else {}), "function": fn}
+
+
+def test_openai_restated_header_equal_is_accepted_never_concatenated():
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", '{"a"')]}))
+    s.feed(_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", ": 1}")]}))
+    s.feed(_chunk({}, "tool_calls"))
+    s.finish()
+    call = s.result().message.tool_calls[0]
+    assert (call.id, call.name, call.arguments) == ("call_A", "f", {"a": 1})
+
+
+@pytest.mark.parametrize("chunk,rule", [
+    (_chunk({"tool_calls": [_call(0, "call_B", None, "}")]}), "announced as id 'call_A'.*restated as id 'call_B'"),
+    (_chunk({"tool_calls": [_call(0, None, "g", "}")]}), "name 'f'.*restated as id None, name 'g'"),
+    (_chunk({"role": "user"}), "role 'assistant'.*restated as id None, role 'user'"),
+    (_chunk({"content": "x"}, chunk_id="chatcmpl-2"), "restated as id 'chatcmpl-2'"),
+    (_chunk({"tool_calls": [_call(1, None, None, '{"x": 1}')]}), "argument fragment for block 1, which was never"),
+])
+def test_openai_violation_is_refused_and_changes_nothing(chunk, rule):
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", "{")]}))
+    refused(s, chunk, rule)
+
+
+def test_openai_sdk_fills_calls_with_none_for_arguments_before_their_header():
+    msg = openai_sdk([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]}),
+                      _chunk({}, "tool_calls")]).choices[0].message
+    assert msg.tool_calls[0].id is None and msg.tool_calls[0].function.name is None
+    with pytest.raises(StreamProtocolError, match="never started"):
+        assemble_openai_chat([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]})])
+
+
+def test_openai_second_choice_and_gap_in_tool_indices_are_refused():
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant"}))
+    with pytest.raises(StreamEventError, match="one choice"):
+        s.feed({**_chunk({"content": "x"}), "choices": [{"index": 1, "delta": {"content": "x"}}]})
+    with pytest.raises(StreamEventError, match="tool call 2 announced while the next is 0"):
+        s.feed(_chunk({"tool_calls": [_call(2, "call_C", "f", "{}")]}))
+
+
+def test_max_tokens_cut_arguments_are_reported_not_cut_to_what_parses():
+    reply = Reply((Block("text", "Let me look."), Block("tool", '{"path": "a.txt", "mode": "re', "toolu_1", "read"),),
+                  "max_tokens")
+    events = list(anthropic_events(reply, every(5)))
+    result = assemble_anthropic(events)
+    assert not result.ok and result.message.tool_calls == ()
+    (p,) = result.problems
+    assert (p.kind, p.call_id, p.name, p.raw) == ("incomplete", "toolu_1", "read", '{"path": "a.txt", "mode": "re')
+    assert "incomplete after 29 characters" in str(p)
+    sdk, _ = anthropic_sdk(events)
+    assert sdk.content[1].input == {"path": "a.txt"}  # what the SDK would have handed on
+
+
+@pytest.mark.parametrize("args,kind", [('{"a": 1}}', "invalid"), ("[1, 2]", "invalid"), ('"text"', "invalid"),
+                                       ("[" * 100_000, "incomplete"), ("[" * 100_000 + "]" * 100_001, "invalid"),
+                                       ('{"a": "\\ud83d', "incomplete"), ('{"a": tru', "incomplete")],
+                         ids=["extra brace", "array", "string", "deep open", "deep over-closed", "cut escape",
+                              "cut literal"])
+def test_arguments_that_are_not_one_object_are_problems(args, kind):
+    result = assemble_anthropic(anthropic_events(Reply((Block("tool", args, "t1", "f"),), "end_turn"), every(7)))
+    assert [p.kind for p in result.problems] == [kind]
+
+
+def test_empty_arguments_mean_an_empty_object():
+    result = assemble_anthropic(anthropic_events(Reply((Block("tool", "", "t1", "f"),), "tool_use")))
+    assert result.message.tool_calls[0].arguments == {}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=5), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=8), max_size=4), st.booleans())
+def test_every_proper_prefix_of_an_object_is_incomplete(value, ascii_only):
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    assert classify(text) == "complete"
+    for end in range(len(text)):
+        assert classify(text[:end]) == "incomplete", text[:end]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet='{}[]":,\\ 0123456789.eE+-truefalsn', max_size=20))
+def test_classify_agrees_with_json_loads(text):
+    try:
+        json.loads(text)
+        parses = True
+    except ValueError:
+        parses = False
+    assert (classify(text) == "complete") == parses
+
+
+def test_error_event_fails_the_stream():
+    s = AnthropicStream()
+    s.feed_all([START, text_start(0), {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}])
+    assert s.machine.state == "Failed"
+    with pytest.raises(StreamFailed, match="overloaded_error") as err:
+        s.result()
+    assert err.value.kind == "overloaded_error"
+    with pytest.raises(StreamProtocolError, match="already failed"):
+        s.feed(text_delta(0))
+
+
+def test_result_before_the_stop_reason_raises():
+    s = AnthropicStream()
+    s.feed_all([START, text_start(0)])
+    with pytest.raises(LoopFsmError, match="no answer in state 'Streaming'"):
+        s.result()
+
+
+@pytest.mark.parametrize("event,fragment", [
+    ({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}, "KeyError"),
+    ({"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta"}}, "unsupported delta"),
+    ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
+    ({"type": "surprise"}, "unknown event type"),
+    (["not", "a", "dict"], "malformed list event"),
+    ({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": 5}, "usage is not an object"),
+])
+def test_malformed_events_raise_typed_errors_and_change_nothing(event, fragment):
+    s = AnthropicStream()
+    s.feed_all([START, text_start(0)])
+    before = s.machine.snapshot()
+    with pytest.raises(StreamEventError, match=fragment):
+        s.feed(event)
+    assert s.machine.snapshot() == before
+
+
+def test_wrong_types_are_refused_by_the_table():
+    s = AnthropicStream()
+    s.feed_all([START, text_start(0)])
+    with pytest.raises(FeedArgumentError):
+        s.feed({"type": "content_block_delta", "index": "0", "delta": {"type": "text_delta", "text": "x"}})
+    with pytest.raises(FeedArgumentError):
+        s.feed({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 5}})
+
+
+def test_limits_are_policy():
+    policy = STREAM_ASSEMBLY.Policy(max_blocks=2, max_chars=10)
+    s = AnthropicStream(policy=policy)
+    s.feed_all([START, text_start(0), text_delta(0, "0123456789"), stop(0), text_start(1)])
+    refused(s, text_delta(1, "x"), "more than max_chars=10")
+    s.feed(stop(1))
+    refused(s, text_start(2), "more than max_blocks=2")
+
+
+def test_open_slots_per_lane_and_interleaved_parallel_calls():
+    m = StreamAssembly()
+    m.start("chatcmpl-1", "gpt")
+    m.open_block(0, "text")
+    m.open_block(1, "tool", "call_1", "f")
+    m.open_block(2, "tool", "call_2", "g")
+    assert m.open_slots() == {"text": [0], "tool": [1, 2]}
+    m.delta(2, "tool", '{"b"')
+    m.delta(1, "tool", '{"a": 1}')
+    m.delta(0, "text", "both")
+    m.delta(2, "tool", ": 2}")
+    m.close_block(1)
+    assert m.open_slots() == {"text": [0], "tool": [2]}
+    m.close_block(2)
+    m.close_block(0)
+    m.stop("tool_calls")
+    result = m.result()
+    assert [c.arguments for c in result.message.tool_calls] == [{"a": 1}, {"b": 2}]
+
+
+def test_snapshot_mid_stream_resumes_exactly():
+    reply = Reply((Block("thinking", "hmm " * 50, signature="sig"), Block("text", "answer " * 300),
+                   Block("tool", json.dumps({"q": "é😀" * 100}), "toolu_9", "search")), "tool_use",
+                  {"input_tokens": 5, "output_tokens": 9})
+    events = list(anthropic_events(reply, every(3)))
+    whole = assemble_anthropic(events)
+    for cut_at in (1, 5, 200, len(events) // 2, len(events) - 2):
+        first = AnthropicStream()
+        first.feed_all(events[:cut_at])
+        snap = json.loads(json.dumps(first.machine.snapshot()))
+        resumed = AnthropicStream(StreamAssembly.restore(snap))
+        resumed.feed_all(events[cut_at:])
+        assert resumed.result() == whole
+
+
+def test_fragments_are_kept_not_copied():
+    m = StreamAssembly()
+    m.start("m", "x")
+    m.open_block(0, "tool", "t", "f")
+    pieces = [f'"{i:06d}",' for i in range(COMPACT_EVERY - 1)]
+    for p in pieces:
+        m.delta(0, "tool", p)
+    assert all(a is b for a, b in zip(m.data.slots[0].parts, pieces, strict=True))
+
+
+def test_memory_stays_near_the_size_of_the_text():
+    text = json.dumps({"data": ["x" * 50] * 6_000})  # about 330 kB
+    events = anthropic_events(Reply((Block("tool", text, "t", "f"),), "tool_use"), every(8))
+    tracemalloc.start()
+    try:
+        json.loads(text)
+        _, loads_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        result = assemble_anthropic(events)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(result.message.tool_calls[0].arguments["data"]) == 6_000
+    # 40,000 fragments, held as pieces, joined once, parsed once: what json.loads
+    # needs plus about two copies of the text, never a copy per fragment
+    assert peak < loads_peak + 3 * len(text), (peak, loads_peak)
+
+
+def test_illegal_feed_hierarchy():
+    assert issubclass(StreamProtocolError, IllegalFeed) and issubclass(StreamEventError, LoopFsmError)
+
+
+def test_thinking_travels_with_the_message_through_json():
+    from loopfsm.machines.messages import Message, Thinking
+    msg = Message.assistant("hi", thinking=[Thinking("because", "sig"), Thinking("", None, "opaque")])
+    assert Message.from_json(json.loads(json.dumps(msg.to_json()))) == msg
+    assert "thinking" not in Message.assistant("hi").to_json()
