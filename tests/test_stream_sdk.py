@@ -22,9 +22,10 @@ from stream_oracles import anthropic_sdk, loads_or_none, openai_sdk
 ANTHROPIC_STOPS = ["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]
 OPENAI_STOPS = ["stop", "length", "tool_calls", "content_filter", "function_call"]
 
-# Text that exercises escapes and multi-byte characters when dumped as JSON.
-tricky_text = st.text(alphabet=st.sampled_from(list('ab "\\/\n\t\x01é€😀\u2028{}[]:,')) | st.characters(),
-                      max_size=30)
+# Text that exercises escapes and multi-byte characters when dumped as JSON.  No lone
+# surrogates: they cannot travel in a UTF-8 stream (the SDKs refuse them too).
+tricky_text = st.text(alphabet=st.sampled_from(list('ab "\\/\n\t\x01é€😀\u2028{}[]:,'))
+                      | st.characters(exclude_categories=("Cs",)), max_size=30)
 scalars = st.none() | st.booleans() | st.integers(-2**53, 2**53) | tricky_text | st.floats(
     allow_nan=False, allow_infinity=False)
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
