@@ -24,6 +24,9 @@ from .errors import (
     SnapshotError,
     SpecError,
     StoreError,
+    StreamEventError,
+    StreamFailed,
+    StreamProtocolError,
     UnknownFeed,
 )
 from .loader import load, parse
@@ -35,4 +38,5 @@ __all__ = [
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
     "ScriptError", "SealError", "ConfigError", "FencedOut", "StoreError", "FeedRefused",
+    "StreamProtocolError", "StreamEventError", "StreamFailed",
 ]

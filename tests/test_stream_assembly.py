@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from loopfsm.errors import (FeedArgumentError, IllegalFeed, LoopFsmError, StreamEventError, StreamFailed,
                             StreamProtocolError)
 from loopfsm.machines.json_prefix import classify
-from loopfsm.machines.stream_assembly import STREAM_ASSEMBLY, StreamAssembly
+from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
 from loopfsm.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
 from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every
@@ -259,7 +259,7 @@ def test_wrong_types_are_refused_by_the_table():
 
 
 def test_limits_are_policy():
-    policy = STREAM_ASSEMBLY.Policy(max_blocks=2, max_chars=10)
+    policy = StreamAssembly.compiled.Policy(max_blocks=2, max_chars=10)
     s = AnthropicStream(policy=policy)
     s.feed_all([START, text_start(0), text_delta(0, "0123456789"), stop(0), text_start(1)])
     refused(s, text_delta(1, "x"), "more than max_chars=10")

@@ -8,17 +8,17 @@ machine (changing nothing) to say which protocol rule the event broke.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from ..compiler import CompiledMachine, compile_file
 from ..errors import FeedArgumentError, IllegalFeed, StreamFailed, StreamProtocolError
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance, PolicyArg
 from .stream_values import LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
-__all__ = ["StreamAssembly", "StreamAssemblyPolicy", "STREAM_ASSEMBLY", "load_stream_assembly", "REGISTRY",
-           "Slot", "StreamResult", "ArgumentProblem", "LANES", "explain_refusal"]
+__all__ = [
+    "StreamAssembly", "StreamAssemblyPolicy", "REGISTRY",  # noqa: F822 (the policy comes from __getattr__)
+    "Slot", "StreamResult", "ArgumentProblem", "LANES", "explain_refusal",
+]
 
 REGISTRY = Registry("stream_assembly")
 REGISTRY.codec("slot", Slot, Slot.to_json, Slot.from_json, SLOT_SCHEMA)
@@ -192,7 +192,7 @@ _STATE_WHY = {
 }
 
 
-def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: Any = None) -> str:
+def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg = None) -> str:
     """Which protocol rule ``event`` with ``args`` breaks in ``m``'s current state.  Reads only."""
     state = m.state
     if state != "Streaming" and not (state == "Stopped" and event == "restate_message"):
@@ -244,14 +244,17 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: Any = None
 
 # -- the typed API --------------------------------------------------------------------------------
 
-class StreamAssemblyAPI:
-    """Typed feeds; a refused one raises :class:`StreamProtocolError` naming the rule it broke."""
+class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGISTRY, policy="StreamAssemblyPolicy"):
+    """Stream assembly with typed feeds; a refused one raises :class:`StreamProtocolError` naming the rule.
+
+    Compiled from ``machines/stream_assembly.yaml`` on first use.
+    """
 
     __slots__ = ()
 
     def _feed(self, event: str, args: dict[str, Any], policy: Any) -> None:
         try:
-            self.feed(event, policy=policy, **args)  # type: ignore[attr-defined]
+            self.feed(event, policy=policy, **args)
         except StreamProtocolError:
             raise
         except IllegalFeed as err:
@@ -259,72 +262,68 @@ class StreamAssemblyAPI:
                                       explain_refusal(self, event, args, policy)) from None
 
     def start(self, message_id: str, model: str, role: str = "assistant",
-              usage: dict[str, Any] | None = None, *, policy: Any = None) -> None:
+              usage: dict[str, Any] | None = None, *, policy: PolicyArg = None) -> None:
         self._feed("start", {"message_id": message_id, "model": model, "role": role, "usage": usage or {}}, policy)
 
     def open_block(self, index: int, lane: str, block_id: str | None = None, name: str | None = None,
-                   initial: str = "", *, policy: Any = None) -> None:
+                   initial: str = "", *, policy: PolicyArg = None) -> None:
         self._feed("open_block", {"index": index, "lane": lane, "block_id": block_id, "name": name,
                                   "initial": initial}, policy)
 
-    def delta(self, index: int, lane: str, text: str, *, policy: Any = None) -> None:
+    def delta(self, index: int, lane: str, text: str, *, policy: PolicyArg = None) -> None:
         try:
-            self.feed("delta", index, lane, text, policy=policy)  # type: ignore[attr-defined]
+            self.feed("delta", index, lane, text, policy=policy)
         except IllegalFeed as err:
             raise StreamProtocolError(err.machine, err.state, "delta", err.legal_states, explain_refusal(
                 self, "delta", {"index": index, "lane": lane, "text": text}, policy)) from None
 
-    def sign(self, index: int, signature: str, *, policy: Any = None) -> None:
+    def sign(self, index: int, signature: str, *, policy: PolicyArg = None) -> None:
         self._feed("sign", {"index": index, "signature": signature}, policy)
 
     def restate_header(self, index: int, block_id: str | None = None, name: str | None = None,
-                       *, policy: Any = None) -> None:
+                       *, policy: PolicyArg = None) -> None:
         self._feed("restate_header", {"index": index, "block_id": block_id, "name": name}, policy)
 
     def restate_message(self, message_id: str | None = None, role: str | None = None,
-                        *, policy: Any = None) -> None:
+                        *, policy: PolicyArg = None) -> None:
         self._feed("restate_message", {"message_id": message_id, "role": role}, policy)
 
-    def close_block(self, index: int, *, policy: Any = None) -> None:
+    def close_block(self, index: int, *, policy: PolicyArg = None) -> None:
         self._feed("close_block", {"index": index}, policy)
 
     def stop(self, reason: str, stop_sequence: str | None = None, usage: dict[str, Any] | None = None,
-             *, policy: Any = None) -> None:
+             *, policy: PolicyArg = None) -> None:
         self._feed("stop", {"reason": reason, "stop_sequence": stop_sequence, "usage": usage or {}}, policy)
 
-    def usage(self, usage: dict[str, Any], *, policy: Any = None) -> None:
+    def usage(self, usage: dict[str, Any], *, policy: PolicyArg = None) -> None:
         self._feed("usage", {"usage": usage}, policy)
 
-    def finish(self, *, policy: Any = None) -> None:
+    def finish(self, *, policy: PolicyArg = None) -> None:
         self._feed("finish", {}, policy)
 
-    def ping(self, *, policy: Any = None) -> None:
+    def ping(self, *, policy: PolicyArg = None) -> None:
         self._feed("ping", {}, policy)
 
-    def error(self, kind: str, message: str, *, policy: Any = None) -> None:
+    def error(self, kind: str, message: str, *, policy: PolicyArg = None) -> None:
         self._feed("error", {"kind": kind, "message": message}, policy)
 
     # -- readers --
     def result(self) -> StreamResult:
         """The assembled reply, once the stop reason arrived; raises StreamFailed after a provider error."""
-        if self.state == "Failed":  # type: ignore[attr-defined]
-            sd = self.state_data  # type: ignore[attr-defined]
+        if self.state == "Failed":
+            sd = self.state_data
             raise StreamFailed(sd["kind"], sd["message"])
-        return self.decide("result")  # type: ignore[attr-defined,no-any-return]
+        return self.decide("result")  # type: ignore[no-any-return]
 
     def open_slots(self) -> dict[str, list[int]]:
         """The open slots per lane: lane -> indices, in opening order."""
-        return {lane: list(idx) for lane, idx in self.data.open_slots.items()}  # type: ignore[attr-defined]
+        return {lane: list(idx) for lane, idx in self.data.open_slots.items()}
 
     def slots(self) -> list[Slot]:
-        return list(self.data.slots)  # type: ignore[attr-defined]
+        return list(self.data.slots)
 
 
-def load_stream_assembly(path: str | Path) -> CompiledMachine:
-    """Compile another copy of the stream assembly YAML with this module's registry and typed API."""
-    return compile_file(path, REGISTRY, base=StreamAssemblyAPI)
-
-
-STREAM_ASSEMBLY = load_stream_assembly(machine_path("stream_assembly"))
-StreamAssembly = STREAM_ASSEMBLY.Instance
-StreamAssemblyPolicy = STREAM_ASSEMBLY.Policy
+def __getattr__(name: str) -> Any:
+    if name == "StreamAssemblyPolicy":  # built from the YAML's policy block, so compiled on first use
+        return StreamAssembly.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
