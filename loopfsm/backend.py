@@ -41,13 +41,12 @@ class FeedData:
     sets only what a feed needs, because one is built for every feed.
     """
 
-    __slots__ = ("event", "machine", "model", "args", "policy", "enter_data", "transition", "result",
-                 "reply", "error")
+    __slots__ = ("event", "model", "args", "policy", "enter_data", "transition", "result", "reply", "memo")
     kwargs: Mapping[str, Any] = MappingProxyType({})
+    error: Any = None  # transitions' field for an exception in a callback; loopfsm lets those propagate
 
     def __init__(self, event: LoopEvent, model: Any, args: dict[str, Any], policy: Any):
         self.event = event
-        self.machine = event.machine
         self.model = model
         self.args = args
         self.policy = policy
@@ -55,7 +54,12 @@ class FeedData:
         self.transition: Any = None
         self.result = False
         self.reply: Any = None
-        self.error: Any = None
+        # ``memo``: scratch for guards and actions of one feed that compute the same value;
+        # unset until one does, so read it with getattr(ctx, "memo", None).
+
+    @property
+    def machine(self) -> Any:
+        return self.event.machine
 
     @property
     def state(self) -> Any:
@@ -173,6 +177,9 @@ class LoopTransition(Transition):
         )
 
 
+_new_feed_data = object.__new__
+
+
 class LoopEvent(Event):
     """An event that knows the table's answer for states it has no transition from."""
 
@@ -181,24 +188,72 @@ class LoopEvent(Event):
         self.ignored_in: frozenset[str] = frozenset()
         self.otherwise_raise: frozenset[str] = frozenset()
         self.legal_states: tuple[str, ...] = ()
+        self._by_policy: dict[int, tuple[Any, dict[str, tuple[Any, ...]]]] = {}
+        self._current: tuple[Any, dict[str, tuple[Any, ...]]] = (_NO_POLICY, {})
 
     def trigger(self, model: Any, args: dict[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
-        """Run the feed on ``model``; the machine is never queued, so no ``_process`` indirection."""
-        event_data = FeedData(self, model, args if args is not None else {}, policy)
+        """Run the feed on ``model``: the branches of its state, each a precompiled plan, first match wins.
+
+        The plans are this event's transitions' (see :class:`LoopTransition`),
+        gathered per state so a feed looks its branches up once; the machine
+        is never queued, so there is no ``_process`` indirection either.
+        """
+        # FeedData.__init__, inline: this runs once per feed (``transition`` and ``result``
+        # are set below on every path that returns; ``memo`` stays unset until used).
+        event_data = _new_feed_data(FeedData)
+        event_data.event = self
+        event_data.model = model
+        event_data.args = args if args is not None else {}
+        event_data.policy = policy
+        event_data.enter_data = {}
+        event_data.reply = None
+        current = self._current
+        plans = current[1] if current[0] is policy else self._plans_for(policy)
         state = model._state
-        branches = self.transitions.get(state)
+        branches = plans.get(state)
         if branches is None:
             if state in self.ignored_in:
+                event_data.transition = None
+                event_data.result = False
                 return event_data
             raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
-        for trans in branches:
+        for trans, guards, actions, dest, data_keys in branches:
             event_data.transition = trans
-            if trans.execute(event_data):
+            for guard, negate in guards:
+                if bool(guard(model, event_data)) is negate:
+                    break
+            else:
+                for action in actions:
+                    action(model, event_data)
+                if dest is not None:
+                    data = event_data.enter_data
+                    if (data or data_keys) and data.keys() != data_keys:
+                        trans._refuse_data(event_data)
+                    model._state = dest
+                    model.state_data = data
                 event_data.result = True
                 return event_data
         if state in self.otherwise_raise:
             raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
+        event_data.result = False
         return event_data
+
+    def _plans_for(self, policy: Any) -> dict[str, tuple[Any, ...]]:
+        """Per state, each branch as (transition, guards, actions, destination, data keys) for ``policy``."""
+        found = self._by_policy.get(id(policy))
+        if found is None or found[0] is not policy:
+            if len(self._by_policy) > 64:  # callers building a policy per call: keep the memory bounded
+                self._by_policy.clear()
+            plans = {}
+            for state, branches in self.transitions.items():
+                rows = []
+                for trans in branches:
+                    _, guards, actions = trans._plan(policy)
+                    rows.append((trans, guards, actions, trans.dest, trans.data_keys))
+                plans[state] = tuple(rows)
+            found = self._by_policy[id(policy)] = (policy, plans)
+        self._current = found  # one attribute holds policy and plans together: threads never see a mix
+        return found[1]
 
     def would_accept(self, model: Any, args: dict[str, Any], policy: Any) -> bool:
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""

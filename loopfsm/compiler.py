@@ -187,11 +187,20 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
     ])
     defaults = {n: f for n, f in args.items() if f.default is not MISSING}
 
+    pairs = tuple((n, checks[n]) for n in names)
+
     def bind(pos: tuple, kw: dict) -> dict[str, Any]:
         if not names and not pos and not kw:
             return {}
-        if not kw and len(pos) == len(names):
-            bound = dict(zip(names, pos, strict=True))
+        if not kw and len(pos) == len(names):  # the typed methods' call: every argument, in order
+            bound = {}
+            for (n, check), v in zip(pairs, pos):
+                if not check(v):
+                    break
+                bound[n] = v
+            else:
+                return bound
+            bound = dict(zip(names, pos, strict=True))  # a wrong type: explained below
         else:
             try:
                 ba = sig.bind(*pos, **kw)
@@ -238,7 +247,6 @@ class CompiledMachine:
         self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
         self.events = {}
         self.binders = {}
-        self.argless: set[str] = set()
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
             for state, branches in sources.items():
@@ -263,9 +271,10 @@ class CompiledMachine:
             event.ignored_in = frozenset(
                 s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore")
             self.events[ev.name] = event
-            if not ev.args:
-                self.argless.add(ev.name)
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
+        # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
+        self.feed_table: dict[str, tuple[Any, Any]] = {
+            name: (self.events[name], self.binders[name] if spec.events[name].args else None) for name in self.events}
 
         self.decisions: dict[str, dict[str, list]] = {}
         self.decision_binders = {}

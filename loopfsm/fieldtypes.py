@@ -40,6 +40,13 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
         return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
     if py is str and allowed is None and not f.nullable and not f.list:
         return lambda v: isinstance(v, str)
+    if py is int and allowed is None and f.nullable and not f.list:
+        return lambda v: v is None or type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+    if py is str and allowed is None and f.nullable and not f.list:
+        return lambda v: v is None or isinstance(v, str)
+    if py is str and allowed is not None and not f.nullable and not f.list:
+        choices = frozenset(allowed)
+        return lambda v: isinstance(v, str) and v in choices
 
     def one(v: Any) -> bool:
         if f.nullable and v is None:

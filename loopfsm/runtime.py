@@ -113,11 +113,12 @@ class MachineInstance:
         call changes nothing.
         """
         c = self.compiled
-        ev = c.events.get(event)
-        if ev is None:
-            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})")
-        # A feed that declares no arguments and got none needs no binding.
-        bound = c.binders[event](args, kwargs) if args or kwargs or event not in c.argless else {}
+        try:
+            ev, bind = c.feed_table[event]
+        except KeyError:
+            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+        # A feed that declares no arguments (bind is None) and got none needs no binding.
+        bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else {}
         done = ev.trigger(self, bound, c.default_policy if policy is None else c.policy(policy))
         if _tracing.ACTIVE:
             _tracing.feed_done(self, event, done)

@@ -29,9 +29,19 @@ register_common(REGISTRY)
 
 
 def _window_after(m, ctx, window_size: int) -> list[str]:
+    """The window with this feed's outcome added; computed once per feed (the rate guards and
+    ``record_outcome`` all ask for it)."""
+    memo = getattr(ctx, "memo", None)
+    if memo is not None and memo[0] == window_size:
+        return memo[1]  # type: ignore[no-any-return]
     outcome = ctx.args["outcome"]
     window = m.data.window + ([outcome] if outcome in ("success", "failure", "slow") else [])
-    return window[-window_size:]
+    window = window[-window_size:]
+    try:
+        ctx.memo = (window_size, window)
+    except AttributeError:  # a context without scratch space (a decision's)
+        pass
+    return window
 
 
 def _rate_reached(window: list[str], kind: str, percent: int, minimum_calls: int) -> bool:
@@ -252,12 +262,17 @@ class ToolHealth:
         return b
 
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        return self.breaker(tool).acquire(now, call_id, policy=self.policy_for(tool) if policy is None else policy)  # type: ignore[no-any-return]
+        b = self.breakers.get(tool) or self.breaker(tool)
+        if policy is None:
+            policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+        return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
     def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
-        self.breaker(tool).record(now, permit, outcome, error_kind=error_kind, retry_after=retry_after,
-                                  policy=self.policy_for(tool) if policy is None else policy)
+        b = self.breakers.get(tool) or self.breaker(tool)
+        if policy is None:
+            policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+        b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         for tool, b in self.breakers.items():
