@@ -194,7 +194,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
             return {}
         if not kw and len(pos) == len(names):  # the typed methods' call: every argument, in order
             bound = {}
-            for (n, check), v in zip(pairs, pos):
+            for (n, check), v in zip(pairs, pos, strict=True):
                 if not check(v):
                     break
                 bound[n] = v
