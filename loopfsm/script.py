@@ -143,6 +143,9 @@ def _short(value: object, limit: int = 40) -> str:
 
 
 def run_script(machine: str, path: Path) -> int:
+    if machine == "agent_loop":
+        from .agent_script import run_agent_script
+        return run_agent_script(path)
     if machine != "engine_brain":
         print(f"loopfsm run: only engine_brain can be driven by a script (got {machine!r})", file=sys.stderr)
         return 2

@@ -1,0 +1,121 @@
+"""``loopfsm run agent_loop --script FILE``: drive the agent loop from a YAML script and print its trace.
+
+A script names the run and lists timed steps; each step is one feed (with its
+arguments, ``now`` given by ``at``) or a ``resume`` question.  Tool arguments
+are given as ``arguments`` and turned into their sha256 hash here, so the
+machine, and the trace, only ever see the hash.  The printed trace is the
+tracing hook's records, the same ones an OpenTelemetry sink would export.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from .errors import LoopFsmError, ScriptError
+from .tracing import TransitionRecord, attached
+
+_HASHED = {"tool_proposed", "approval_required", "approval_decided"}
+
+SCRIPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["run", "steps"],
+    "additionalProperties": False,
+    "properties": {
+        "run": {"type": "object", "required": ["run_id", "owner"], "additionalProperties": False,
+                "properties": {"run_id": {"type": "string"}, "owner": {"type": "string"},
+                               "deadline_at": {"type": ["integer", "null"]}}},
+        "policy": {"type": "object"},
+        "steps": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["at"],
+            "properties": {"at": {"type": "integer"}, "feed": {"type": "string"},
+                           "resume": {"const": True}, "arguments": {}},
+            "oneOf": [{"required": ["feed"]}, {"required": ["resume"]}]}},
+    },
+}
+_VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
+
+
+def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]]:
+    """Run the script; yield (step number, time, record, resume answer or None) per trace record."""
+    from .machines.agent_loop import AgentLoop, arguments_hash
+
+    errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
+    run = script["run"]
+    policy = script.get("policy")
+    m = AgentLoop.new_run(run["run_id"], run["owner"], run.get("deadline_at"))
+    records: list[TransitionRecord] = []
+    with attached(m, records.append):
+        for number, step in enumerate(script["steps"], 1):
+            args = {k: v for k, v in step.items() if k not in ("at", "feed", "resume", "arguments")}
+            answer = None
+            if step.get("resume"):
+                if args:
+                    raise ScriptError(f"step {number}: resume takes no arguments")
+                answer = m.resume(step["at"], policy=policy)
+            else:
+                feed = step["feed"]
+                if "arguments" in step:
+                    if feed not in _HASHED:
+                        raise ScriptError(f"step {number}: feed '{feed}' takes no tool arguments")
+                    args["arguments_hash"] = arguments_hash(step["arguments"])
+                elif feed == "approval_decided" and "arguments_hash" not in args:
+                    args["arguments_hash"] = m.data.arguments_hash  # the decision is about what was proposed
+                m.feed(feed, policy=policy, now=step["at"], **args)
+            for r in records:
+                yield number, step["at"], r, answer
+            records.clear()
+
+
+def format_trace(rows: list[tuple[int, int, TransitionRecord, str | None]]) -> list[str]:
+    """One line per record; attributes are shown when they first appear or change."""
+    table = []
+    seen: dict[str, Any] = {}
+    for number, at, r, answer in rows:
+        what = f"{r.feed}? [{r.branch}] = {answer}" if answer is not None else f"{r.feed} [{r.branch or '-'}]"
+        move = f"{r.from_state} -> {r.to_state}" if r.moved else f"{r.from_state}"
+        changed = {k: v for k, v in r.attributes.items() if seen.get(k, object()) != v}
+        gone = [k for k in seen if k not in r.attributes]
+        seen = dict(r.attributes)
+        attrs = " ".join([f"{k}={v!r}" for k, v in changed.items()] + [f"-{k}" for k in gone])
+        table.append((str(number), str(at), what, move, attrs))
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(("#", "at", "feed", "state"))]
+    out = [f"{'#':>{widths[0]}}  {'at':>{widths[1]}}  {'feed [branch]':<{widths[2]}}  "
+           f"{'state':<{widths[3]}}  attributes (new or changed; -name: gone)"]
+    for row in table:
+        out.append(f"{row[0]:>{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  "
+                   f"{row[3]:<{widths[3]}}  {row[4]}".rstrip())
+    return out
+
+
+def run_agent_script(path: Path) -> int:
+    from .source import SourceProblems, read_file
+
+    try:
+        path.stat()
+    except OSError as err:
+        print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
+        return 2
+    try:
+        script = read_file(path).doc  # the machine files' budgets: a script is input too
+    except SourceProblems as err:
+        for p in err.problems:
+            print(p, file=sys.stderr)
+        return 1
+    rows: list[tuple[int, int, TransitionRecord, str | None]] = []
+    try:
+        for row in drive(script):
+            rows.append(row)
+    except (ScriptError, LoopFsmError, ValueError) as err:
+        print("\n".join(format_trace(rows)))
+        print(f"loopfsm run: {path}: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    print("\n".join(format_trace(rows)))
+    return 0

@@ -1,0 +1,67 @@
+"""``loopfsm run agent_loop --script``: the printed trace, and scripts that go wrong end in a message."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopfsm.cli import main
+
+GOOD = """
+run: {run_id: r1, owner: me, deadline_at: 10000}
+steps:
+  - {at: 0, feed: tool_proposed, tool: search, arguments: {q: "secret words"}, idempotent: true}
+  - {at: 1, feed: dispatch}
+  - {at: 2, feed: tool_failed, error_class: timeout, transient: true}
+  - {at: 3, resume: true}
+  - {at: 4, feed: dispatch}
+  - {at: 5, feed: tool_succeeded}
+  - {at: 6, feed: final_answer, passed: [output_valid, artifacts_present, side_effects_resolved]}
+"""
+
+
+def run(tmp_path, text: str, capsys) -> tuple[int, str, str]:
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    code = main(["run", "agent_loop", "--script", str(path)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
+    code, out, err = run(tmp_path, GOOD, capsys)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert len(lines) == 1 + 7
+    assert "executing_tool -> recovering" in lines[3] and "error.type='timeout'" in lines[3]
+    assert "resume? [retry] = retry" in lines[4]
+    assert "observing_result -> completed" in lines[7]
+    assert "secret words" not in out and "sha256" not in out
+
+
+@pytest.mark.parametrize("text,message", [
+    ("[1, 2]", "script (top): [1, 2] is not of type 'object'"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope}]", "no feed named 'nope'"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, bogus: 1}]", "bogus"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, resume: true, now: 1}]", "resume takes no arguments"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, arguments: {}}]", "takes no tool arguments"),
+    ("run: {run_id: r, owner: o}\npolicy: {max_attempts: 0}\nsteps: [{at: 0, resume: true}]", "max_attempts"),
+    ("run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
+     " idempotent: true}\n  - {at: 1, feed: approval_required, approver: alice, expires_at: 9,"
+     " policy_reason: p}\n  - {at: 2, feed: approval_decided, outcome: approve, approver: bob}",
+     "FeedRefused: agent_loop: feed 'approval_decided' is illegal in state 'awaiting_approval': the decision"),
+])
+def test_bad_scripts_end_in_a_message_not_a_traceback(tmp_path, capsys, text, message):
+    code, out, err = run(tmp_path, text, capsys)
+    assert code == 1 and message in err and "Traceback" not in err
+
+
+def test_a_refused_step_still_prints_the_trace_so_far(tmp_path, capsys):
+    text = ("run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
+            " idempotent: true}\n  - {at: 1, feed: fail, error_class: x}\n  - {at: 2, feed: dispatch}")
+    code, out, err = run(tmp_path, text, capsys)
+    assert code == 1 and "planning -> awaiting_tool" in out and "awaiting_tool -> failed" in out
+    assert "is illegal in state 'failed'" in err
+
+
+def test_a_missing_script_is_a_usage_error(tmp_path, capsys):
+    assert main(["run", "agent_loop", "--script", str(tmp_path / "none.yaml")]) == 2
