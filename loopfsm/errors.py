@@ -129,7 +129,7 @@ class RenderError(LoopFsmError):
 
 
 class ScriptError(LoopFsmError):
-    """A run script is malformed or ran out of scripted replies."""
+    """A run script (or a scripted model's script) is malformed or ran out of scripted replies."""
 
 
 class FencedOut(LoopFsmError):
@@ -166,3 +166,18 @@ class StreamFailed(LoopFsmError):
         self.kind = kind
         self.provider_message = message
         super().__init__(f"the provider ended the stream with {kind}: {message}")
+
+
+class ProviderError(LoopFsmError):
+    """A model call failed; ``outcome`` is the failure class the model fallback breaker records.
+
+    ``retry_after_ms`` is what the provider asked the caller to wait, when it said.
+    The message names the provider and the class, never the prompt.
+    """
+
+    def __init__(self, provider: str, outcome: str, detail: str = "", retry_after_ms: int | None = None):
+        self.provider = provider
+        self.outcome = outcome
+        self.retry_after_ms = retry_after_ms
+        why = f": {detail}" if detail else ""
+        super().__init__(f"{provider}: model call failed ({outcome}){why}")

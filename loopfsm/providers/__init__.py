@@ -1,0 +1,91 @@
+"""Model providers behind one interface, for drivers and the router.
+
+A provider turns a :class:`ModelRequest` (the brain's provider-neutral
+messages plus tool declarations) into a :class:`ModelReply` (the assistant
+:class:`~loopfsm.machines.messages.Message`, why it stopped, token usage), or
+raises :class:`ProviderError` carrying the outcome class the model fallback
+breaker records (``transient``, ``rate_limited``, ``auth``, ``quota``,
+``context_length``, ``content_policy``), or ``invalid_request`` for a request
+the API refused as malformed.  Classifying failures here, at the
+edge, is what lets the breaker's YAML decide what a failure means.
+
+Shipped: :class:`~loopfsm.providers.scripted.ScriptedProvider` (deterministic,
+offline, the default) and adapters for the Anthropic Messages and OpenAI Chat
+Completions APIs (optional extras ``loopfsm[anthropic]`` / ``loopfsm[openai]``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from ..errors import ProviderError
+from ..machines.messages import Message
+
+FailureClass = Literal[
+    "transient", "rate_limited", "auth", "quota", "context_length", "content_policy", "invalid_request"
+]
+#: ``invalid_request`` (a request the API refused as malformed) is this side's bug, not the model's:
+#: it is not an outcome the fallback breaker records, and a driver should end the run instead.
+FAILURE_CLASSES: tuple[FailureClass, ...] = (
+    "transient",
+    "rate_limited",
+    "auth",
+    "quota",
+    "context_length",
+    "content_policy",
+    "invalid_request",
+)
+#: Why a reply stopped, normalised across providers.
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool the model may call: name, what it does, and the JSON Schema of its arguments."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    model: str
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    system: str = ""
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    message: Message
+    stop_reason: StopReason
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """What the brain's ``model_response`` wants: the conversation's size after this reply."""
+        return self.input_tokens + self.output_tokens
+
+
+class Provider(Protocol):
+    """One model endpoint.  Implementations raise only :class:`ProviderError` for a failed call."""
+
+    name: str
+
+    def complete(self, request: ModelRequest) -> ModelReply: ...
+
+
+__all__ = [
+    "FAILURE_CLASSES",
+    "FailureClass",
+    "ModelReply",
+    "ModelRequest",
+    "Provider",
+    "ProviderError",
+    "StopReason",
+    "ToolSpec",
+]
