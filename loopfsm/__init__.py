@@ -17,6 +17,7 @@ from .errors import (
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
+    ProviderError,
     RegistryError,
     RenderError,
     ScriptError,
@@ -38,5 +39,5 @@ __all__ = [
     "MachineInstance", "LoopFsmError", "SpecError", "IllegalFeed", "NoBranchMatched", "FeedArgumentError",
     "UnknownFeed", "PolicyError", "SnapshotError", "DecisionError", "ActionError", "RegistryError", "RenderError",
     "ScriptError", "SealError", "ConfigError", "FencedOut", "StoreError", "FeedRefused",
-    "StreamProtocolError", "StreamEventError", "StreamFailed",
+    "StreamProtocolError", "StreamEventError", "StreamFailed", "ProviderError",
 ]
