@@ -270,7 +270,7 @@ def test_a_scripted_model_drives_the_brain_to_completion() -> None:
     brain, policy = LoopMachine(), MachinePolicy(max_turns=5)
     brain.accept_input("what is here?")
     for _ in range(10):
-        step = brain.next_step(policy)
+        step = brain.next_step(policy=policy)
         brain.begin(step)
         if isinstance(step, CallLLM):
             reply = model.complete(ModelRequest("m", tuple(brain.history()) + tuple(brain.data.pending)))
