@@ -143,8 +143,12 @@ class StoreError(LoopFsmError):
 class FeedRefused(IllegalFeed):
     """The table refuses this feed here on purpose and says why (a decision from the wrong approver, ...).
 
-    Nothing changed; the reason names the rule, never arguments' content.
+    Nothing changed; ``reason`` is the table's own words, never arguments' content.
     """
+
+    def __init__(self, machine: str, state: str, feed: str, legal_states: Sequence[str], reason: str):
+        super().__init__(machine, state, feed, legal_states, reason=reason)
+        self.reason = reason
 
 
 class StreamProtocolError(IllegalFeed):
