@@ -180,11 +180,12 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
     """Bind positional/keyword feed arguments to the declared ones, checking types, before anything runs."""
     names = tuple(args)
     checks = {n: python_checker(f, codecs[f.type]) for n, f in args.items()}
-    sig = inspect.Signature([
-        inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                          default=inspect.Parameter.empty if f.default is MISSING else f.default)
-        for n, f in args.items()
-    ])
+    def signature() -> inspect.Signature:  # built only when a call needs more than the fast path
+        return inspect.Signature([
+            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                              default=inspect.Parameter.empty if f.default is MISSING else f.default)
+            for n, f in args.items()
+        ])
     defaults = {n: f for n, f in args.items() if f.default is not MISSING}
 
     pairs = tuple((n, checks[n]) for n in names)
@@ -203,6 +204,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
             bound = dict(zip(names, pos, strict=True))  # a wrong type: explained below
         else:
             try:
+                sig = signature()
                 ba = sig.bind(*pos, **kw)
             except TypeError as err:
                 raise FeedArgumentError(f"{machine}: {what} '{event}{sig}': {err}") from None

@@ -174,7 +174,7 @@ def load(path: str | Path, registry: Registry | None = None, *, lookup: Lookup |
         raise SpecError(err.problems) from None
     spec, used = _checked(src, registry, lookup)
     if key is not None and used is not None:  # a file checked without its registry is not cached
-        speccache.store(key, src.doc, speccache.registry_signature(used), spec.warnings)
+        speccache.store(key, src.doc, speccache.registry_signature(used), spec.warnings, spec.fingerprint)
     return spec
 
 
@@ -217,6 +217,7 @@ def _from_cache(key: str, file: str, data: bytes, registry: Registry | None,
     if registry is None or speccache.registry_signature(registry) != hit.registry:
         return None
     spec.warnings = hit.warnings
+    spec.__dict__["fingerprint"] = hit.fingerprint  # computed from the same document when it was filed
     return spec
 
 

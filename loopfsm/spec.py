@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - a spec from the cache is built without the YAML reader
@@ -196,7 +197,7 @@ class Spec:
     def terminal_behaviour(self, event: EventDef) -> str:
         return event.on_terminal or self.terminal_feeds
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """Hash of everything that affects behaviour or snapshots; descriptions are left out.
 

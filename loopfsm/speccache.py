@@ -34,7 +34,7 @@ from .errors import Problem
 from .registry import Registry
 
 ENV_VAR = "LOOPFSM_CACHE_DIR"
-ENTRY_FORMAT = 1
+ENTRY_FORMAT = 2
 MAX_FILE_BYTES = 4 * 1024 * 1024    # larger machine files take the uncached path (and its budgets)
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # a larger entry is not read at all
 
@@ -143,10 +143,10 @@ def _problem(raw: Any) -> Problem | None:
 class Hit:
     """A usable entry: the checked document and the warnings its load produced."""
 
-    __slots__ = ("doc", "registry", "warnings")
+    __slots__ = ("doc", "registry", "warnings", "fingerprint")
 
-    def __init__(self, doc: dict[str, Any], registry: str, warnings: list[Problem]):
-        self.doc, self.registry, self.warnings = doc, registry, warnings
+    def __init__(self, doc: dict[str, Any], registry: str, warnings: list[Problem], fingerprint: str):
+        self.doc, self.registry, self.warnings, self.fingerprint = doc, registry, warnings, fingerprint
 
 
 def lookup(key: str) -> Hit | None:
@@ -166,20 +166,23 @@ def lookup(key: str) -> Hit | None:
     if not isinstance(raw, dict) or raw.get("format") != ENTRY_FORMAT or raw.get("key") != key:
         return None
     doc, registry, warnings = raw.get("doc"), raw.get("registry"), raw.get("warnings")
+    fingerprint = raw.get("fingerprint")
     if not isinstance(doc, dict) or not isinstance(registry, str) or not isinstance(warnings, list):
+        return None
+    if not isinstance(fingerprint, str):
         return None
     problems = [_problem(w) for w in warnings]
     if any(p is None for p in problems):
         return None
-    return Hit(doc, registry, problems)  # type: ignore[arg-type]
+    return Hit(doc, registry, problems, fingerprint)  # type: ignore[arg-type]
 
 
-def store(key: str, doc: Any, registry: str, warnings: list[Problem]) -> None:
+def store(key: str, doc: Any, registry: str, warnings: list[Problem], fingerprint: str) -> None:
     """File an entry, atomically; any failure just leaves the cache without it."""
     folder = cache_dir()
     if folder is None or not _is_json(doc):
         return
-    entry = {"format": ENTRY_FORMAT, "key": key, "registry": registry, "doc": doc,
+    entry = {"format": ENTRY_FORMAT, "key": key, "registry": registry, "fingerprint": fingerprint, "doc": doc,
              "warnings": [[p.file, p.line, p.column, p.path, p.message, p.severity] for p in warnings]}
     try:
         text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
