@@ -107,8 +107,10 @@ class LoopTransition(Transition):
 
     def __init__(self, source, dest, conditions=None, unless=None, before=None, after=None,
                  prepare=None, data_keys: frozenset[str] = frozenset(), name: str = "",
-                 plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None):
+                 plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None,
+                 refusal: str | None = None):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
+        self.refusal = refusal  # a refusal branch's words: taking it raises FeedRefused
         self.data_keys = data_keys
         self.name = name  # the branch's stable name, for traces
         self._refs = plan_refs
@@ -264,7 +266,7 @@ class LoopEvent(Event):
         data = FeedData(self, model, args, policy)
         for trans in branches:
             if all(bool(c.func(data)) == c.target for c in trans.conditions):
-                return True
+                return trans.refusal is None
         return state not in self.otherwise_raise
 
     def _trigger(self, event_data: FeedData) -> bool:  # type: ignore[override]

@@ -245,6 +245,8 @@ class _Checker:
                         self.ref("guard", g)
                     for a in b.actions:
                         self.ref("action", a)
+                    if b.refusal is not None and b.actions:
+                        self.error(b.path + ("actions",), "a refusal changes nothing, so it runs no actions")
                     if b.dest is not None:
                         self.state_ref(b.dest, b.path + ("to",))
                     src_state = spec.states.get(state)

@@ -18,7 +18,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .backend import LoopBackendMachine
-from .errors import FeedArgumentError, PolicyError, SnapshotError, shown
+from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
 from .registry import Codec, Registry, registry_named
@@ -90,6 +90,13 @@ def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
     if g.negate:
         return lambda ev: not bound(ev)
     return bound
+
+
+def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str) -> Callable[[Any, Any], None]:
+    """The one action of a ``refuse:`` branch: raise before anything changed."""
+    def refuse(model: Any, ctx: Any) -> None:
+        raise FeedRefused(machine, model._state, event, legal, reason=why)
+    return refuse
 
 
 def _plan_guard(registry: Registry, g: Ref) -> tuple[Callable[..., Any], dict[str, Any],
@@ -257,15 +264,19 @@ class CompiledMachine:
                     conditions = [_bind_guard(registry, g) if g.options
                                   else _bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
                     unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
-                    actions = spec.actions_of(ev.name, b)
+                    actions = spec.actions_of(ev.name, b) if b.refusal is None else ()
                     before = [_bind_ref(registry.get("action", a.name).fn, a) for a in actions]
-                    plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards),
-                                 tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions))
+                    action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions)
+                    if b.refusal is not None:
+                        refuse = _refusal(spec.name, ev.name, tuple(sources), b.refusal)
+                        before = [lambda ctx, refuse=refuse: refuse(ctx.model, ctx)]
+                        action_plan = ((refuse, {}, (), False),)
+                    plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
                                                 before=before, data_keys=data_keys,
                                                 name=branch_name(ev.name, written_under, index, b.name),
-                                                plan_refs=plan_refs)
+                                                plan_refs=plan_refs, refusal=b.refusal)
             event = self.backend.events[ev.name]
             event.legal_states = tuple(sources)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}

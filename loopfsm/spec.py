@@ -95,6 +95,7 @@ class Branch:
     description: str
     path: PathT
     name: str | None = None  # optional stable name for traces; else feed/source[index]
+    refusal: str | None = None  # a refusal branch: raise FeedRefused with these words, change nothing
 
     @property
     def guarded(self) -> bool:
@@ -270,9 +271,9 @@ def build_spec(src: Source) -> Spec:
             for i, b in enumerate(branches):
                 p = ("events", name, "from", state, i)
                 bs.append(Branch(_guards(b.get("guard"), p + ("guard",)),
-                                 None if b.get("stay") else b["to"],
+                                 b.get("to"),
                                  tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
-                                 b.get("description", ""), p, b.get("name")))
+                                 b.get("description", ""), p, b.get("name"), b.get("refuse")))
             sources[state] = tuple(bs)
         events[name] = EventDef(name, e["description"], _fields(e.get("args"), ("events", name, "args")),
                                 sources, e.get("otherwise"), e.get("on_terminal"), ("events", name),

@@ -398,3 +398,11 @@ def test_random_runs_only_take_allowed_moves_under_the_seeds_guards(steps, max_a
             assert clock < 300
         if after == "recovering" and before_state != after:
             assert attempts < max_attempts and idempotent
+
+
+def test_can_answers_no_for_a_decision_the_table_refuses():
+    m = awaiting_approval()
+    assert not m.can("approval_decided", "approve", "mallory", H, 3)
+    assert not m.can("approval_decided", "approve", "alice", "sha256:other", 3)
+    assert m.can("approval_decided", "approve", "alice", H, 3)
+    assert m.can("approval_decided", "deny", "alice", H, 60_000)  # lapsed: accepted, and expires the run

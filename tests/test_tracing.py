@@ -227,3 +227,29 @@ def test_a_result_attribute_that_is_not_a_scalar_is_left_out_loudly():
     with tracing.global_sink(records.append), pytest.warns(tracing.TraceSinkWarning, match="not a scalar"):
         C.new().start()
     assert dict(records[0].attributes) == {}
+
+
+REFUSING = COUNTER.replace("""          stay: true
+          actions: [{name: log, params: {text: a}}]""", """          refuse: "kind a is not accepted here\"""")
+
+
+def test_a_refuse_branch_raises_its_words_changes_nothing_and_records_nothing():
+    from loopfsm import FeedRefused
+
+    assert "refuse:" in REFUSING
+    m = compiled(REFUSING).new()
+    records: list[TransitionRecord] = []
+    with tracing.global_sink(records.append), pytest.raises(FeedRefused, match="kind a is not accepted here") as info:
+        m.label("a")
+    assert info.value.reason == "kind a is not accepted here" and m.data.log == [] and records == []
+    assert not m.can("label", "a") and m.can("label", "c")
+    m.label("c")
+    assert m.data.log == ["not-b"]
+
+
+def test_a_refusal_runs_no_actions():
+    text = COUNTER.replace("""          stay: true
+          actions: [{name: log, params: {text: a}}]""", """          refuse: "no"
+          actions: [{name: log, params: {text: a}}]""")
+    with pytest.raises(SpecError, match=r"events.label.from.idle\[0\].actions: a refusal changes nothing"):
+        parse(text, "counter.yaml", make_registry())

@@ -13,7 +13,6 @@ import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ..errors import FeedRefused
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
 
@@ -191,13 +190,6 @@ def constrain(m: Any, ctx: Any) -> None:
 @REGISTRY.action
 def take_ownership(m: Any, ctx: Any) -> None:
     m.data.owner = ctx.args["owner"]
-
-
-@REGISTRY.action
-def refuse(m: Any, ctx: Any, *, why: str) -> None:
-    """A branch the table names a refusal: raise before anything changed."""
-    event = ctx.event
-    raise FeedRefused(m.compiled.name, m._state, event.name, event.legal_states, reason=why)
 
 
 # -- results ---------------------------------------------------------------------------------------

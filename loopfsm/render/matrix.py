@@ -28,7 +28,7 @@ def _cell(spec: Spec, event: str, state: str) -> str:
         return ILLEGAL
     parts = []
     for b in sources[state]:
-        move = f"→ `{b.dest}`" if b.dest else "stay"
+        move = f"→ `{b.dest}`" if b.dest else ("refused" if b.refusal is not None else "stay")
         if b.guards:
             move = f"if `{guards_label(spec, b.guards)}` {move}"
         elif len(sources[state]) > 1:

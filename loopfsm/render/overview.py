@@ -117,6 +117,8 @@ def overview(spec: Spec) -> Overview:
             if state == WILDCARD or (wild is not None and branches == wild):
                 continue
             for b in branches:
+                if b.refusal is not None:  # refusals change nothing: the review sheet lists them
+                    continue
                 dst = b.dest or state
                 e = edges.setdefault((state, dst), Edge(state, dst))
                 e.feeds.setdefault(ev.name, []).append(branch_words(b) if b.dest else "")
