@@ -187,6 +187,13 @@ class _Checker:
                 if not fits_type(codec.py_type, item):
                     self.error(f.path + ("enum", i), f"enum item {item!r} is of type {_kind(item)}, but the field's "
                                                      f"type is {f.type}: every choice must be of that type")
+            if (f.minimum is not None or f.maximum is not None) and f.type not in ("integer", "number"):
+                self.error(f.path + ("minimum" if f.minimum is not None else "maximum",),
+                           f"'minimum' and 'maximum' apply to integer and number fields, not to {f.type}")
+                continue
+            if f.minimum is not None and f.maximum is not None and f.minimum > f.maximum:
+                self.error(f.path + ("minimum",), f"minimum {f.minimum} is above maximum {f.maximum}")
+                continue
             if f.default is not MISSING and not python_checker(f, codec)(f.default):
                 self.error(f.path + ("default",), f"default {f.default!r} is not a valid {f.type}"
                                                   f"{' list' if f.list else ''}")

@@ -125,7 +125,27 @@ def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
 
 
 def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
-    return _converter(f, codec.from_json, codec)
+    """From JSON, then held to the field's declaration in Python terms: the schema check before it
+    takes ``1.0`` for an integer and lets NaN into a json field; this does not, so a restored
+    instance holds only values a feed could have produced."""
+    convert = _converter(f, codec.from_json, codec)
+    ok = python_checker(f, codec)
+
+    def decode(value: Any) -> Any:
+        out = convert(value)
+        if not ok(out):
+            raise SnapshotError(f"field '{f.name}' holds {shown(value)}, which is not "
+                                f"{'a list of ' if f.list else 'a '}{f.type}{_bounds_text(f)}")
+        return out
+    return decode
+
+
+def _bounds_text(f: FieldDef) -> str:
+    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + \
+        ([f"at most {f.maximum}"] if f.maximum is not None else [])
+    enum = [f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []
+    extra = parts + enum + (["or None"] if f.nullable else [])
+    return f" ({', '.join(extra)})" if extra else ""
 
 
 def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dict[str, Any]:
@@ -374,10 +394,13 @@ class CompiledMachine:
             return SnapshotError(f"{self.name}: refusing snapshot: {msg}")
         if not isinstance(snap, Mapping):
             raise fail(f"expected a JSON object, got {type(snap).__name__}")
-        missing = [k for k in ("format", "machine", "fingerprint", "state", "state_data", "data") if k not in snap]
+        missing = [k for k in _ENVELOPE if k not in snap]
         if missing:
             raise fail(f"missing {', '.join(missing)}")
-        if snap["format"] != SNAPSHOT_FORMAT:
+        extra = [k for k in snap if k not in _ENVELOPE]
+        if extra:
+            raise fail(f"unknown key {shown(extra[0])} (a snapshot holds exactly {', '.join(_ENVELOPE)})")
+        if type(snap["format"]) is not int or snap["format"] != SNAPSHOT_FORMAT:
             raise fail(f"format {shown(snap['format'])} is not the supported format {SNAPSHOT_FORMAT}")
         if snap["machine"] != self.name:
             raise fail(f"it is of machine {shown(snap['machine'])}")
@@ -409,6 +432,9 @@ class CompiledMachine:
 
     def __repr__(self) -> str:
         return f"<CompiledMachine {self.name} {self.fingerprint}>"
+
+
+_ENVELOPE = ("format", "machine", "fingerprint", "state", "state_data", "data")
 
 
 def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> Callable[[Any], str | None] | None:

@@ -7,6 +7,7 @@ three can never disagree.
 
 from __future__ import annotations
 
+import math
 import typing
 from typing import Any
 from collections.abc import Callable
@@ -36,11 +37,19 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     """A fast predicate for values of field ``f``."""
     py = codec.py_type
     allowed = f.enum
-    if py is int and allowed is None and not f.nullable and not f.list:
+    lo, hi = f.minimum, f.maximum
+    bounded = lo is not None or hi is not None
+    if py is int and allowed is None and not f.nullable and not f.list and not bounded:
         return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
     if py is str and allowed is None and not f.nullable and not f.list:
         return lambda v: isinstance(v, str)
-    if py is int and allowed is None and f.nullable and not f.list:
+    if codec.name == "json":
+        return _json_checker(f)
+    if py is int and allowed is None and not f.nullable and not f.list:
+        low = -math.inf if lo is None else lo
+        high = math.inf if hi is None else hi
+        return lambda v: (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and low <= v <= high
+    if py is int and allowed is None and f.nullable and not f.list and not bounded:
         return lambda v: v is None or type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
     if py is str and allowed is None and f.nullable and not f.list:
         return lambda v: v is None or isinstance(v, str)
@@ -51,17 +60,72 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     def one(v: Any) -> bool:
         if f.nullable and v is None:
             return True
-        return fits_type(py, v) and (allowed is None or v in allowed)
+        if not fits_type(py, v) or (allowed is not None and v not in allowed):
+            return False
+        if bounded:
+            if isinstance(v, float) and not math.isfinite(v):
+                return False
+            return (lo is None or v >= lo) and (hi is None or v <= hi)
+        return True
 
     if f.list:
         return lambda v: isinstance(v, list) and all(one(x) for x in v)
     return one
 
 
+def _json_checker(f: FieldDef) -> Callable[[Any], bool]:
+    def one(v: Any) -> bool:
+        return (f.nullable and v is None) or (json_problem(v) is None and (f.enum is None or v in f.enum))
+    if f.list:
+        return lambda v: isinstance(v, list) and all(one(x) for x in v)
+    return one
+
+
+MAX_JSON_DEPTH = 64
+MAX_JSON_NODES = 1_000_000
+
+
+def json_problem(value: Any) -> str | None:
+    """Why ``value`` is not plain, finite JSON (str keys, no NaN or infinity, at most 64 levels), or None.
+
+    Iterative, so a deep or cyclic value is answered, not a ``RecursionError``.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    budget = MAX_JSON_NODES
+    while stack:
+        v, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return f"more than {MAX_JSON_NODES:,} values"
+        t = type(v)
+        if v is None or t is bool or t is int or t is str:
+            continue
+        if t is float:
+            if not math.isfinite(v):
+                return f"{v} is not a JSON number"
+            continue
+        if depth >= MAX_JSON_DEPTH:  # a value that contains itself ends here too
+            return f"nested deeper than {MAX_JSON_DEPTH} levels"
+        if t is dict:
+            for k, x in v.items():
+                if type(k) is not str:
+                    return f"key {shown(k)} is not a string"
+                stack.append((x, depth + 1))
+        elif t is list:
+            stack.extend((x, depth + 1) for x in v)
+        else:
+            return f"a {t.__name__} is not a JSON value"
+    return None
+
+
 def json_schema(f: FieldDef, codec: Codec) -> dict[str, Any]:
     item = dict(codec.schema)
     if f.enum is not None:
         item["enum"] = list(f.enum)
+    if f.minimum is not None:
+        item["minimum"] = f.minimum
+    if f.maximum is not None:
+        item["maximum"] = f.maximum
     if f.nullable:
         item = {"anyOf": [{"type": "null"}, item]} if item else {}
     return {"type": "array", "items": item} if f.list else item

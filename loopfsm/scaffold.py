@@ -240,6 +240,11 @@ def registry_module(spec: Spec, machine_file: str) -> str:
         '    stays cheap."""',
         "    return compile_file(MACHINE_FILE, REGISTRY)",
     ]
+    own_types = _own_types(spec)
+    if own_types:
+        lines += ["", "", "# The table's own field types: how each value travels into and out of a snapshot.",
+                  "# TODO: the Python type and converters (values pass through unchanged until then)."]
+        lines += [f'REGISTRY.codec("{t}", object, lambda value: value, lambda value: value)' for t in own_types]
     for name, (kind, uses) in seen.items():
         params: list[str] = []
         all_names = [p for use in uses for p in use]
@@ -261,6 +266,15 @@ def registry_module(spec: Spec, machine_file: str) -> str:
     if "Any" in text.split("REGISTRY = ", 1)[1]:
         text = text.replace("from pathlib import Path\n", "from pathlib import Path\nfrom typing import Any\n", 1)
     return text
+
+
+def _own_types(spec: Spec) -> list[str]:
+    """Field types the table uses beyond the built-in ones: the registry must declare a codec for each."""
+    from .registry import BUILTIN_CODECS
+
+    groups = [spec.data] + [s.data for s in spec.states.values()] + [e.args for e in spec.events.values()] + \
+        [o.data for o in spec.outcomes.values()] + [d.args for d in spec.decisions.values()]
+    return sorted({f.type for fields in groups for f in fields.values()} - set(BUILTIN_CODECS))
 
 
 @dataclass(frozen=True)

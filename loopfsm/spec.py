@@ -63,6 +63,8 @@ class FieldDef:
     description: str
     path: PathT
     enum: tuple[Any, ...] | None = None
+    minimum: int | float | None = None
+    maximum: int | float | None = None
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,7 @@ def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
     for name, f in (raw or {}).items():
         out[name] = FieldDef(name, f["type"], bool(f.get("list", False)), bool(f.get("nullable", False)),
                              f.get("default", MISSING), f.get("description", ""), path + (name,),
-                             tuple(f["enum"]) if "enum" in f else None)
+                             tuple(f["enum"]) if "enum" in f else None, f.get("minimum"), f.get("maximum"))
     return out
 
 

@@ -42,6 +42,15 @@ class FailFast:
 
 
 def backoff_ms(base_ms: int, multiplier: int, trips: int, cap_ms: int, retry_after: int | None) -> int:
-    """``base * multiplier^(trips-1)`` capped at ``cap_ms``; a larger ``retry_after`` from the service wins."""
-    duration = min(base_ms * multiplier ** (trips - 1), cap_ms)
+    """``base * multiplier^(trips-1)`` capped at ``cap_ms``; a larger ``retry_after`` from the service wins.
+
+    Multiplied step by step and stopped at the cap, so a huge trip count (a
+    restored snapshot may carry one) costs a few steps, not ``multiplier ** trips``.
+    """
+    duration = base_ms
+    for _ in range(max(trips - 1, 0)):
+        if duration >= cap_ms or multiplier <= 1 or duration == 0:
+            break
+        duration *= multiplier
+    duration = min(duration, cap_ms)
     return retry_after if retry_after is not None and retry_after > duration else duration

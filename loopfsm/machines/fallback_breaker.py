@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from ..errors import FeedArgumentError, shown
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
 from .breaker_common import bump, now_of, register_common
@@ -147,6 +148,9 @@ class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGI
 
     def record(self, now: int, route: Route, outcome: FallbackOutcome, *, retry_after: int | None = None,
                policy: PolicyArg = None) -> None:
+        if type(route) is not Route:
+            raise FeedArgumentError(f"fallback_breaker: record takes the Route that route() answered, "
+                                    f"got {type(route).__name__} {shown(route)}")
         self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:

@@ -9,10 +9,11 @@ it never runs backwards.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import SnapshotError, shown
+from ..errors import FeedArgumentError, SnapshotError, shown
 from ..registry import Registry
 from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
@@ -203,6 +204,9 @@ class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, po
 
     def record(self, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
+        if type(permit) is not Allow:
+            raise FeedArgumentError(f"tool_breaker: record takes the Allow permit that acquire() answered, "
+                                    f"got {type(permit).__name__} {shown(permit)}")
         self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after,
                   policy=policy)
 
@@ -243,6 +247,10 @@ class ToolHealth:
     machine: CompiledMachine | None = None
 
     def __post_init__(self) -> None:
+        # A router runs tools from a thread pool, so one ToolHealth is shared between
+        # threads: each breaker is created once and fed by one thread at a time.
+        # (A machine instance itself is single-owner; this lock is ToolHealth's.)
+        self._lock = threading.RLock()
         self.breakers: dict[str, Any] = {}
         if self.machine is None:
             self.machine = ToolBreaker.compiled
@@ -254,40 +262,52 @@ class ToolHealth:
         return self.overrides.get(tool, self.policy)
 
     def breaker(self, tool: str) -> Any:
-        b = self.breakers.get(tool)
-        if b is None:
-            assert self.machine is not None
-            b = self.breakers[tool] = self.machine.new()
-            b.data.tool = tool
-        return b
+        if type(tool) is not str:
+            raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
+        with self._lock:
+            b = self.breakers.get(tool)
+            if b is None:
+                assert self.machine is not None
+                b = self.machine.new()
+                b.data.tool = tool
+                self.breakers[tool] = b
+            return b
 
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        b = self.breakers.get(tool) or self.breaker(tool)
-        if policy is None:
-            policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
-        return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+        with self._lock:
+            b = self.breakers.get(tool) or self.breaker(tool)
+            if policy is None:
+                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+            return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
     def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
-        b = self.breakers.get(tool) or self.breaker(tool)
-        if policy is None:
-            policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
-        b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
+        if type(permit) is not Allow:
+            raise FeedArgumentError(f"tool_health: record takes the Allow permit that acquire() answered, "
+                                    f"got {type(permit).__name__} {shown(permit)}")
+        with self._lock:
+            b = self.breakers.get(tool) or self.breaker(tool)
+            if policy is None:
+                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+            b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
-        for tool, b in self.breakers.items():
-            b.tick(now, policy=self.policy_for(tool) if policy is None else policy)
+        with self._lock:
+            for tool, b in self.breakers.items():
+                b.tick(now, policy=self.policy_for(tool) if policy is None else policy)
 
     @property
     def states(self) -> dict[str, str]:
         """Each tool's breaker state name, by tool."""
-        return {tool: b.state for tool, b in sorted(self.breakers.items())}
+        with self._lock:
+            return {tool: b.state for tool, b in sorted(self.breakers.items())}
 
     def snapshot(self) -> dict[str, Any]:
         """The envelope every snapshot has (format, machine, fingerprint), holding one breaker snapshot per tool."""
         assert self.machine is not None
-        return {"format": SNAPSHOT_FORMAT, "machine": "tool_health", "fingerprint": self.machine.fingerprint,
-                "breakers": {tool: b.snapshot() for tool, b in sorted(self.breakers.items())}}
+        with self._lock:
+            return {"format": SNAPSHOT_FORMAT, "machine": "tool_health", "fingerprint": self.machine.fingerprint,
+                    "breakers": {tool: b.snapshot() for tool, b in sorted(self.breakers.items())}}
 
     @classmethod
     def restore(cls, snap: dict[str, Any], policy: Any = None, overrides: dict[str, Any] | None = None,
@@ -295,11 +315,13 @@ class ToolHealth:
         health = cls(policy, overrides, machine)
         assert health.machine is not None
         m = health.machine
-        if not isinstance(snap, dict) or snap.get("machine") != "tool_health" or snap.get("format") != SNAPSHOT_FORMAT:
+        if (not isinstance(snap, dict) or set(snap) != {"format", "machine", "fingerprint", "breakers"}
+                or snap.get("machine") != "tool_health" or type(snap.get("format")) is not int
+                or snap.get("format") != SNAPSHOT_FORMAT):
             raise SnapshotError(f"tool_health: refusing snapshot: not a format-{SNAPSHOT_FORMAT} tool_health value")
         if snap.get("fingerprint") != m.fingerprint:
             raise SnapshotError(f"tool_health: refusing snapshot: it was taken under another version of "
-                                f"the tool breaker spec (fingerprint {snap.get('fingerprint')!r}, this spec is "
+                                f"the tool breaker spec (fingerprint {shown(snap.get('fingerprint'))}, this spec is "
                                 f"{m.fingerprint!r})")
         raw = snap.get("breakers", {})
         if not isinstance(raw, dict):
