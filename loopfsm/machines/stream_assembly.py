@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import FeedArgumentError, IllegalFeed, StreamFailed, StreamProtocolError
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
-from .stream_values import LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
+from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
 __all__ = [
     "StreamAssembly", "StreamAssemblyPolicy", "REGISTRY",  # noqa: F822 (the policy comes from __getattr__)
@@ -60,10 +60,16 @@ def within_char_limit(m: Any, ctx: Any, *, limit: int, arg: str) -> bool:
 
 
 @REGISTRY.guard
-def slot_open_in_lane(m: Any, ctx: Any) -> bool:
+def slot_takes(m: Any, ctx: Any, *, limit: int) -> bool:
+    """A fragment for an open slot of its lane that keeps the characters held within ``limit``."""
     args = ctx.args
-    slot = _slot(m, args["index"])
-    return slot is not None and slot.open and slot.lane == args["lane"]
+    index = args["index"]
+    slots = m.data.slots
+    if type(index) is not int or not 0 <= index < len(slots):
+        return False
+    slot = slots[index]
+    fits: bool = m.data.chars + len(args["text"]) <= limit
+    return slot.open and slot.lane == args["lane"] and fits
 
 
 @REGISTRY.guard
@@ -133,10 +139,16 @@ def open_slot(m: Any, ctx: Any) -> None:
 
 @REGISTRY.action
 def append_fragment(m: Any, ctx: Any) -> None:
+    """Keep the fragment itself (no copy); every COMPACT_EVERY fragments are joined into one piece."""
     a = ctx.args
     text = a["text"]
     d = m.data
-    d.slots[a["index"]].add(text)
+    slot = d.slots[a["index"]]
+    parts = slot.parts
+    parts.append(text)
+    if len(parts) >= COMPACT_EVERY:
+        slot.chunks.append("".join(parts))
+        parts.clear()
     d.chars += len(text)
 
 

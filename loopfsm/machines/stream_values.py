@@ -57,7 +57,7 @@ class Slot:
         if self.text is not None:
             return self.text
         if self.chunks:
-            return "".join(self.chunks) + "".join(self.parts)
+            return "".join([*self.chunks, *self.parts])  # one join: one copy of the text
         return "".join(self.parts)
 
     def __eq__(self, other: object) -> bool:
