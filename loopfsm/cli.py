@@ -348,6 +348,13 @@ def cmd_diff(args) -> int:
 
 
 def cmd_run(args) -> int:
+    if args.events is not None:
+        if args.machine != "stream_assembly":
+            raise UsageError(f"--events replays a provider stream into stream_assembly, not {args.machine}")
+        from .streams.replay import replay
+        return replay(Path(args.events))
+    if args.script is None:
+        raise UsageError(f"run {args.machine} needs --script")
     from .script import run_script
     return run_script(args.machine, Path(args.script))
 
@@ -433,7 +440,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain)")
-    s.add_argument("--script", required=True, help="YAML script of model replies and tool results")
+    s.add_argument("--script", help="YAML script of model replies and tool results")
+    s.add_argument("--events", help="stream_assembly: recorded provider stream, one JSON event per line")
     s.set_defaults(func=cmd_run)
     return p
 
