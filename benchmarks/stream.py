@@ -209,7 +209,7 @@ def json_arguments() -> None:
 
 
 def sdk_json_arguments() -> None:
-    sizes = (16 << 10, 32 << 10) if QUICK else (32 << 10, 64 << 10, 128 << 10)
+    sizes = (8 << 10, 16 << 10) if QUICK else (16 << 10, 32 << 10, 64 << 10)
     print("\nThe SDK accumulators on the same arguments at smaller sizes (both fed the same dicts)")
     print(f"{'fragment':>9} {'size':>7} {'assembly':>12} {'Anthropic':>12} {'ratio':>7} {'OpenAI':>12} {'ratio':>7}")
     for frag in (1, 8, 64):

@@ -180,3 +180,20 @@ def test_walkthrough_excerpts_are_what_new_writes(tmp_path, monkeypatch, capsys)
     py_part = section.split("```python\n")[1].split("```")[0]
     assert yaml_part in (tmp_path / "machines" / "job.yaml").read_text()
     assert py_part in (tmp_path / "job.py").read_text()
+
+
+def test_stream_driver_example_feeds_a_recording_into_the_brain(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    exec(compile(example("stream-driver"), "README-stream-driver", "exec"), {})
+    assert capsys.readouterr().out.splitlines() == [
+        "tool_use AwaitingTools [{'city': 'Paris', 'unit': 'celsius'}]", "EqQBCgIYAhIM True"]
+
+
+def test_pasted_stream_replay_is_what_the_command_prints(monkeypatch):
+    pasted = README.split("$ loopfsm run stream_assembly --events examples/weather_anthropic.jsonl\n")[1]
+    pasted = pasted.split("```")[0]
+    monkeypatch.chdir(ROOT)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["run", "stream_assembly", "--events", "examples/weather_anthropic.jsonl"]) == 0
+    assert out.getvalue() == pasted

@@ -51,6 +51,8 @@ START = {"type": "message_start", "message": {"id": "m", "model": "x", "role": "
      1, ":2: stream_assembly: feed 'delta' is illegal in state 'Streaming': a fragment for block 0, which was never"),
     ([START, "{not json"], 1, ":2: not JSON"),
     ([START, "[1, 2]"], 1, "an event must be a JSON object"),
+    ([START, "[" * 100_000], 1, ":2: JSON that cannot be read"),
+    ([START, '{"type": "ping", "n": ' + "1" * 5000 + "}"], 1, ":2: JSON that cannot be read"),
     ([{"hello": 1}], 1, "neither an Anthropic event nor an OpenAI chunk"),
     ([], 1, "no events in the file"),
     ([START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}], 1,
@@ -67,7 +69,8 @@ def test_bad_recordings_fail_with_a_located_message(tmp_path, capsys, lines, cod
 def test_cut_arguments_are_reported_and_fail(tmp_path, capsys):
     lines = [START, {"type": "content_block_start", "index": 0,
                      "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}},
-             {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"a": "b'}},
+             {"type": "content_block_delta", "index": 0,
+              "delta": {"type": "input_json_delta", "partial_json": '{"a": "b'}},
              {"type": "content_block_stop", "index": 0},
              {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 5}},
              {"type": "message_stop"}]

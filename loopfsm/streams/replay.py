@@ -64,8 +64,10 @@ def _lines(f: TextIO, at: list[int]) -> Any:
             continue
         try:
             event = json.loads(line)
-        except ValueError as err:
+        except json.JSONDecodeError as err:
             raise StreamEventError(f"not JSON ({err.msg} at column {err.colno})") from None
+        except (ValueError, RecursionError):  # a number past Python's digit limit, or nesting past the stack
+            raise StreamEventError("JSON that cannot be read (too deeply nested or a number too long)") from None
         if not isinstance(event, dict):
             raise StreamEventError(f"an event must be a JSON object, got {type(event).__name__}")
         yield number, event
