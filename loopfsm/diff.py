@@ -348,7 +348,7 @@ def _shape_changes(o: Spec, n: Spec) -> list[str]:
 
 def _strip(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: _strip(v) for k, v in node.items() if k != "description"}
+        return {k: _strip(v) for k, v in node.items() if k not in ("description", "untested")}
     if isinstance(node, list):
         return [_strip(v) for v in node]
     return node

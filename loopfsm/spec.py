@@ -205,11 +205,12 @@ class Spec:
         """Hash of everything that affects behaviour or snapshots; descriptions are left out.
 
         Rewording a description must not orphan saved runs; changing a state,
-        branch, guard order or field must.  The trace table only describes, so it is left out too.
+        branch, guard order or field must.  The trace table only describes, so it is left out too,
+        and so are coverage excuses (``untested:``).
         """
         def strip(node: Any) -> Any:
             if isinstance(node, dict):
-                return {k: strip(v) for k, v in node.items() if k != "description"}
+                return {k: strip(v) for k, v in node.items() if k not in ("description", "untested")}
             if isinstance(node, list):
                 return [strip(v) for v in node]
             return node

@@ -39,7 +39,7 @@ def test_the_branch_taken_is_named_not_the_first_listed():
     assert [r.to_state for r in records] == ["locked", "unlocked"]
 
 
-def test_nothing_is_recorded_or_checked_once_sinks_are_gone():
+def test_nothing_is_recorded_or_checked_once_sinks_are_gone(loopfsm_coverage_paused):
     t = Turnstile()
     records: list[TransitionRecord] = []
     assert not tracing.ACTIVE
@@ -52,7 +52,7 @@ def test_nothing_is_recorded_or_checked_once_sinks_are_gone():
     assert records == []
 
 
-def test_an_instance_sink_hears_only_its_instance():
+def test_an_instance_sink_hears_only_its_instance(loopfsm_coverage_paused):
     a, b = Turnstile(), Turnstile()
     heard: list[TransitionRecord] = []
     everything: list[TransitionRecord] = []
