@@ -1,0 +1,156 @@
+"""Rows of the shipped tables that no other test took, each driven here and pinned by its stable name.
+
+Found by ``pytest --loopfsm-coverage``: every test below takes exactly the row
+it names (the trace says so) and checks what that row does.
+"""
+
+from __future__ import annotations
+
+from loopfsm import tracing
+from loopfsm.machines.breaker_values import Allow, Route
+from loopfsm.machines.engine_brain import LoopMachine
+from loopfsm.machines.messages import Message
+from loopfsm.machines.fallback_breaker import FallbackBreaker, FallbackBreakerPolicy
+from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy
+from loopfsm.tracing import TransitionRecord
+
+TP = ToolBreakerPolicy(trip_after=3, failure_rate_percent=0, cooldown_ms=1000, max_probes=1, probe_ttl_ms=100,
+                       recover_after=2, half_open_max_ms=500)
+FP = FallbackBreakerPolicy(trip_after=3, cooldown_ms=1000, probe_ttl_ms=100, recover_after=2, fallback_fail_max=2,
+                           when_fallback_fails="fail_fast")
+
+
+def traced(machine, feed: str, *args, **kw) -> tuple[TransitionRecord, object]:
+    records: list[TransitionRecord] = []
+    with tracing.attached(machine, records.append):
+        reply = getattr(machine, feed)(*args, **kw)
+    assert len(records) == 1
+    return records[0], reply
+
+
+# -- tool breaker ----------------------------------------------------------------
+def tool_half_open() -> tuple[ToolBreaker, Allow]:
+    b = ToolBreaker()
+    for i in range(3):
+        b.record(0, b.acquire(0, f"f{i}", policy=TP), "failure", policy=TP)
+    probe = b.acquire(1000, "p", policy=TP)
+    assert b.state == "HalfOpen" and isinstance(probe, Allow) and probe.probe
+    return b, probe
+
+
+def test_tool_half_open_a_callers_mistake_frees_the_lease_without_judging_the_tool():
+    b, probe = tool_half_open()
+    rec, _ = traced(b, "record", 1010, probe, "failure", error_kind="invalid_arguments", policy=TP)
+    assert rec.branch == "record/HalfOpen[3]" and b.state == "HalfOpen"
+    assert b.data.leases == [] and b.data.probe_success_count == 0
+    assert b.data.stats.get("ignored") == 1
+    assert isinstance(b.acquire(1020, "q", policy=TP), Allow)  # the slot is free again
+
+
+def test_tool_tick_after_half_open_max_reopens_before_looking_at_leases():
+    b, _ = tool_half_open()
+    rec, _ = traced(b, "tick", 1500, policy=TP)  # the lease expired at 1100 too; overdue is checked first
+    assert rec.branch == "tick/HalfOpen[0]" and rec.to_state == "Open"
+    assert b.state_data["reason"] == "half_open_timeout"
+
+
+def test_tool_results_while_forced_open_or_disabled_are_only_counted():
+    b = ToolBreaker()
+    permit = b.acquire(0, "c", policy=TP)
+    b.force_open(1)
+    gen = b.data.generation
+    rec, _ = traced(b, "record", 2, permit, "failure", policy=TP)
+    assert rec.branch == "record/ForcedOpen[0]" and b.state == "ForcedOpen" and b.data.generation == gen
+    assert b.data.stats.get("stale") == 1
+    rec, _ = traced(b, "tick", 3, policy=TP)
+    assert rec.branch == "tick/ForcedOpen[0]" and b.state == "ForcedOpen"
+
+    b.disable(4)
+    permit = b.acquire(5, "d", policy=TP)
+    assert isinstance(permit, Allow)
+    rec, _ = traced(b, "record", 6, permit, "failure", policy=TP)
+    assert rec.branch == "record/Disabled[0]" and b.state == "Disabled"
+    assert b.data.stats.get("unguarded") == 1 and b.data.consecutive_failures == 0
+    rec, _ = traced(b, "tick", 7, policy=TP)
+    assert rec.branch == "tick/Disabled[0]" and b.state == "Disabled"
+
+
+# -- fallback breaker ------------------------------------------------------------
+def fallback_tripped() -> FallbackBreaker:
+    b = FallbackBreaker()
+    for _ in range(3):
+        b.record(0, b.route(0, policy=FP), "transient", policy=FP)
+    assert b.state == "Fallback"
+    return b
+
+
+def test_fallback_a_stale_result_in_primary_is_only_counted():
+    b = FallbackBreaker()
+    old = Route("primary", b.data.generation + 7)
+    rec, _ = traced(b, "record", 0, old, "auth", policy=FP)
+    assert rec.branch == "record/Primary[0]" and b.state == "Primary"
+    assert b.data.primary_failures == 0 and b.data.stats.get("stale") == 1
+
+
+def test_fallback_a_failed_try_of_the_primary_counts_against_it():
+    b = fallback_tripped()
+    failures = b.data.primary_failures
+    rec, _ = traced(b, "record", 10, Route("primary", b.data.generation), "transient", policy=FP)
+    assert rec.branch == "record/Fallback[2]" and b.state == "Fallback"
+    assert b.data.primary_failures == failures + 1
+
+
+def test_fallback_while_recovering_fallback_failures_and_other_fallback_results():
+    b = fallback_tripped()
+    probe = b.route(1000, policy=FP)
+    assert b.state == "Recovering" and probe.model == "primary"
+    side = b.route(1001, policy=FP)
+    assert side.model == "fallback"
+    rec, _ = traced(b, "record", 1002, side, "rate_limited", policy=FP)
+    assert rec.branch == "record/Recovering[2]" and b.state == "Recovering" and b.data.fallback_failures == 1
+    rec, _ = traced(b, "record", 1003, side, "context_length", policy=FP)
+    assert rec.branch == "record/Recovering[3]" and b.state == "Recovering"
+    assert b.data.probe_expires_at is not None  # the primary's probe is still out
+
+
+def test_fallback_ticks_in_primary_and_fallback_only_move_the_clock():
+    b = FallbackBreaker()
+    rec, _ = traced(b, "tick", 50, policy=FP)
+    assert rec.branch == "tick/Primary[0]" and b.state == "Primary"
+    b = fallback_tripped()
+    until = b.state_data["until"]
+    rec, _ = traced(b, "tick", until + 10, policy=FP)  # the cooldown is over, but only a route starts the probe
+    assert rec.branch == "tick/Fallback[0]" and b.state == "Fallback"
+
+
+# -- engine brain -----------------------------------------------------------------
+def test_brain_begin_while_compacting_repolls_or_ends():
+    m = LoopMachine()
+    m.accept_input("hi")
+    m.set_context_tokens(199_000)
+    step = m.next_step()
+    m.begin(step)
+    assert m.state == "AwaitingCompaction"
+    records: list[TransitionRecord] = []
+    with tracing.attached(m, records.append):
+        again = m.next_step()
+        m.begin(again)
+        assert m.state == "AwaitingCompaction"
+        m.cancel()
+        m.begin(m.next_step())
+    assert [r.branch for r in records if r.kind == "feed"] == [
+        "begin/AwaitingCompaction[0]", "cancel/*[0]", "begin/AwaitingCompaction[1]"]
+    assert m.state == "Terminal"
+
+
+def test_brain_commit_and_discard_in_a_live_state():
+    m = LoopMachine()
+    m.accept_input("hi")
+    m.inject(Message.user("more"))
+    pending = len(m.data.pending)
+    assert pending >= 1
+    rec, _ = traced(m, "commit_pending")
+    assert rec.branch == "commit_pending/*[0]" and m.state == "Start" and m.data.pending == []
+    m.inject(Message.user("scratch"))
+    rec, _ = traced(m, "discard_pending")
+    assert rec.branch == "discard_pending/*[0]" and m.data.pending == []
