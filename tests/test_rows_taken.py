@@ -154,3 +154,13 @@ def test_brain_commit_and_discard_in_a_live_state():
     m.inject(Message.user("scratch"))
     rec, _ = traced(m, "discard_pending")
     assert rec.branch == "discard_pending/*[0]" and m.data.pending == []
+
+
+def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges_nothing():
+    b = fallback_tripped()
+    probe = b.route(1000, policy=FP)
+    assert b.state == "Recovering" and probe.probe
+    rec, _ = traced(b, "record", 1010, probe, "content_policy", policy=FP)
+    assert rec.branch == "record/Recovering[4]" and b.state == "Recovering"
+    assert b.data.probe_expires_at is None and b.data.probe_success_count == 0
+    assert b.route(1020, policy=FP).probe  # the next call may probe again
