@@ -65,9 +65,12 @@ def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]
                 if "arguments" in step:
                     if feed not in _HASHED:
                         raise ScriptError(f"step {number}: feed '{feed}' takes no tool arguments")
-                    args["arguments_hash"] = arguments_hash(step["arguments"])
+                    try:
+                        args["arguments_hash"] = arguments_hash(step["arguments"])
+                    except ValueError as err:
+                        raise ScriptError(f"step {number}: arguments have no canonical JSON form ({err})") from None
                 elif feed == "approval_decided" and "arguments_hash" not in args:
-                    args["arguments_hash"] = m.data.arguments_hash  # the decision is about what was proposed
+                    args["arguments_hash"] = m.data.arguments_hash or ""  # about what was proposed
                 m.feed(feed, policy=policy, now=step["at"], **args)
             for r in records:
                 yield number, step["at"], r, answer
@@ -113,8 +116,9 @@ def run_agent_script(path: Path) -> int:
     try:
         for row in drive(script):
             rows.append(row)
-    except (ScriptError, LoopFsmError, ValueError) as err:
-        print("\n".join(format_trace(rows)))
+    except (ScriptError, LoopFsmError) as err:
+        if rows:
+            print("\n".join(format_trace(rows)))
         print(f"loopfsm run: {path}: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     print("\n".join(format_trace(rows)))

@@ -45,6 +45,10 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
     ("run: {run_id: r, owner: o}\nsteps: [{at: 0, resume: true, now: 1}]", "resume takes no arguments"),
     ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, arguments: {}}]", "takes no tool arguments"),
     ("run: {run_id: r, owner: o}\npolicy: {max_attempts: 0}\nsteps: [{at: 0, resume: true}]", "max_attempts"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {a: .nan},"
+     " idempotent: true}]", "step 1: arguments have no canonical JSON form"),
+    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: approval_decided, outcome: approve, approver: a}]",
+     "IllegalFeed: agent_loop: feed 'approval_decided' is illegal in state 'planning'"),
     ("run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
      " idempotent: true}\n  - {at: 1, feed: approval_required, approver: alice, expires_at: 9,"
      " policy_reason: p}\n  - {at: 2, feed: approval_decided, outcome: approve, approver: bob}",
