@@ -339,3 +339,15 @@ def test_thinking_travels_with_the_message_through_json():
     msg = Message.assistant("hi", thinking=[Thinking("because", "sig"), Thinking("", None, "opaque")])
     assert Message.from_json(json.loads(json.dumps(msg.to_json()))) == msg
     assert "thinking" not in Message.assistant("hi").to_json()
+
+
+def test_a_chunk_is_refused_whole():
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi", "tool_calls": [_call(0, "call_A", "f", "{")]}))
+    # text fragment and a new call's header are fine, the restated id is not: none of it stays
+    refused(s, _chunk({"content": " there", "tool_calls": [_call(1, "call_B", "g", "{}"), _call(0, "call_X")]}),
+            "restated as id 'call_X'")
+    s.feed(_chunk({"content": " there"}))
+    s.feed(_chunk({"tool_calls": [_call(0, None, None, "}")]}, "tool_calls"))
+    s.finish()
+    assert s.result().message.text == "hi there" and len(s.result().message.tool_calls) == 1

@@ -319,6 +319,30 @@ class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGIST
     def error(self, kind: str, message: str, *, policy: PolicyArg = None) -> None:
         self._feed("error", {"kind": kind, "message": message}, policy)
 
+    # -- one provider event, several feeds --
+    def checkpoint(self) -> Any:
+        """What :meth:`rollback` needs to undo the feeds that follow; costs the open slots' fragment lists.
+
+        An adapter turns one provider event into several feeds at times (an
+        OpenAI chunk that opens a tool call and carries its first fragment);
+        it takes a checkpoint first, so a refused event changes nothing as a
+        whole, not only feed by feed.  Closed slots never change, so only the
+        open ones are copied.
+        """
+        d = self.data
+        open_slots = [(s, list(s.parts), list(s.chunks), s.signature) for s in d.slots if s.open]
+        return (self._state, dict(self.state_data), d.message_id, d.model, d.role, list(d.slots),
+                {k: list(v) for k, v in d.open_slots.items()}, d.chars, d.stop_reason, d.stop_sequence,
+                dict(d.usage), open_slots)
+
+    def rollback(self, cp: Any) -> None:
+        d = self.data
+        (self._state, self.state_data, d.message_id, d.model, d.role, d.slots, d.open_slots, d.chars,
+         d.stop_reason, d.stop_sequence, d.usage, open_slots) = cp
+        for slot, parts, chunks, signature in open_slots:
+            slot.parts, slot.chunks, slot.signature = parts, chunks, signature
+            slot.open, slot.text, slot.arguments, slot.problem = True, None, None, None
+
     # -- readers --
     def result(self) -> StreamResult:
         """The assembled reply, once the stop reason arrived; raises StreamFailed after a provider error."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import StreamEventError
+from ..errors import LoopFsmError, StreamEventError
 from ..machines.stream_assembly import StreamAssembly
 from ..machines.stream_values import StreamResult
 
@@ -93,9 +93,16 @@ class AnthropicStream:
             text = "" if not initial else _json_text(initial)
             m.open_block(index, "tool", block["id"], block["name"], text, policy=pol)
         elif lane == "thinking":
-            m.open_block(index, "thinking", initial=block.get("thinking") or "", policy=pol)
-            if block.get("signature"):
+            if not block.get("signature"):
+                m.open_block(index, "thinking", initial=block.get("thinking") or "", policy=pol)
+                return
+            cp = m.checkpoint()  # two feeds for one event: undone together if the second is refused
+            try:
+                m.open_block(index, "thinking", initial=block.get("thinking") or "", policy=pol)
                 m.sign(index, block["signature"], policy=pol)
+            except LoopFsmError:
+                m.rollback(cp)
+                raise
         else:
             m.open_block(index, "redacted_thinking", initial=block["data"], policy=pol)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import StreamEventError
+from ..errors import LoopFsmError, StreamEventError
 from ..machines.stream_assembly import StreamAssembly
 from ..machines.stream_values import StreamResult
 
@@ -41,8 +41,47 @@ class OpenAIChatStream:
         self._tools: list[int] = []  # tool call index -> slot index
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
-        """One chunk; a malformed one raises StreamEventError, an illegal one StreamProtocolError."""
+        """One chunk; a malformed one raises StreamEventError, an illegal one StreamProtocolError.
+
+        Either way nothing changed: a chunk that takes several feeds is undone
+        as a whole when one of them is refused.
+        """
         self.chunks += 1
+        if self._single_feed(chunk):
+            self._feed(chunk)
+            return
+        m = self.machine
+        cp = m.checkpoint()
+        lanes, tools, first_id = dict(self._lanes), list(self._tools), self._id
+        try:
+            self._feed(chunk)
+        except LoopFsmError:
+            m.rollback(cp)
+            self._lanes, self._tools, self._id = lanes, tools, first_id
+            raise
+
+    def _single_feed(self, chunk: Any) -> bool:
+        """The common chunk: one fragment for a slot already open, nothing else."""
+        try:
+            if self._id is None or chunk.get("id") != self._id or chunk.get("usage") is not None:
+                return False
+            (choice,) = chunk["choices"]
+            delta = choice["delta"]
+            if choice.get("finish_reason") is not None or choice.get("index", 0) != 0 or len(delta) != 1:
+                return False
+            ((key, value),) = delta.items()
+            if key in ("content", "refusal"):
+                return ("text" if key == "content" else "refusal") in self._lanes
+            if key == "tool_calls" and isinstance(value, list) and len(value) == 1:
+                call = value[0]
+                fn = call.get("function") or {}
+                return (call.get("id") is None and fn.get("name") is None
+                        and type(call.get("index")) is int and 0 <= call["index"] < len(self._tools))
+        except (AttributeError, KeyError, TypeError, ValueError):
+            pass
+        return False
+
+    def _feed(self, chunk: Mapping[str, Any]) -> None:
         try:
             m, pol = self.machine, self.policy
             choices = chunk["choices"]
