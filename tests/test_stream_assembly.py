@@ -234,7 +234,7 @@ def test_result_before_the_stop_reason_raises():
 
 @pytest.mark.parametrize("event,fragment", [
     ({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}, "KeyError"),
-    ({"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta"}}, "unsupported delta"),
+    ({"type": "content_block_delta", "index": 0, "delta": {"type": "bogus_delta"}}, "unsupported delta"),
     ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
     ({"type": "surprise"}, "unknown event type"),
     (["not", "a", "dict"], "malformed list event"),
@@ -351,3 +351,14 @@ def test_a_chunk_is_refused_whole():
     s.feed(_chunk({"tool_calls": [_call(0, None, None, "}")]}, "tool_calls"))
     s.finish()
     assert s.result().message.text == "hi there" and len(s.result().message.tool_calls) == 1
+
+
+def test_citations_are_checked_like_text_and_dropped():
+    citation = {"type": "content_block_delta", "index": 0,
+                "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}}}
+    s = AnthropicStream()
+    s.feed_all([START, text_start(0), text_delta(0, "Paris"), citation, stop(0), message_delta(), MESSAGE_STOP])
+    assert s.result().message.text == "Paris"
+    s = AnthropicStream()
+    s.feed_all([START, tool_start(0)])
+    refused(s, citation, "a text fragment for tool block 0")

@@ -4,6 +4,10 @@ Events are the dicts of the ``data:`` lines of the SSE stream:
 ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
 ``message_delta``, ``message_stop``, ``ping`` and ``error``.  Block indices go
 to the machine as they are, so the machine's index rules are Anthropic's.
+Text, tool use, thinking and redacted thinking blocks are assembled; a
+``citations_delta`` is checked but its citation dropped (the Message has no
+place for it); server tool blocks (``server_tool_use``, search results) are
+refused as unsupported rather than silently lost.
 """
 
 from __future__ import annotations
@@ -49,6 +53,10 @@ class AnthropicStream:
                     m.delta(event["index"], lane[0], delta[lane[1]], policy=pol)
                 elif dtype == "signature_delta":
                     m.sign(event["index"], delta["signature"], policy=pol)
+                elif dtype == "citations_delta":
+                    # Citations are not part of the brain's Message; the event is still
+                    # checked like a text fragment (an open text block), adding no text.
+                    m.delta(event["index"], "text", "", policy=pol)
                 else:
                     raise StreamEventError(f"event {self.events}: unsupported delta type {dtype!r}")
             elif kind == "content_block_start":
