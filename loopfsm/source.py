@@ -122,6 +122,7 @@ MAX_BYTES = 1 << 20
 MAX_NODES = 10_000
 MAX_EXPANDED = 10_000
 MAX_DEPTH = 64
+_TOO_DEEP = f"nesting deeper than {MAX_DEPTH} levels; no machine needs that"
 
 # Characters YAML does not allow in a stream (NUL and most C0/C1 controls, surrogates).
 _NOT_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
@@ -209,8 +210,7 @@ class _Composer:
                 raise _Refused(event.start_mark, f"the file has more than {MAX_NODES:,} YAML nodes; "
                                                  "no machine needs that many")
             if len(stack) >= MAX_DEPTH:
-                raise _Refused(event.start_mark, f"nesting deeper than {MAX_DEPTH} levels; "
-                                                 "no machine needs that")
+                raise _Refused(event.start_mark, _TOO_DEEP)
             anchor = event.anchor
             if anchor is not None and anchor in self.anchors:
                 raise _Refused(event.start_mark, f"duplicate anchor '{_short(anchor)}' (first defined at line "
@@ -383,6 +383,10 @@ def _yaml_problem(file: str, err: yaml.MarkedYAMLError) -> Problem:
     mark = err.problem_mark or err.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     what = err.problem or str(err)
+    if "maximum nesting depth" in what:
+        # libyaml's scanner (PyYAML 6.0.4 and later) has its own depth limit and can hit it while
+        # looking ahead, before the composer sees the level that crosses ours: one refusal, one wording.
+        return Problem(file, line, col, "", f"not a usable machine file: {_TOO_DEEP}")
     if "could not determine a constructor" in what:
         what = (f"{what.strip()}: loopfsm reads machine files with the safe loader only, "
                 "so language-specific tags are refused")
