@@ -146,8 +146,12 @@ def run_script(machine: str, path: Path) -> int:
     if machine == "agent_loop":
         from .agent_script import run_agent_script
         return run_agent_script(path)
+    if machine == "router_run":
+        from .router_script import run_router_script
+        return run_router_script(path)
     if machine != "engine_brain":
-        print(f"loopfsm run: only engine_brain can be driven by a script (got {machine!r})", file=sys.stderr)
+        print("loopfsm run: only engine_brain, agent_loop and router_run can be driven by a script "
+              f"(got {machine!r})", file=sys.stderr)
         return 2
     from .source import SourceProblems, read_file
 
