@@ -190,3 +190,19 @@ def test_escape_hatches_preempt_a_running_turn(store, phase, hatch):
         assert store.load("s").phase == "AwaitingTool"
     with pytest.raises(FencedOut):  # the preempted turn's writes are refused
         store.checkpoint(running.lease, running.record.phase_machine(), request_id="busy-one", response={})
+
+
+def test_every_continuation_moves_the_phase_through_serve(store):
+    steps = [("execute", Outcome("needs_decrypt", encrypted=True, pause=pause_for("AwaitingDecrypt")),
+              "AwaitingDecrypt"),
+             ("decrypted", Outcome("gate", pause=pause_for("AwaitingApproval")), "AwaitingApproval"),
+             ("approval_decisions", Outcome("tools", pause=pause_for("AwaitingTool")), "AwaitingTool"),
+             ("tool_results", Outcome("completed"), "AwaitingEncrypt"),
+             ("sealed", Outcome(), "Idle")]
+    for i, (request, out, phase) in enumerate(steps):
+        r = serve(store, "s", request, f"q{i}", holder="A", process=out, now_ms=1000 + i)
+        assert store.load("s").phase == phase, r.response
+    assert store.load("s").version == len(steps)
+    assert serve(store, "s", "execute", "bad", holder="A", process=Outcome("tools", pause={"calls": "x"}),
+                 now_ms=2000).response["data"]["code"] == "invalid"
+    assert store.load("s").holder is None  # a refused payload gives the lock back

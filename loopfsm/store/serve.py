@@ -51,14 +51,16 @@ def feed_phase(phase: Any, session_id: str, request: str, request_id: str, out: 
     """Feed router_run the request and its outcome; returns the trace events it recorded."""
     if request in ("execute", "inject"):
         run = ids.run_id(session_id, request_id)
-        return list(phase.feed(request, run, out.outcome, out.encrypted, now, out.pause) or [])
+        return list(phase.feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now,
+                               pause=out.pause) or [])
     if request == "break":
-        return list(phase.break_run(now, out.reason) or [])
+        return list(phase.break_run(now=now, reason=out.reason) or [])
     if request == "sealed":
         return list(phase.sealed(now) or [])
     if request == "approval_decisions":
-        return list(phase.approval_decisions(out.outcome, now, out.pause, out.aborted) or [])
-    return list(phase.feed(request, out.outcome, now, out.pause) or [])
+        return list(phase.approval_decisions(outcome=out.outcome, now=now, pause=out.pause, aborted=out.aborted)
+                    or [])
+    return list(phase.feed(request, outcome=out.outcome, now=now, pause=out.pause) or [])
 
 
 def serve(store: RunStore, session_id: str, request: str, request_id: str, *, holder: str,
