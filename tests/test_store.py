@@ -197,7 +197,7 @@ def test_every_continuation_moves_the_phase_through_serve(store):
               "AwaitingDecrypt"),
              ("decrypted", Outcome("gate", pause=pause_for("AwaitingApproval")), "AwaitingApproval"),
              ("approval_decisions", Outcome("tools", pause=pause_for("AwaitingTool")), "AwaitingTool"),
-             ("tool_results", Outcome("completed"), "AwaitingEncrypt"),
+             ("tool_results", Outcome("completed", pause=pause_for("AwaitingEncrypt")), "AwaitingEncrypt"),
              ("sealed", Outcome(), "Idle")]
     for i, (request, out, phase) in enumerate(steps):
         r = serve(store, "s", request, f"q{i}", holder="A", process=out, now_ms=1000 + i)
