@@ -373,9 +373,9 @@ class RunStore:
                      lease.fence))
             self._fault("before_commit")
         self._fault("after_commit")
-        rec = self.load(lease.session_id)
-        assert rec is not None
-        return rec
+        # The row as just committed, without reading it back.
+        return RunRecord(lease.session_id, phase.state, snap, step, lease.fence, None, None, None, None, request_id,
+                         json.loads(_dump(response)), now)
 
     def release(self, lease: Lease, *, now_ms: int | None = None) -> None:
         """Give the lock back without a checkpoint (a transient failure): the phase stays as it was."""
