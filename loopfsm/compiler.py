@@ -216,6 +216,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
     defaults = {n: f for n, f in args.items() if f.default is not MISSING}
 
     pairs = tuple((n, checks[n]) for n in names)
+    name_set = frozenset(names)
 
     def bind(pos: tuple, kw: dict) -> dict[str, Any]:
         if not names and not pos and not kw:
@@ -229,6 +230,9 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
             else:
                 return bound
             bound = dict(zip(names, pos, strict=True))  # a wrong type: explained below
+        elif not pos and kw.keys() <= name_set and all(n in kw or n in defaults for n in names):
+            # keywords only (how decisions are asked): no Signature needed
+            bound = {n: kw[n] if n in kw else default_value(defaults[n]) for n in names}
         else:
             try:
                 sig = signature()
