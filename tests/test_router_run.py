@@ -213,3 +213,10 @@ def test_mediation_table():
     assert m.decide("mediate", permission=None)["requires_approval"] == "ask"
     assert m.decide("mediate", permission=None, policy={"default_permission": "deny"})["route"] == "deny"
     assert m.decide("mediate", permission="allow", known=False)["route"] == "pre_answered"
+
+
+@pytest.mark.parametrize("dst", PHASES)
+def test_inject_in_idle_reaches_what_execute_reaches(dst):
+    m = RouterRun()
+    events = m.inject("r1", OUTCOME_OF.get(dst, "completed"), dst != "Idle", 5, pause_for(dst))
+    assert m.state == dst and events[0] == "run.started"
