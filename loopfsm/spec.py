@@ -6,7 +6,6 @@ can report problems at the exact line of the YAML the user edits.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -216,6 +215,8 @@ class Spec:
             return node
         doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
+        import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
+
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
 
 

@@ -21,7 +21,6 @@ otherwise the platform's user cache directory (``$XDG_CACHE_HOME/loopfsm`` or
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import stat
@@ -32,6 +31,11 @@ from typing import Any
 
 from .errors import Problem
 from .registry import Registry
+
+try:  # the built-in BLAKE2: hashlib would load OpenSSL, a cost a cache hit should not pay
+    from _blake2 import blake2b as _blake2b
+except ImportError:  # pragma: no cover - interpreters without it
+    from hashlib import blake2b as _blake2b
 
 ENV_VAR = "LOOPFSM_CACHE_DIR"
 ENTRY_FORMAT = 2
@@ -72,7 +76,7 @@ def code_signature() -> str:
             if entry.name.endswith((".py", ".json")) and entry.is_file():
                 st = entry.stat()
                 parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return _blake2b("\n".join(parts).encode(), digest_size=32).hexdigest()
 
 
 def registry_signature(registry: Registry) -> str:
@@ -87,11 +91,11 @@ def registry_signature(registry: Registry) -> str:
         codec = registry.codecs[name]
         parts.append(f"codec {name} {codec.py_type!r} {json.dumps(codec.schema, sort_keys=True, default=repr)}")
     parts.extend(f"error {name}" for name in sorted(registry.errors))
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+    return _blake2b("\n".join(parts).encode(), digest_size=32).hexdigest()
 
 
 def entry_key(file: str, data: bytes) -> str:
-    h = hashlib.sha256()
+    h = _blake2b(digest_size=32)
     for part in (b"loopfsm-spec-cache", code_signature().encode(), file.encode("utf-8", "surrogatepass"), data):
         h.update(len(part).to_bytes(8, "big"))
         h.update(part)

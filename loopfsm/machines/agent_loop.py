@@ -8,7 +8,6 @@ that it never runs backwards.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -42,6 +41,8 @@ def arguments_hash(arguments: Any) -> str:
     every machine and an approval binds to exactly what the approver saw.
     """
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    import hashlib  # noqa: PLC0415 - importing the module must not load OpenSSL
+
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

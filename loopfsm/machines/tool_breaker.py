@@ -8,7 +8,6 @@ it never runs backwards.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -55,6 +54,8 @@ def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
     """Up to ``jitter_percent`` of ``duration``, the same for the same tool and trip on every machine."""
     if jitter_percent == 0 or duration == 0:
         return 0
+    import hashlib  # noqa: PLC0415 - only a jittered trip needs it
+
     digest = hashlib.blake2b(f"{tool}\x00{trips}".encode(), digest_size=8).digest()
     fraction = int.from_bytes(digest, "big") % 10_001  # 0..10000, i.e. 0.00% .. 100.00% of the jitter
     return duration * jitter_percent * fraction // (100 * 10_000)
