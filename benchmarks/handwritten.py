@@ -9,6 +9,7 @@ the breakers' value types, so only the state-machine machinery differs.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -313,11 +314,12 @@ class ToolBreakerState:
 
 
 class HandToolHealth:
-    """One hand-written breaker per tool name, created on first use, like ``ToolHealth``."""
+    """One hand-written breaker per tool name, created on first use, behind one lock, like ``ToolHealth``."""
 
     def __init__(self, policy):
         self.policy = policy
         self.breakers: dict[str, ToolBreakerState] = {}
+        self._lock = threading.RLock()
 
     def breaker(self, tool: str) -> ToolBreakerState:
         b = self.breakers.get(tool)
@@ -326,7 +328,9 @@ class HandToolHealth:
         return b
 
     def acquire(self, tool: str, now: int, call_id: str) -> Allow | Reject:
-        return self.breaker(tool).acquire(now, call_id, self.policy)
+        with self._lock:
+            return self.breaker(tool).acquire(now, call_id, self.policy)
 
     def record(self, tool: str, now: int, permit: Allow, outcome: str, **kw: Any) -> None:
-        self.breaker(tool).record(now, permit.call_id, outcome, permit.generation, self.policy, **kw)
+        with self._lock:
+            self.breaker(tool).record(now, permit.call_id, outcome, permit.generation, self.policy, **kw)
