@@ -24,6 +24,7 @@ from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, MachineInstance
 from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
+from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
@@ -92,9 +93,11 @@ def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
     return bound
 
 
-def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str) -> Callable[[Any, Any], None]:
-    """The one action of a ``refuse:`` branch: raise before anything changed."""
+def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch: str) -> Callable[[Any, Any], None]:
+    """The one action of a ``refuse:`` branch: tell the trace, then raise before anything changed."""
     def refuse(model: Any, ctx: Any) -> None:
+        if _tracing.ACTIVE:
+            _tracing.refusal_done(model, event, branch)
         raise FeedRefused(machine, model._state, event, legal, reason=why)
     return refuse
 
@@ -292,7 +295,8 @@ class CompiledMachine:
                     before = [_bind_ref(registry.get("action", a.name).fn, a) for a in actions]
                     action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions)
                     if b.refusal is not None:
-                        refuse = _refusal(spec.name, ev.name, tuple(sources), b.refusal)
+                        refuse = _refusal(spec.name, ev.name, tuple(sources), b.refusal,
+                                          branch_name(ev.name, written_under, index, b.name))
                         before = [lambda ctx, refuse=refuse: refuse(ctx.model, ctx)]
                         action_plan = ((refuse, {}, (), False),)
                     plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .tracing import DECISION, FEED, TransitionRecord, branch_name
+from .tracing import DECISION, FEED, REFUSAL, TransitionRecord, branch_name
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,8 @@ def rows_of(doc: dict[str, Any], line_of: Any = None) -> list[Row]:
 class Collector:
     """A trace sink counting, per machine, the branches and rules taken.  Thread-safe, bounded by the tables."""
 
+    wants_refusals = True  # a refuse: branch taken is a row taken, though ordinary sinks do not hear it
+
     def __init__(self) -> None:
         self.taken: dict[str, set[tuple[str, str]]] = {}
         self._lock = threading.Lock()
@@ -97,7 +99,7 @@ class Collector:
     def __call__(self, record: TransitionRecord) -> None:
         if record.branch is None:
             return
-        key = ("branch", record.branch) if record.kind == FEED else \
+        key = ("branch", record.branch) if record.kind in (FEED, REFUSAL) else \
             ("rule", f"{record.feed}/{record.branch}") if record.kind == DECISION else None
         if key is None:
             return

@@ -37,6 +37,7 @@ Getter = Callable[[Any], Any]
 
 FEED = "feed"
 DECISION = "decision"
+REFUSAL = "refusal"
 
 _EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
 
@@ -45,7 +46,8 @@ _EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
 class TransitionRecord:
     """What one feed or decision did: who, from where, by which branch, to where.
 
-    ``kind`` is ``"feed"`` or ``"decision"``.  For a feed, ``branch`` is the
+    ``kind`` is ``"feed"`` or ``"decision"`` (or ``"refusal"``, heard only by
+    sinks that ask for it: see :func:`refusal_done`).  For a feed, ``branch`` is the
     stable name of the branch taken, or None when no branch ran (a terminal
     state ignoring the feed, or ``otherwise: stay`` after every guard failed);
     ``to_state`` equals ``from_state`` for stays.  For a decision, ``feed`` is
@@ -191,6 +193,26 @@ def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
         record = TransitionRecord(instance.compiled.name, to_state, feed, None, to_state, FEED,
                                   _attributes(instance, ctx))
     _deliver(instance, record)
+
+
+def refusal_done(instance: MachineInstance, feed: str, branch: str) -> None:
+    """Called by a ``refuse:`` branch just before it raises, only while :data:`ACTIVE`.
+
+    A refused feed changes nothing, so ordinary sinks hear nothing of it
+    (like an illegal feed); only a sink with ``wants_refusals = True`` (the
+    transition-coverage collector) gets a ``"refusal"`` record naming the
+    branch.  It carries no attributes: nothing the feed brought is read.
+    """
+    sinks = [s for s in (*_global, *sinks_of(instance)) if getattr(s, "wants_refusals", False)]
+    if not sinks:
+        return
+    state = instance._state
+    record = TransitionRecord(instance.compiled.name, state, feed, branch, state, REFUSAL)
+    for sink in sinks:
+        try:
+            sink(record)
+        except Exception as err:
+            warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
 def decision_done(instance: MachineInstance, decision: str, rule: str, query: Any) -> None:

@@ -164,3 +164,19 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
     assert rec.branch == "record/Recovering[4]" and b.state == "Recovering"
     assert b.data.probe_expires_at is None and b.data.probe_success_count == 0
     assert b.route(1020, policy=FP).probe  # the next call may probe again
+
+
+def test_a_refusal_is_traced_and_counted_as_its_branch():
+    import pytest
+
+    from loopfsm import FeedRefused, load_machine
+    from loopfsm.coverage import Collector
+
+    loop = load_machine("agent_loop").new()
+    records: list[TransitionRecord] = []
+    collector = Collector()
+    with tracing.attached(loop, records.append), tracing.global_sink(collector):
+        with pytest.raises(FeedRefused):
+            loop.feed("approval_required", approver="ann", expires_at=10, policy_reason="risky", now=0)
+    assert records == []  # ordinary sinks hear nothing of a refused feed
+    assert collector.taken["agent_loop"] == {("branch", "no_action_named")}
