@@ -124,7 +124,12 @@ def test_brain_run_events(logs):
                      ("Start", "begin", "AwaitingModel"), ("AwaitingModel", "model_response", "AwaitingTools"),
                      ("AwaitingTools", "next_step", "AwaitingTools"), ("AwaitingTools", "begin", "AwaitingTools"),
                      ("AwaitingTools", "tool_results", "Start")]
-    assert all(a["loopfsm.machine"] == "engine_brain" for _, a in events)
+    assert all(a["loopfsm.machine"] == "engine_brain" and a["engine_brain.cancelled"] is False for _, a in events)
+    assert [(a["engine_brain.turns_taken"], a["engine_brain.context_tokens"]) for _, a in events] == (
+        [(0, 0)] * 3 + [(1, 1000)] * 4)
+    assert [a.get("loopfsm.branch") or a["loopfsm.rule"] for _, a in events] == [
+        "accept_input/*[0]", "call_model", "begin/Start[0]", "model_response/AwaitingModel[1]", "call_tools",
+        "begin/AwaitingTools[0]", "tool_results/AwaitingTools[0]"]
     assert events[1][1]["loopfsm.rule"] and "loopfsm.branch" not in events[1][1]
     assert "fix the failing tests" not in repr(events)
 
