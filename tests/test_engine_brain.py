@@ -412,7 +412,7 @@ def test_brain_snapshot_with_corrupt_message_is_refused():
 def test_messages_round_trip_through_json():
     msgs = [Message.user("hi"), reply_with_tools("shell", "nope"), Message.tool_result("c1", "ok", is_error=True)]
     assert [Message.from_json(json.loads(json.dumps(x.to_json()))) for x in msgs] == msgs
-    with pytest.raises(ValueError):
+    with pytest.raises(FeedArgumentError):
         Message("tool", "no call id")
 
 

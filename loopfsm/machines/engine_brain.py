@@ -9,6 +9,8 @@ YAML edit.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from typing import Any, Literal
 from collections.abc import Iterable
 
@@ -40,8 +42,10 @@ from .engine_values import (
     Step,
     ThresholdExceeded,
     TurnLimitExceeded,
+    loop_error_problem,
     outcome_from_json,
     outcome_to_json,
+    register_loop_error,
 )
 from .breaker_values import Reject
 from .messages import MESSAGE_SCHEMA, Message, ToolCall
@@ -52,7 +56,7 @@ __all__ = [
     "CallLLM", "CallTools", "Compact", "Done", "Step",
     "Completed", "Cancelled", "MaxTurnsExceeded", "Failed", "Outcome",
     "Emergency", "ThresholdExceeded", "CompactionReason",
-    "LoopError", "RunCancelled", "TurnLimitExceeded", "ContextExceeded",
+    "LoopError", "RunCancelled", "TurnLimitExceeded", "ContextExceeded", "register_loop_error",
     "Message", "ToolCall", "PendingToolCall", "ToolHealth",
 ]
 
@@ -223,12 +227,14 @@ def consume_tool_results(m, ctx) -> None:
     results = ctx.args["results"]
     wanted = [p.call.id for p in m.data.pending_tools]
     got = [r.tool_call_id for r in results]
-    if sorted(wanted) != sorted(got) or any(r.role != "tool" for r in results):
-        missing = sorted(set(wanted) - set(got))
-        extra = sorted(set(got) - set(wanted))
+    if Counter(wanted) != Counter(got) or any(r.role != "tool" for r in results):
+        missing = sorted(set(wanted) - set(got), key=str)
+        extra = sorted(set(got) - set(wanted), key=str)
+        not_tool = [r.role for r in results if r.role != "tool"]
         raise FeedArgumentError(
             "engine_brain: tool_results must answer each pending call exactly once with a tool message "
-            f"(pending: {wanted}; missing: {missing}; unexpected: {extra})")
+            f"(pending: {shown(wanted, 200)}; missing: {shown(missing, 200)}; unexpected: {shown(extra, 200)}"
+            + (f"; not tool messages: {', '.join(not_tool)}" if not_tool else "") + ")")
     m.data.pending.extend(results)
     m.data.pending_tools = []
 
@@ -270,6 +276,9 @@ def set_cancelled(m, ctx) -> None:
 
 @REGISTRY.action
 def enter_failed(m, ctx) -> None:
+    problem = loop_error_problem(ctx.args["error"])
+    if problem:  # before anything changes: a brain holding it could not be resumed exactly
+        raise FeedArgumentError(f"engine_brain: fail: {problem}")
     ctx.enter(outcome=Failed(ctx.args["error"]))
 
 

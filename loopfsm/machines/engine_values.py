@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ..errors import RegistryError, shown
 from .messages import MESSAGE_SCHEMA, TOOL_CALL_SCHEMA, Message, ToolCall
 
 
@@ -28,7 +29,10 @@ class LoopError(Exception):
     """An agent run's failure, as the driver reports it to its caller.
 
     Unlike :class:`loopfsm.LoopFsmError` (a misuse of loopfsm), these describe
-    how a run ended.  They survive snapshots by ``kind`` and ``message``.
+    how a run ended.  They survive snapshots exactly: ``kind``, ``message`` and
+    the class itself, which is one of the classes here or one a driver declared
+    with :func:`register_loop_error`; the brain refuses any other (a restore
+    could not rebuild it), when it is fed, not when it is saved.
     """
 
     kind = "LoopError"
@@ -49,14 +53,20 @@ class LoopError(Exception):
         return f"{type(self).__name__}({self.message!r})"
 
     def to_json(self) -> dict[str, str]:
-        return {"kind": self.kind, "message": self.message}
+        d = {"kind": self.kind, "message": self.message}
+        if type(self) is not ERROR_KINDS.get(self.kind, LoopError):
+            d["class"] = type(self).__name__
+        return d
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> LoopError:
-        cls = ERROR_KINDS.get(d["kind"])
-        if cls is None:  # an error kind a driver defined: keep it, kind and all
-            return LoopError(d["message"], kind=d["kind"])
-        return cls(d["message"])
+        kind, message = d["kind"], d["message"]
+        cls = ERROR_CLASSES[d["class"]] if "class" in d else ERROR_KINDS.get(kind, LoopError)
+        err = cls.__new__(cls)  # not cls(...): a driver's class may take other constructor arguments
+        Exception.__init__(err, message)
+        err.message = message
+        err.kind = kind
+        return err
 
 
 class RunCancelled(LoopError):
@@ -83,8 +93,36 @@ ERROR_KINDS: dict[str, type[LoopError]] = {c.kind: c for c in
                                            (LoopError, RunCancelled, TurnLimitExceeded, ContextExceeded,
                                             ModelError, ToolError)}
 
+#: Every LoopError class a snapshot may name, by class name: these, and the drivers' own.
+ERROR_CLASSES: dict[str, type[LoopError]] = {c.__name__: c for c in ERROR_KINDS.values()}
+
+
+def register_loop_error(cls: type[LoopError]) -> type[LoopError]:
+    """Declare a driver's LoopError subclass, so a brain that failed with it resumes as it (a decorator)."""
+    if not (isinstance(cls, type) and issubclass(cls, LoopError)):
+        raise RegistryError(f"register_loop_error takes a LoopError subclass, got {shown(cls)}")
+    known = ERROR_CLASSES.get(cls.__name__)
+    if known is not None and known is not cls:
+        raise RegistryError(f"another LoopError class is already registered as '{cls.__name__}'")
+    ERROR_CLASSES[cls.__name__] = cls
+    return cls
+
+
+def loop_error_problem(err: Any) -> str | None:
+    """Why ``err`` cannot be kept in a snapshot and restored as itself, or None."""
+    if not isinstance(err, LoopError):
+        return f"expected a LoopError, got {type(err).__name__}"
+    if ERROR_CLASSES.get(type(err).__name__) is not type(err):
+        return (f"{type(err).__name__} is not a registered LoopError class, so a restored brain could not "
+                "rebuild it: declare it with register_loop_error")
+    if type(err.kind) is not str or type(err.message) is not str:
+        return "a LoopError's kind and message must be strings"
+    return None
+
+
 LOOP_ERROR_SCHEMA = {"type": "object", "required": ["kind", "message"], "additionalProperties": False,
-                     "properties": {"kind": {"type": "string"}, "message": {"type": "string"}}}
+                     "properties": {"kind": {"type": "string"}, "message": {"type": "string"},
+                                    "class": {"type": "string"}}}
 
 
 # -- outcomes -----------------------------------------------------------------------------

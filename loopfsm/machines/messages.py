@@ -10,6 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import FeedArgumentError, shown
+from ..fieldtypes import json_problem
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -19,6 +22,15 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _need(self, "id", str)
+        _need(self, "name", str)
+        if type(self.arguments) is not dict:
+            raise FeedArgumentError(f"ToolCall.arguments must be a dict, got {type(self.arguments).__name__}")
+        problem = json_problem(self.arguments)
+        if problem:
+            raise FeedArgumentError(f"ToolCall.arguments must be plain JSON: {problem}")
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "arguments": self.arguments}
@@ -39,6 +51,11 @@ class Thinking:
     text: str = ""
     signature: str | None = None
     redacted: str | None = None
+
+    def __post_init__(self) -> None:
+        _need(self, "text", str)
+        _need(self, "signature", str, nullable=True)
+        _need(self, "redacted", str, nullable=True)
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"text": self.text}
@@ -65,14 +82,27 @@ class Message:
     thinking: tuple[Thinking, ...] = ()
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise ValueError(f"message role must be one of {ROLES}, got {self.role!r}")
+        # Checked whole here, so a feed never meets a half-valid message and a
+        # snapshot never holds one it cannot write.
+        if type(self.role) is not str or self.role not in ROLES:
+            raise FeedArgumentError(f"message role must be one of {ROLES}, got {shown(self.role)}")
+        _need(self, "text", str)
+        _need(self, "tool_call_id", str, nullable=True)
+        _need(self, "is_error", bool)
         if self.role == "tool" and not self.tool_call_id:
-            raise ValueError("a tool result message needs the tool_call_id it answers")
-        if not isinstance(self.tool_calls, tuple):
-            object.__setattr__(self, "tool_calls", tuple(self.tool_calls))
-        if not isinstance(self.thinking, tuple):
-            object.__setattr__(self, "thinking", tuple(self.thinking))
+            raise FeedArgumentError("a tool result message needs the tool_call_id it answers")
+        for name, cls in (("tool_calls", ToolCall), ("thinking", Thinking)):
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                if not isinstance(value, list):
+                    raise FeedArgumentError(f"Message.{name} must be a tuple or list of {cls.__name__}, "
+                                            f"got {type(value).__name__}")
+                value = tuple(value)
+                object.__setattr__(self, name, value)
+            for item in value:
+                if type(item) is not cls:
+                    raise FeedArgumentError(f"Message.{name} must hold {cls.__name__} values, "
+                                            f"got {type(item).__name__} {shown(item)}")
 
     @classmethod
     def user(cls, text: str) -> Message:
@@ -103,6 +133,14 @@ class Message:
         return cls(d["role"], d.get("text", ""), tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
                    d.get("tool_call_id"), bool(d.get("is_error", False)),
                    tuple(Thinking.from_json(t) for t in d.get("thinking", ())))
+
+
+def _need(obj: object, name: str, typ: type, *, nullable: bool = False) -> None:
+    value = getattr(obj, name)
+    if (nullable and value is None) or type(value) is typ:
+        return
+    raise FeedArgumentError(f"{type(obj).__name__}.{name} must be {typ.__name__}"
+                            f"{' or None' if nullable else ''}, got {type(value).__name__} {shown(value)}")
 
 
 TOOL_CALL_SCHEMA = {

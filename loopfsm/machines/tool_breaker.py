@@ -268,29 +268,41 @@ class ToolHealth:
         with self._lock:
             b = self.breakers.get(tool)
             if b is None:
-                assert self.machine is not None
-                b = self.machine.new()
-                b.data.tool = tool
-                self.breakers[tool] = b
+                b = self.breakers[tool] = self._new(tool)
             return b
 
+    def _new(self, tool: str) -> Any:
+        if type(tool) is not str:
+            raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
+        assert self.machine is not None
+        b = self.machine.new()
+        b.data.tool = tool
+        return b
+
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
+        if type(tool) is not str:
+            self._new(tool)  # raises: a tool name is a string
         with self._lock:
-            b = self.breakers.get(tool) or self.breaker(tool)
+            b = self.breakers.get(tool) or self._new(tool)
             if policy is None:
                 policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
-            return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+            answer = b.feed("acquire", now, call_id, policy=policy)
+            self.breakers.setdefault(tool, b)  # a refused first feed leaves no breaker behind
+            return answer  # type: ignore[no-any-return]
 
     def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
         if type(permit) is not Allow:
             raise FeedArgumentError(f"tool_health: record takes the Allow permit that acquire() answered, "
                                     f"got {type(permit).__name__} {shown(permit)}")
+        if type(tool) is not str:
+            self._new(tool)  # raises: a tool name is a string
         with self._lock:
-            b = self.breakers.get(tool) or self.breaker(tool)
+            b = self.breakers.get(tool) or self._new(tool)
             if policy is None:
                 policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
             b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
+            self.breakers.setdefault(tool, b)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         with self._lock:
