@@ -199,6 +199,8 @@ def _sig(b: Branch) -> tuple[Any, ...]:
 
 
 def _target(b: Branch) -> str:
+    if b.refusal is not None:
+        return f"refuse ({json.dumps(b.refusal)})"
     return f"-> {b.dest}" if b.dest else "stay"
 
 
@@ -223,7 +225,7 @@ def _branches(where: str, old: tuple[Branch, ...], new: tuple[Branch, ...], out:
 def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:
     if a.name != b.name:
         out.append(Change(f"{where}: trace name {a.name or '(by position)'} -> {b.name or '(by position)'}"))
-    if a.dest != b.dest:
+    if a.dest != b.dest or a.refusal != b.refusal:
         out.append(Change(f"{where}: target {_target(a)} -> {_target(b)}"))
     if [ref(g) for g in a.guards] != [ref(g) for g in b.guards]:
         out.append(Change(f"{where}: guard {refs(a.guards)} -> {refs(b.guards)}"))
@@ -246,6 +248,8 @@ def _events(o: Spec, n: Spec, out: list[Change]) -> None:
             out.append(Change(f"feed {name} added (from {states})"))
             continue
         _fields(f"feed {name} arguments", f.args, e.args, out)
+        if [ref(x) for x in f.before] != [ref(x) for x in e.before]:
+            out.append(Change(f"feed {name} before each branch: {refs(f.before)} -> {refs(e.before)}"))
         for attr, words in (("otherwise", "when no guard holds"), ("on_terminal", "in terminal states")):
             if getattr(f, attr) != getattr(e, attr):
                 out.append(Change(f"feed {name} {words}: {getattr(f, attr) or 'default'} -> "
@@ -374,6 +378,8 @@ def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     if old.terminal_feeds != new.terminal_feeds:
         out.append(Change(f"terminal states {old.terminal_feeds} unlisted feeds -> {new.terminal_feeds}"))
     _wording("machine", old.description, new.description, out)
+    if [ref(x) for x in old.before] != [ref(x) for x in new.before]:
+        out.append(Change(f"before every feed: {refs(old.before)} -> {refs(new.before)}"))
     _policy(old, new, out)
     _fields("data", old.data, new.data, out)
     _states(old, new, out)

@@ -153,3 +153,18 @@ def test_git_diff_driver_recipe(tmp_path):
     f.write_text(f.read_text().replace("default: 1\n", "default: 2\n", 1))
     out = git("diff")
     assert "machines/turnstile.yaml:" in out and "policy fare (read by coin from locked): default 1 -> 2" in out
+
+
+def test_before_actions_any_guards_and_refusals_are_named(tmp_path):
+    found, changed, _ = changes(
+        tmp_path, "tool_breaker",
+        ("before: [clamp_clock]", "before: [clamp_clock, new_generation]"),
+        ("guard: {any: [stale, {name: holds_lease, negate: true}]}", "guard: {any: [stale, holds_lease]}"))
+    assert "before every feed: clamp_clock -> clamp_clock, new_generation" in found
+    assert any("guard (stale or not holds_lease) -> (stale or holds_lease)" in t for t in found), found
+    assert changed
+    found, _, _ = changes(tmp_path, "agent_loop",
+                          ('refuse: "the action named is not the tool call awaiting a decision"',
+                           'refuse: "not that one"'))
+    assert any('target refuse ("the action named is not the tool call awaiting a decision") -> '
+               'refuse ("not that one")' in t for t in found), found
