@@ -439,7 +439,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_store)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
-    s.add_argument("machine", help="machine to drive (engine_brain)")
+    s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")
     s.add_argument("--script", help="YAML script of model replies and tool results")
     s.add_argument("--events", help="stream_assembly: recorded provider stream, one JSON event per line")
     s.set_defaults(func=cmd_run)
