@@ -301,14 +301,18 @@ class _Checker:
         if terminals:
             # A machine that can end should always be able to: warn about states from
             # which no terminal state is reachable (a run caught there never finishes).
+            # Walk the edges backwards from the terminal states: linear in the table's size.
+            into: dict[str, list[str]] = {name: [] for name in edges}
+            for name, outs in edges.items():
+                for dest in outs:
+                    into[dest].append(name)
             reaches = set(terminals)
-            grew = True
-            while grew:
-                grew = False
-                for name, outs in edges.items():
-                    if name not in reaches and outs & reaches:
-                        reaches.add(name)
-                        grew = True
+            back = deque(terminals)
+            while back:
+                for prev in into[back.popleft()]:
+                    if prev not in reaches:
+                        reaches.add(prev)
+                        back.append(prev)
             for s in spec.states.values():
                 if s.name in seen and s.name not in reaches and (edges[s.name] - {s.name}):
                     self.warn(s.path, f"state '{s.name}' can never reach a terminal state "
