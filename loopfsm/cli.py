@@ -25,11 +25,11 @@ from .source import SourceProblems, read_file
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 
-class UsageError(Exception):
+class _UsageError(Exception):
     pass
 
 
-class OutputError(Exception):
+class _OutputError(Exception):
     """A generated file could not be written (or must not be: a symlink); exit 1, nothing else touched."""
 
 
@@ -37,14 +37,14 @@ def _project(args: argparse.Namespace) -> Project:
     try:
         return find_project()
     except ConfigError as err:
-        raise UsageError(str(err)) from None
+        raise _UsageError(str(err)) from None
 
 
 def _registries(args: argparse.Namespace, project: Project) -> Registries:
     try:
         return project.registries(parse_registry_option(r, project.root) for r in args.registry)
     except ConfigError as err:
-        raise UsageError(str(err)) from None
+        raise _UsageError(str(err)) from None
 
 
 def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
@@ -52,7 +52,7 @@ def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
         folder = shown(project.machines) if project else Path("machines")
         found = sorted(folder.glob("*.yaml"))
         if not found:
-            raise UsageError(f"no paths given and no {folder}/*.yaml here")
+            raise _UsageError(f"no paths given and no {folder}/*.yaml here")
         return found
     out: list[Path] = []
     for g in given:
@@ -61,14 +61,14 @@ def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
             if p.is_dir():
                 found = sorted(p.glob("*.yaml"))
                 if not found:
-                    raise UsageError(f"no *.yaml files in directory {g}")
+                    raise _UsageError(f"no *.yaml files in directory {g}")
                 out += found
             elif p.exists():
                 out.append(p)
             else:
-                raise UsageError(f"no such file or directory: {g}")
+                raise _UsageError(f"no such file or directory: {g}")
         except OSError as err:
-            raise UsageError(f"cannot access {g}: {err.strerror or type(err).__name__}") from None
+            raise _UsageError(f"cannot access {g}: {err.strerror or type(err).__name__}") from None
     return out
 
 
@@ -147,7 +147,7 @@ def _formats(text: str) -> list[str]:
     try:
         return parse_formats(text)
     except ValueError as err:
-        raise UsageError(str(err)) from None
+        raise _UsageError(str(err)) from None
 
 
 def _output_dir(out: Path) -> Path:
@@ -155,18 +155,18 @@ def _output_dir(out: Path) -> Path:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise UsageError(f"cannot write into {out}: it exists and is not a directory") from None
+        raise _UsageError(f"cannot write into {out}: it exists and is not a directory") from None
     except OSError as err:
-        raise UsageError(f"cannot create output directory {out}: {err.strerror or type(err).__name__}") from None
+        raise _UsageError(f"cannot create output directory {out}: {err.strerror or type(err).__name__}") from None
     return out
 
 
 def _write(path: Path, text: str) -> None:
     """Write one generated file, never through a symlink (it could point anywhere), atomically."""
     if path.is_symlink():
-        raise OutputError(f"refusing to write {path}: it is a symlink; remove it if loopfsm should write there")
+        raise _OutputError(f"refusing to write {path}: it is a symlink; remove it if loopfsm should write there")
     if path.exists() and not path.is_file():
-        raise OutputError(f"refusing to write {path}: it exists and is not a regular file")
+        raise _OutputError(f"refusing to write {path}: it exists and is not a regular file")
     tmp = path.with_name(f".{path.name}.loopfsm-tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
@@ -178,7 +178,7 @@ def _write(path: Path, text: str) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
+        raise _OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
 
 
 def _unique_names(specs: list) -> tuple[list, bool]:
@@ -250,10 +250,10 @@ def cmd_build(args) -> int:
     machines = Path(args.machines) if args.machines else shown(project.machines)
     out = Path(args.output) if args.output else shown(project.diagrams)
     if not machines.is_dir():
-        raise UsageError(f"no machines directory at {machines}")
+        raise _UsageError(f"no machines directory at {machines}")
     paths = sorted(machines.glob("*.yaml"))
     if not paths:
-        raise UsageError(f"no *.yaml files in {machines}")
+        raise _UsageError(f"no *.yaml files in {machines}")
     specs, status = _load_all(paths, _registries(args, project), show_warnings=not args.check)
     specs, clash = _unique_names(specs)
     if status != EXIT_OK or clash:
@@ -286,7 +286,7 @@ def cmd_build(args) -> int:
         try:
             (out / n).unlink()
         except OSError as err:
-            raise OutputError(f"cannot remove {out / n}: {err.strerror or type(err).__name__}") from None
+            raise _OutputError(f"cannot remove {out / n}: {err.strerror or type(err).__name__}") from None
         print(f"removed {out / n}")
     print(f"{len(specs)} machine{'s' * (len(specs) != 1)}, {len(wanted) - 1} files in {out}")
     return EXIT_OK
@@ -299,11 +299,11 @@ def cmd_new(args) -> int:
     try:
         plan = scaffold.plan(project, args.name)
     except ConfigError as err:
-        raise UsageError(str(err)) from None
+        raise _UsageError(str(err)) from None
     try:
         lines = scaffold.write(plan)
     except ConfigError as err:
-        raise UsageError(str(err)) from None
+        raise _UsageError(str(err)) from None
     for line in lines:
         print(line)
     return EXIT_OK
@@ -323,11 +323,11 @@ def cmd_diff(args) -> int:
     from .diff import diff_specs, load_for_diff
     if args.git:
         if len(args.files) != 7:
-            raise UsageError("--git expects the 7 arguments git passes to a diff driver")
+            raise _UsageError("--git expects the 7 arguments git passes to a diff driver")
         shown, old, new = args.files[0], args.files[1], args.files[4]
     else:
         if len(args.files) != 2:
-            raise UsageError("give two machine files: OLD NEW")
+            raise _UsageError("give two machine files: OLD NEW")
         shown, (old, new) = args.files[1], args.files
     if args.git and (old == "/dev/null" or new == "/dev/null"):
         print(f"{shown}: machine file {'added' if old == '/dev/null' else 'removed'}")
@@ -350,11 +350,11 @@ def cmd_diff(args) -> int:
 def cmd_run(args) -> int:
     if args.events is not None:
         if args.machine != "stream_assembly":
-            raise UsageError(f"--events replays a provider stream into stream_assembly, not {args.machine}")
+            raise _UsageError(f"--events replays a provider stream into stream_assembly, not {args.machine}")
         from .streams.replay import replay
         return replay(Path(args.events))
     if args.script is None:
-        raise UsageError(f"run {args.machine} needs --script")
+        raise _UsageError(f"run {args.machine} needs --script")
     from .script import run_script
     return run_script(args.machine, Path(args.script))
 
@@ -451,10 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except UsageError as err:
+    except _UsageError as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_USAGE
-    except (RenderError, OutputError) as err:
+    except (RenderError, _OutputError) as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_INVALID
     except LoopFsmError as err:

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 import yaml
 
-from .errors import Problem
+from .errors import Problem, SpecError
 
 PathT = tuple[Any, ...]
 
@@ -102,12 +102,9 @@ class Source:
         return Problem(self.file, line, col, format_path(path), message, severity)
 
 
-class SourceProblems(Exception):
-    """Raised by :func:`read_source` when the text is not even a usable YAML document."""
-
-    def __init__(self, problems: list[Problem]):
-        self.problems = problems
-        super().__init__("\n".join(map(str, problems)))
+# A file that is not even a usable YAML document is a bad machine file like any
+# other: the same error class, so every error loopfsm raises lives in loopfsm.errors.
+SourceProblems = SpecError
 
 
 def _mark(node: yaml.Node) -> tuple[int, int]:
