@@ -91,9 +91,9 @@ def _pause(phase: str, step: dict[str, Any], rid: str, mediate: Any) -> tuple[di
     return {}, notes
 
 
-def drive(script: dict[str, Any]) -> list[tuple[str, ...]]:
+def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Serve every step; one row per step: (#, phase, request, admission, new phase, lock, response, events)."""
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 
     from .machines.router_run import ROUTER_RUN
     from .store import open_store
@@ -104,7 +104,7 @@ def drive(script: dict[str, Any]) -> list[tuple[str, ...]]:
         e = errors[0]
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
     sid = script.get("session", "session-1")
-    rows: list[tuple[str, ...]] = []
+    rows: list[tuple[Any, ...]] = []
     clock = {"now": 0}
     with open_store(script.get("store", "sqlite:///:memory:"), create=True, clock=lambda: clock["now"],
                     lease_ms=script.get("lease_ms")) as store:

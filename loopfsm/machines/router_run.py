@@ -111,7 +111,7 @@ def aborted(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
-def arg_in(m: Any, ctx: Any, *, name: str, values: list) -> bool:
+def arg_in(m: Any, ctx: Any, *, name: str, values: list[Any]) -> bool:
     """The argument ``name`` is one of ``values``."""
     return ctx.args[name] in values
 
@@ -183,7 +183,7 @@ def answer(m: Any, q: Any, *, value: Any) -> Any:
 
 
 @REGISTRY.result
-def envelope(m: Any, q: Any, *, status: str, allowed: list) -> dict[str, Any]:
+def envelope(m: Any, q: Any, *, status: str, allowed: list[str]) -> dict[str, Any]:
     """A response envelope's status and allowed_continuations (its data is the driver's)."""
     return {"status": status, "allowed_continuations": list(allowed)}
 

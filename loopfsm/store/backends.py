@@ -110,7 +110,7 @@ class PostgresBackend(Backend):
                              f"{where.port or 5432}: {type(err).__name__}") from None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
-        cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))  # type: ignore[arg-type]
+        cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
         rows = cur.fetchall() if cur.description is not None else []
         return cur.rowcount, rows
 
