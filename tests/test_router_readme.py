@@ -29,3 +29,11 @@ def test_admission_table_in_the_readme_lists_the_yaml_rules_in_order():
     merged = [a for i, a in enumerate(answers) if not (rules[i].endswith("_answer") and rules[i] != "decrypt_answer")
               and rules[i] != "new_prompt"]
     assert [re.search(r"`(\w+)`", t).group(1) for t in table] == merged
+
+
+def test_store_figures_are_pasted_from_the_benchmark():
+    figures = README.split("### Figures")[1].split("```")[1]
+    for backend in ("SQLite", "PostgreSQL"):
+        assert f"  {backend}" in figures and "store p50" in figures and "plain SQL p50" in figures
+        assert f"{backend:<11} 8 distinct runs" in figures and f"{backend:<11} one contended run" in figures
+    assert figures.count("client CPU per step: store") == 2
