@@ -6,6 +6,8 @@ it names (the trace says so) and checks what that row does.
 
 from __future__ import annotations
 
+import pytest
+
 from loopfsm import tracing
 from loopfsm.machines.breaker_values import Allow, Route
 from loopfsm.machines.engine_brain import LoopMachine
@@ -167,8 +169,6 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
 
 
 def test_a_refusal_is_traced_and_counted_as_its_branch():
-    import pytest
-
     from loopfsm import FeedRefused, load_machine
     from loopfsm.coverage import Collector
 
@@ -180,3 +180,21 @@ def test_a_refusal_is_traced_and_counted_as_its_branch():
             loop.feed("approval_required", approver="ann", expires_at=10, policy_reason="risky", now=0)
     assert records == []  # ordinary sinks hear nothing of a refused feed
     assert collector.taken["agent_loop"] == {("branch", "no_action_named")}
+
+
+# -- stream assembly ----------------------------------------------------------------
+def test_stream_usage_mid_stream_and_a_repeated_message_start_after_stop():
+    from loopfsm.machines.stream_assembly import StreamAssembly
+
+    s = StreamAssembly()
+    s.start("msg_1", "m", usage={"input_tokens": 5})
+    rec, _ = traced(s, "usage", {"output_tokens": 3})
+    assert rec.branch == "usage/Streaming[0]" and s.state == "Streaming"
+    assert s.data.usage["output_tokens"] == 3 and s.data.usage["input_tokens"] == 5
+    s.stop("end_turn")
+    assert s.state == "Stopped"
+    rec, _ = traced(s, "restate_message", "msg_1", "assistant")
+    assert rec.branch == "restate_message/Stopped[0]" and s.state == "Stopped"
+    from loopfsm.errors import StreamProtocolError
+    with pytest.raises(StreamProtocolError):
+        s.restate_message("msg_2")  # another message's start is refused
