@@ -19,6 +19,7 @@ source state).  A decision's record names the rule that answered.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -94,6 +95,7 @@ class TraceSinkWarning(UserWarning):
 ACTIVE = False
 _global: tuple[TraceSink, ...] = ()
 _instance_sinks = 0  # instances that currently have sinks attached
+_lock = threading.Lock()  # attaching and detaching from several threads must not lose a count
 
 
 def _refresh() -> None:
@@ -104,16 +106,18 @@ def _refresh() -> None:
 def add_global_sink(sink: TraceSink) -> None:
     """Send records of every machine to ``sink`` until :func:`remove_global_sink`."""
     global _global
-    _global = (*_global, sink)
-    _refresh()
+    with _lock:
+        _global = (*_global, sink)
+        _refresh()
 
 
 def remove_global_sink(sink: TraceSink) -> None:
     global _global
-    sinks = list(_global)
-    sinks.remove(sink)  # ValueError for a sink never added: a driver bug worth seeing
-    _global = tuple(sinks)
-    _refresh()
+    with _lock:
+        sinks = list(_global)
+        sinks.remove(sink)  # ValueError for a sink never added: a driver bug worth seeing
+        _global = tuple(sinks)
+        _refresh()
 
 
 @contextmanager
@@ -127,23 +131,29 @@ def global_sink(sink: TraceSink) -> Iterator[TraceSink]:
 
 
 def attach(instance: MachineInstance, sink: TraceSink) -> None:
-    """Send the records of this one instance to ``sink`` (not carried by snapshots)."""
+    """Send the records of this one instance to ``sink`` (not carried by snapshots).
+
+    Detach it (or use :func:`attached`) when done: while any instance has a
+    sink, every feed of every machine takes the slower path that looks.
+    """
     global _instance_sinks
-    current = sinks_of(instance)
-    if not current:
-        _instance_sinks += 1
-    instance._sinks = (*current, sink)
-    _refresh()
+    with _lock:
+        current = sinks_of(instance)
+        if not current:
+            _instance_sinks += 1
+        instance._sinks = (*current, sink)
+        _refresh()
 
 
 def detach(instance: MachineInstance, sink: TraceSink) -> None:
     global _instance_sinks
-    sinks = list(sinks_of(instance))
-    sinks.remove(sink)
-    instance._sinks = tuple(sinks)
-    if not sinks:
-        _instance_sinks -= 1
-    _refresh()
+    with _lock:
+        sinks = list(sinks_of(instance))
+        sinks.remove(sink)
+        instance._sinks = tuple(sinks)
+        if not sinks:
+            _instance_sinks -= 1
+        _refresh()
 
 
 def sinks_of(instance: MachineInstance) -> tuple[TraceSink, ...]:

@@ -253,3 +253,25 @@ def test_a_refusal_runs_no_actions():
           actions: [{name: log, params: {text: a}}]""")
     with pytest.raises(SpecError, match=r"events.label.from.idle\[0\].actions: a refusal changes nothing"):
         parse(text, "counter.yaml", make_registry())
+
+
+def test_attaching_from_many_threads_keeps_the_count():
+    import threading
+
+    machines = [Turnstile() for _ in range(8)]
+    heard: list[TransitionRecord] = []
+
+    def churn(t: Turnstile) -> None:
+        for _ in range(200):
+            tracing.attach(t, heard.append)
+            tracing.detach(t, heard.append)
+
+    threads = [threading.Thread(target=churn, args=(t,)) for t in machines]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert tracing._instance_sinks == 0
+    with tracing.attached(machines[0], heard.append):
+        machines[0].coin()
+    assert len(heard) == 1
