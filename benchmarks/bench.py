@@ -250,7 +250,7 @@ def breaker_same_results() -> None:
         if isinstance(po, tb.Allow):
             ours.record(tool, t, po, outcome, **kw)
             hand.record(tool, t, ph, outcome, **kw)
-        stale = tb.Allow(f"k{t}", -1)
+        stale = tb.Allow(f"k{t}", -1, tool=tool)
         ours.record(tool, t, stale, "failure")
         hand.record(tool, t, stale, "failure")
         bo, bh = ours.breaker(tool), hand.breaker(tool)

@@ -215,7 +215,7 @@ class ToolBreakerState:
         expires = self.last_now + p.probe_ttl_ms
         self.leases.append({"call_id": call_id, "expires_at": expires})
         self._count("probes")
-        return Allow(call_id, self.generation, probe=True, lease_expires_at=expires)
+        return Allow(call_id, self.generation, probe=True, lease_expires_at=expires, tool=self.tool)
 
     def _reject_open(self) -> Reject:
         self._count("rejected")
@@ -235,7 +235,7 @@ class ToolBreakerState:
         state = self.state
         if state == "Closed":
             self._count("allowed")
-            return Allow(call_id, self.generation)
+            return Allow(call_id, self.generation, tool=self.tool)
         if state == "Open":
             if now >= self.until:
                 self._new_generation()

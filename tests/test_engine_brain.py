@@ -433,9 +433,8 @@ def test_brain_pre_answers_calls_whose_breaker_rejects():
     results = [Message.tool_result("c1", "boom", is_error=True), Message.tool_result("c2", "ok")]
     step(m)
     m.tool_results(results)
-    from loopfsm.machines.breaker_values import Allow
-    health.record("shell", 1_500, Allow("c1", shell.generation), "failure")
-    health.record("read_file", 1_500, Allow("c2", read.generation), "success")
+    health.record("shell", 1_500, shell.permit, "failure")
+    health.record("read_file", 1_500, read.permit, "success")
     assert health.states == {"read_file": "Closed", "shell": "Open"}
     step(m)
     m.model_response(reply_with_tools("shell", "read_file"), 200, TOOLS, tool_health=health, now=2_000)

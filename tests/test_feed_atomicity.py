@@ -40,6 +40,14 @@ def snap_of(m):
     return json.dumps(m.snapshot(), sort_keys=True)
 
 
+def without_refusal_counts(m) -> str:
+    """A breaker counts refused permits in its stats: the one change a refused record makes."""
+    snap = m.snapshot()
+    for b in snap.get("breakers", {"": snap}).values():
+        b["data"]["stats"].pop("refused_permits", None)
+    return json.dumps(snap, sort_keys=True)
+
+
 BRAIN_STATES = ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction", "Terminal")
 
 
@@ -77,7 +85,7 @@ def test_bad_brain_feeds_change_nothing(data, state, feed):
 def test_bad_breaker_feeds_change_nothing(data, which, n):
     m = {"tool": ToolBreaker, "fallback": FallbackBreaker, "health": ToolHealth}[which]()
     for _ in range(n):
-        before = snap_of(m)
+        before = without_refusal_counts(m)
         call = data.draw(st.sampled_from(["acquire", "record", "tick"] if which != "fallback"
                                          else ["route", "record", "tick"]))
         if which == "health" and call != "tick":
@@ -89,7 +97,7 @@ def test_bad_breaker_feeds_change_nothing(data, which, n):
         try:
             getattr(m, call)(*args)
         except LoopFsmError:
-            assert snap_of(m) == before
+            assert without_refusal_counts(m) == before
         except TypeError as err:
             raise AssertionError(f"{call}{args!r} raised {err!r}") from None
 
@@ -169,3 +177,36 @@ def test_a_snapshot_naming_an_unknown_error_class_is_refused():
     snap["state_data"]["outcome"]["error"]["class"] = "NoSuchError"
     with pytest.raises(SnapshotError):
         LoopMachine.restore(snap)
+
+
+# -- permits name their breaker ---------------------------------------------------------
+
+def test_a_permit_recorded_on_another_tools_breaker_is_refused_and_counted():
+    health = ToolHealth()
+    permit = health.acquire("ls", 0, "c1")
+    assert isinstance(permit, Allow) and permit.tool == "ls"
+    health.acquire("cat", 0, "c2")
+    before = health.snapshot()["breakers"]["cat"]
+    for _ in range(5):
+        with pytest.raises(FeedArgumentError, match="issued by the breaker of tool 'ls'"):
+            health.record("cat", 1, permit, "failure")
+    after = health.snapshot()["breakers"]["cat"]
+    assert after["data"]["stats"].pop("refused_permits") == 5
+    assert after == before and health.states["cat"] == "Closed"
+    health.record("ls", 1, permit, "success")
+    assert health.snapshot()["breakers"]["ls"]["data"]["stats"]["success"] == 1
+
+
+@pytest.mark.parametrize("bad", [None, Route("primary", 0), "c1", Allow("c1", 0, tool="other")])
+def test_record_refuses_what_is_not_this_breakers_permit(bad):
+    b = ToolBreaker()
+    b.acquire(0, "c1")
+    with pytest.raises(FeedArgumentError):
+        b.record(1, bad, "failure")
+    assert b.data.stats["refused_permits"] == 1 and b.data.consecutive_failures == 0
+    if type(bad) is not Route:
+        f = FallbackBreaker()
+        before = snap_of(f)
+        with pytest.raises(FeedArgumentError):
+            f.record(1, bad, "transient")
+        assert snap_of(f) == before

@@ -7,12 +7,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Allow:
-    """Go ahead.  Record the result with this ``generation``; a probe must report before ``lease_expires_at``."""
+    """Go ahead.  Record the result with this ``generation``; a probe must report before ``lease_expires_at``.
+
+    ``tool`` names the breaker that issued it: recorded on another tool's breaker it is refused.
+    """
 
     call_id: str
     generation: int
     probe: bool = False
     lease_expires_at: int | None = None
+    tool: str = ""
 
 
 @dataclass(frozen=True)

@@ -196,6 +196,14 @@ class PendingToolCall:
     def pre_answered(self) -> bool:
         return self.answer is not None
 
+    @property
+    def permit(self) -> Any:
+        """The breaker permit to record this call's result with (None when no ToolHealth was consulted)."""
+        if self.generation is None:
+            return None
+        from .breaker_values import Allow
+        return Allow(self.call.id, self.generation, tool=self.call.name)
+
     def to_json(self) -> dict[str, Any]:
         return {"call": self.call.to_json(), "answer": None if self.answer is None else self.answer.to_json(),
                 "generation": self.generation}

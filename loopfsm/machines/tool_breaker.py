@@ -118,7 +118,7 @@ def _new_generation(d) -> None:
 @REGISTRY.action
 def allow(m, ctx) -> None:
     bump(m.data.stats, "allowed")
-    ctx.reply = Allow(ctx.args["call_id"], m.data.generation)
+    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, tool=m.data.tool)
 
 
 @REGISTRY.action
@@ -126,7 +126,8 @@ def grant_probe(m, ctx, *, ttl_ms: int) -> None:
     expires = m.data.last_now + ttl_ms
     m.data.leases.append({"call_id": ctx.args["call_id"], "expires_at": expires})
     bump(m.data.stats, "probes")
-    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, probe=True, lease_expires_at=expires)
+    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, probe=True, lease_expires_at=expires,
+                      tool=m.data.tool)
 
 
 @REGISTRY.action
@@ -195,6 +196,23 @@ def new_generation(m, ctx) -> None:
 
 # -- typed API ------------------------------------------------------------------------------
 
+def _check_permit(breaker: Any, permit: Any) -> None:
+    """A permit is recorded on the breaker that issued it; anything else is refused, and counted.
+
+    The count (``stats["refused_permits"]``) is the one change a refused record makes:
+    a driver mixing up its tools shows in the breaker's numbers, not only in its logs.
+    """
+    if type(permit) is not Allow:
+        why = f"takes the Allow permit that acquire() answered, got {type(permit).__name__} {shown(permit)}"
+    elif permit.tool != breaker.data.tool:
+        why = (f"permit {shown(permit.call_id)} was issued by the breaker of tool {shown(permit.tool)}, "
+               f"not this one ({shown(breaker.data.tool)})")
+    else:
+        return
+    bump(breaker.data.stats, "refused_permits")
+    raise FeedArgumentError(f"tool_breaker: record {why}")
+
+
 class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
     """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
@@ -205,9 +223,7 @@ class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, po
 
     def record(self, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
-        if type(permit) is not Allow:
-            raise FeedArgumentError(f"tool_breaker: record takes the Allow permit that acquire() answered, "
-                                    f"got {type(permit).__name__} {shown(permit)}")
+        _check_permit(self, permit)
         self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after,
                   policy=policy)
 
@@ -292,13 +308,11 @@ class ToolHealth:
 
     def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
                retry_after: int | None = None, policy: PolicyArg = None) -> None:
-        if type(permit) is not Allow:
-            raise FeedArgumentError(f"tool_health: record takes the Allow permit that acquire() answered, "
-                                    f"got {type(permit).__name__} {shown(permit)}")
         if type(tool) is not str:
             self._new(tool)  # raises: a tool name is a string
         with self._lock:
             b = self.breakers.get(tool) or self._new(tool)
+            _check_permit(b, permit)
             if policy is None:
                 policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
             b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
