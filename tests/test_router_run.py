@@ -220,3 +220,15 @@ def test_inject_in_idle_reaches_what_execute_reaches(dst):
     m = RouterRun()
     events = m.inject("r1", OUTCOME_OF.get(dst, "completed"), dst != "Idle", 5, pause_for(dst))
     assert m.state == dst and events[0] == "run.started"
+
+
+def test_admission_expires_an_old_pause_but_not_a_break():
+    m = at("AwaitingTool")
+    ttl = ROUTER_RUN.default_policy.pause_ttl_ms
+    assert m.decide("admit", request="tool_results", lock="free", pause_age_ms=ttl - 1) == "admit"
+    assert m.decide("admit", request="tool_results", lock="free", pause_age_ms=ttl) == "expire"
+    assert m.decide("admit", request="break", lock="free", pause_age_ms=ttl) == "admit"
+    assert m.decide("admit", request="tool_results", lock="held", pause_age_ms=ttl) == "busy"
+    assert RouterRun().decide("admit", request="execute", lock="free", pause_age_ms=ttl) == "admit"
+    assert m.decide("admit", request="tool_results", lock="free", pause_age_ms=10,
+                    policy={"pause_ttl_ms": 10}) == "expire"

@@ -206,3 +206,16 @@ def test_every_continuation_moves_the_phase_through_serve(store):
     assert serve(store, "s", "execute", "bad", holder="A", process=Outcome("tools", pause={"calls": "x"}),
                  now_ms=2000).response["data"]["code"] == "invalid"
     assert store.load("s").holder is None  # a refused payload gives the lock back
+
+
+def test_a_pause_past_its_ttl_is_expired_by_the_next_request(store):
+    to_phase(store, "s", "AwaitingTool", now=1000)
+    ttl = 86_400_000
+    early = serve(store, "s", "tool_results", "q1", holder="A", process=Outcome("completed",
+                  pause=pause_for("AwaitingEncrypt")), now_ms=1000 + ttl - 1)
+    assert early.admission.answer == "admit"
+    to_phase(store, "t", "AwaitingApproval", now=1000)
+    late = serve(store, "t", "approval_decisions", "q2", holder="A", process=Outcome("tools"), now_ms=1000 + ttl)
+    assert (late.admission.answer, late.response["status"], late.response["data"]["ended"]) == \
+        ("expire", "idle", "expired")
+    assert store.load("t").phase == "Idle" and "run.broken" in late.events

@@ -117,6 +117,11 @@ def arg_in(m: Any, ctx: Any, *, name: str, values: list[Any]) -> bool:
 
 
 @REGISTRY.guard
+def arg_at_least(m: Any, ctx: Any, *, name: str, value: int) -> bool:
+    return bool(ctx.args[name] >= value)
+
+
+@REGISTRY.guard
 def arg_true(m: Any, ctx: Any, *, name: str) -> bool:
     return ctx.args[name] is True
 

@@ -103,7 +103,8 @@ class Admission:
     """What ``admit`` decided.
 
     ``outcome`` is ``admitted`` (``lease`` set; ``took_over``/``preempted`` say
-    how), ``replayed`` (``response`` is the stored response of this request_id)
+    how; ``answer`` ``expire`` when the request only ends a pause that waited
+    too long), ``replayed`` (``response`` is the stored response of this request_id)
     or ``refused`` (``answer`` is busy, run_live, not_allowed or idle;
     ``allowed_continuations`` what the phase accepts; ``retry_after_ms`` for busy).
     ``rule`` names the admission rule that answered.
@@ -279,11 +280,13 @@ class RunStore:
             now = self.now(now_ms)
             lock = rec.lock_state(now)
             phase = rec.phase_machine()
+            since = rec.snapshot["state_data"].get("since")
             rule, answer = phase.explain("admit", request=request, lock=lock,
-                                         replay=request_id == rec.last_request_id)
+                                         replay=request_id == rec.last_request_id,
+                                         pause_age_ms=max(0, now - since) if isinstance(since, int) else 0)
             if answer == "replay":
                 return Admission("replayed", answer, rule, rec, response=rec.last_response)
-            if answer not in ("admit", "preempt"):
+            if answer not in ("admit", "preempt", "expire"):
                 retry = max(0, (rec.lease_expires_at or now) - now) if answer == "busy" else None
                 return Admission("refused", answer, rule, rec, retry_after_ms=retry,
                                  allowed_continuations=phase.decide("continuations"))

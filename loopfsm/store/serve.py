@@ -81,7 +81,9 @@ def serve(store: RunStore, session_id: str, request: str, request_id: str, *, ho
     try:
         out = process(lease) if callable(process) else process
         now = store.now(now_ms)
-        if request == "break" and phase.state == "Idle":
+        if adm.answer == "expire":
+            fed = list(phase.break_run(now=now, reason="expired") or [])
+        elif request == "break" and phase.state == "Idle":
             fed = ["run.broken"]  # it preempted a turn that never reached a checkpoint: nothing else to undo
         else:
             fed = feed_phase(phase, session_id, request, request_id, out, now)
@@ -96,9 +98,12 @@ def serve(store: RunStore, session_id: str, request: str, request_id: str, *, ho
         return Served(resp, adm, [], lease)
     lock_events = ["lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired"]
     events = lock_events + fed + ["lock.released"]
-    ended = ("user" if request == "break" else phase.data.ended) if phase.state == "Idle" else None
-    response = dict(phase.decide("respond", ended=ended), data=dict(out.data, run_id=phase.data.run_id
-                                                                      or phase.data.last_run_id))
+    ended = ("user" if request == "break" and adm.answer != "expire" else phase.data.ended) \
+        if phase.state == "Idle" else None
+    data = dict(out.data, run_id=phase.data.run_id or phase.data.last_run_id)
+    if ended is not None:
+        data["ended"] = ended
+    response = dict(phase.decide("respond", ended=ended), data=data)
     store.checkpoint(lease, phase, request_id=request_id, response=response, rows=out.rows, trace=events,
                      now_ms=now_ms)
     return Served(response, adm, events, lease)
