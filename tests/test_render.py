@@ -126,3 +126,13 @@ def test_readme_live_diagram_example_runs():
     readme = (ROOT / "README.md").read_text()
     block = readme.split("A live instance draws itself")[1].split("```python\n")[1].split("```")[0]
     exec(compile(block, "README-live-diagram", "exec"), {})
+
+
+def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
+    s = spec("router_run")
+    for e in overview(s).edges:
+        for line in e.lines():
+            feed, _, words = line.partition(": ")
+            assert not words.startswith(feed + ","), line
+    src = dot.state_graph(spec("tool_breaker")).source
+    assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>>' in src

@@ -14,7 +14,7 @@ import graphviz
 
 from ..errors import RenderError
 from ..spec import Decision, Spec
-from .labels import branch_label, chain_steps, decision_signature, ref_label, state_title
+from .labels import branch_label, chain_steps, decision_signature, ref_label
 from .overview import ANY, overview
 
 SOURCE_MARK = "loopfsm-source-sha256"
@@ -26,6 +26,20 @@ def _wrap(lines: list[str], width: int = 38) -> str:
         out += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False) or [""]
     # "\l" ends a left-justified line: stacked feeds read as a list, not a centred poem.
     return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
+
+
+def _node_title(spec: Spec, name: str) -> str:
+    """The state's name, its data fields below in a smaller face: long field lists made nodes wide."""
+    fields = list(spec.states[name].data)
+    if not fields:
+        return name
+    lines = textwrap.wrap("{ " + ", ".join(fields) + " }", 28, break_long_words=False)
+    rows = "".join(f'<BR/><FONT POINT-SIZE="10">{_html(line)}</FONT>' for line in lines)
+    return f"<{_html(name)}{rows}>"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 HIGHLIGHT = {"style": "rounded,filled,bold", "fillcolor": "#ffe08a", "penwidth": "2.5"}
@@ -48,7 +62,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             attrs = {"peripheries": "2", "style": "rounded,filled", "fillcolor": "#e6e6e6"}
         if s.name == highlight:
             attrs = {**attrs, **HIGHLIGHT}
-        g.node(s.name, state_title(spec, s.name), tooltip=s.description, **attrs)
+        g.node(s.name, _node_title(spec, s.name), tooltip=s.description, **attrs)
     g.edge("__start__", spec.initial)
     if detailed:
         _detailed_edges(spec, g)

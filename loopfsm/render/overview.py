@@ -45,9 +45,17 @@ class Edge:
     def lines(self) -> list[str]:
         out = []
         for feed, words in self.feeds.items():
-            words = list(dict.fromkeys(w for w in words if w))
+            words = list(dict.fromkeys(w for w in (_without(feed, w) for w in words) if w))
             out.append(f"{feed}: {'; '.join(words)}" if words else feed)
         return out
+
+
+def _without(feed: str, words: str) -> str:
+    """Words that open by repeating the feed's name ("execute, encrypted") lose the repeat."""
+    for sep in (", ", " "):
+        if words.startswith(feed + sep):
+            return words[len(feed) + len(sep):]
+    return "" if words == feed else words
 
 
 @dataclass
