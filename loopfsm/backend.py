@@ -105,8 +105,9 @@ class LoopTransition(Transition):
     stay filled as ``transitions`` expects, for anything that inspects them.
     """
 
-    def __init__(self, source, dest, conditions=None, unless=None, before=None, after=None,
-                 prepare=None, data_keys: frozenset[str] = frozenset(), name: str = "",
+    def __init__(self, source: str, dest: Any, conditions: Any = None, unless: Any = None,
+                 before: Any = None, after: Any = None, prepare: Any = None,
+                 data_keys: frozenset[str] = frozenset(), name: str = "",
                  plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None,
                  refusal: str | None = None):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
@@ -123,8 +124,8 @@ class LoopTransition(Transition):
         if len(plans) > 64:  # callers building a policy per call: keep the memory bounded
             plans.clear()
         if self._refs is None:  # built by transitions' own API: run its Condition objects
-            guards = tuple((_on_event_data(c.func), not c.target) for c in self.conditions)
-            actions = tuple(_on_event_data(a) for a in self.before)
+            guards = tuple((_on_event_data(c.func), not c.target) for c in self.conditions)  # type: ignore[arg-type]
+            actions = tuple(_on_event_data(a) for a in self.before)  # type: ignore[arg-type]
         else:
             guards = tuple((_resolved(r, policy), r[3]) for r in self._refs[0])
             actions = tuple(_resolved(r, policy) for r in self._refs[1])
@@ -250,6 +251,7 @@ class LoopEvent(Event):
             for state, branches in self.transitions.items():
                 rows = []
                 for trans in branches:
+                    assert isinstance(trans, LoopTransition)
                     _, guards, actions = trans._plan(policy)
                     rows.append((trans, guards, actions, trans.dest, trans.data_keys))
                 plans[state] = tuple(rows)
@@ -260,12 +262,15 @@ class LoopEvent(Event):
     def would_accept(self, model: Any, args: dict[str, Any], policy: Any) -> bool:
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
         state = model._state
-        branches = self.transitions.get(state)
+        branches = self._plans_for(policy).get(state)
         if branches is None:
             return False
-        data = FeedData(self, model, args, policy)
-        for trans in branches:
-            if all(bool(c.func(data)) == c.target for c in trans.conditions):
+        event_data = _new_feed_data(FeedData)
+        event_data.event, event_data.model, event_data.args = self, model, args
+        event_data.policy, event_data.enter_data, event_data.reply = policy, {}, None
+        for trans, guards, _actions, _dest, _keys in branches:
+            event_data.transition = trans
+            if all(bool(guard(model, event_data)) is not negate for guard, negate in guards):
                 return trans.refusal is None
         return state not in self.otherwise_raise
 
@@ -291,7 +296,7 @@ class LoopBackendMachine(Machine):
         self.name = name
 
     @staticmethod
-    def resolve_callable(func, event_data):
+    def resolve_callable(func: Any, event_data: Any) -> Any:
         if isinstance(func, str):
             raise TypeError(f"loopfsm never resolves callbacks by name ({func!r}); register a callable")
         return func

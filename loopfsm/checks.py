@@ -12,6 +12,7 @@ from __future__ import annotations
 import keyword
 from collections import deque
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import Problem
 from .fieldtypes import (
@@ -24,7 +25,10 @@ from .fieldtypes import (
 )
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
-from .spec import MISSING, WILDCARD, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+
+if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
+    from .source import PathT
 
 
 # What a name becomes in Python: a data field an attribute of ``m.data``, a policy
@@ -75,14 +79,14 @@ class _Checker:
         self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set()}
         self.unresolved = False  # a state name did not resolve: graph checks would only echo it
 
-    def error(self, path, message, *, key=False):
+    def error(self, path: PathT, message: str, *, key: bool = False) -> None:
         self.problems.append(self.src.problem(path, message, key=key))
 
-    def warn(self, path, message, *, key=False):
+    def warn(self, path: PathT, message: str, *, key: bool = False) -> None:
         self.problems.append(self.src.problem(path, message, key=key, severity="warning"))
 
     # -- references -------------------------------------------------------
-    def state_ref(self, name: str, path, *, key=False) -> bool:
+    def state_ref(self, name: str, path: PathT, *, key: bool = False) -> bool:
         if name in self.spec.states:
             return True
         self.unresolved = True
@@ -179,6 +183,7 @@ class _Checker:
                 self.skip("field type", f.type)
                 continue
             if codec is None:
+                assert self.reg is not None
                 self.error(f.path + ("type",), f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
                                                f"(built in: integer, boolean, string, number, json; "
                                                f"others come from registry '{self.reg.name}')")
@@ -266,7 +271,7 @@ class _Checker:
                                "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
                                key=True)
 
-    def branch_names(self, ev) -> None:
+    def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
         for state, branches in ev.sources.items():
             seen: set[str] = set()

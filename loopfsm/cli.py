@@ -15,12 +15,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import loader
-from .errors import ConfigError, LoopFsmError, SpecError
+from .errors import ConfigError, LoopFsmError, Problem, RenderError, SpecError
 from .project import Project, find_project, load_machines, parse_registry_option, shown
 from .registries import Registries
 from .render import FORMATS, parse_formats, render
-from .render.dot import RenderError, svg_stamp
+from .render.dot import svg_stamp
 from .source import SourceProblems, read_file
+from .spec import Spec
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -72,12 +73,12 @@ def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
     return out
 
 
-def _report(problems) -> None:
+def _report(problems: Iterable[Problem]) -> None:
     for p in problems:
         print(p, file=sys.stderr)
 
 
-def cmd_validate(args) -> int:
+def cmd_validate(args: argparse.Namespace) -> int:
     """Schema only: needs no registry, so it suits editors and pre-commit hooks."""
     status = EXIT_OK
     for path in _paths(args.paths, _project(args)):
@@ -95,7 +96,7 @@ def cmd_validate(args) -> int:
 
 
 def _load_all(paths: list[Path], registries: Registries, *, show_warnings: bool,
-              require_registry: bool = False, tolerate_broken: bool = True) -> tuple[list, int]:
+              require_registry: bool = False, tolerate_broken: bool = True) -> tuple[list[Spec], int]:
     """Errors always; warnings and notes (what went unchecked for want of a registry) when asked."""
     loaded = load_machines(paths, registries, require_registry=require_registry, tolerate_broken=tolerate_broken)
     _report(p for p in loaded.problems if show_warnings or p.severity == "error")
@@ -110,7 +111,7 @@ def _gh_escape(text: str, prop: bool = False) -> str:
 GH_LEVEL = {"error": "error", "warning": "warning"}
 
 
-def _emit(fmt: str, command: str, problems: list, files: list[dict]) -> None:
+def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str, Any]]) -> None:
     """Problems and per-file results as text (stderr / stdout), JSON, or GitHub Actions annotations."""
     failed = any(p.severity == "error" for p in problems)
     if fmt == "json":
@@ -131,7 +132,7 @@ def _emit(fmt: str, command: str, problems: list, files: list[dict]) -> None:
         print(f["summary"])
 
 
-def cmd_check(args) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     project = _project(args)
     loaded = load_machines(_paths(args.paths, project), _registries(args, project),
                            require_registry=args.require_registry, tolerate_broken=False)
@@ -181,7 +182,7 @@ def _write(path: Path, text: str) -> None:
         raise _OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
 
 
-def _unique_names(specs: list) -> tuple[list, bool]:
+def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
     """Two files declaring one machine name would overwrite each other's diagrams: refuse the later ones."""
     first: dict[str, Any] = {}
     kept, clash = [], False
@@ -197,7 +198,7 @@ def _unique_names(specs: list) -> tuple[list, bool]:
     return kept, clash
 
 
-def cmd_render(args) -> int:
+def cmd_render(args: argparse.Namespace) -> int:
     fmts = _formats(args.format)
     project = _project(args)
     specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=False)
@@ -245,7 +246,7 @@ def _current(path: Path, name: str, want: str) -> bool:
         return False
 
 
-def cmd_build(args) -> int:
+def cmd_build(args: argparse.Namespace) -> int:
     project = _project(args)
     machines = Path(args.machines) if args.machines else shown(project.machines)
     out = Path(args.output) if args.output else shown(project.diagrams)
@@ -292,7 +293,7 @@ def cmd_build(args) -> int:
     return EXIT_OK
 
 
-def cmd_new(args) -> int:
+def cmd_new(args: argparse.Namespace) -> int:
     """Scaffold a machine, its registry and its test; refuses rather than overwrite anything."""
     from . import scaffold
     project = _project(args)
@@ -309,12 +310,12 @@ def cmd_new(args) -> int:
     return EXIT_OK
 
 
-def cmd_schema(args) -> int:
+def cmd_schema(args: argparse.Namespace) -> int:
     print(json.dumps(loader.machine_schema(), indent=2))
     return EXIT_OK
 
 
-def cmd_diff(args) -> int:
+def cmd_diff(args: argparse.Namespace) -> int:
     """Exit 0 when only wording changed, 1 when behaviour did, 2 when a side is unreadable or invalid.
 
     ``--git`` takes the seven arguments git hands an external diff driver and
@@ -347,7 +348,7 @@ def cmd_diff(args) -> int:
     return EXIT_INVALID if d.behaviour_changed else EXIT_OK
 
 
-def cmd_run(args) -> int:
+def cmd_run(args: argparse.Namespace) -> int:
     if args.events is not None:
         if args.machine != "stream_assembly":
             raise _UsageError(f"--events replays a provider stream into stream_assembly, not {args.machine}")
@@ -359,7 +360,7 @@ def cmd_run(args) -> int:
     return run_script(args.machine, Path(args.script))
 
 
-def cmd_store(args) -> int:
+def cmd_store(args: argparse.Namespace) -> int:
     """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row."""
     from .store import SCHEMA_VERSION, open_store
     if args.store_command == "init":
@@ -450,7 +451,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except _UsageError as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_USAGE

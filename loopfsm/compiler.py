@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from .backend import LoopBackendMachine
+from .backend import LoopBackendMachine, LoopEvent
 from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
@@ -26,6 +26,9 @@ from .runtime import SNAPSHOT_FORMAT, MachineInstance
 from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
+
+# One decision rule as run: its name, its guards and its result, each bound to the YAML's params.
+RuleRow = tuple[str, tuple[Callable[[Any], Any], ...], Callable[[Any], Any]]
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
@@ -38,7 +41,7 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
     than a hand-written call, not a rebuild of its arguments.
     """
     static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
-    dynamic = [(k, policy_ref(v)) for k, v in ref.params.items() if k not in static]
+    dynamic = [(k, str(policy_ref(v))) for k, v in ref.params.items() if k not in static]
     fn = entry_fn
     if dynamic:
         resolved: dict[int, tuple[Any, dict[str, Any]]] = {}
@@ -165,7 +168,7 @@ def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
     params = list(spec.policy.values())
     fields = [(p.name, _PY_POLICY[p.type], dataclasses.field(default=p.default)) for p in params]
 
-    def __post_init__(self) -> None:
+    def __post_init__(self: Any) -> None:
         for p in params:
             v = getattr(self, p.name)
             problem = policy_value_problem(p, v)
@@ -189,16 +192,16 @@ def _make_data_class(spec: Spec) -> type:
                   if f.default is not MISSING and not isinstance(f.default, (list, dict)) and not f.list)
     fresh = tuple((n, f) for n, f in fields.items() if (n, f.default) not in fixed)
 
-    def __init__(self) -> None:
+    def __init__(self: Any) -> None:
         for n, v in fixed:
             setattr(self, n, v)
         for n, f in fresh:
             setattr(self, n, default_value(f))
 
-    def __eq__(self, other: Any) -> bool:
+    def __eq__(self: Any, other: Any) -> bool:
         return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in names)
 
-    def __repr__(self) -> str:
+    def __repr__(self: Any) -> str:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
     return type(f"{spec.name}_data", (), {"__slots__": names, "__init__": __init__, "__eq__": __eq__,
@@ -206,7 +209,7 @@ def _make_data_class(spec: Spec) -> type:
 
 
 def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec],
-                 what: str = "feed"):
+                 what: str = "feed") -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
     """Bind positional/keyword feed arguments to the declared ones, checking types, before anything runs."""
     names = tuple(args)
     checks = {n: python_checker(f, codecs[f.type]) for n, f in args.items()}
@@ -221,7 +224,7 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
     pairs = tuple((n, checks[n]) for n in names)
     name_set = frozenset(names)
 
-    def bind(pos: tuple, kw: dict) -> dict[str, Any]:
+    def bind(pos: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
         if not names and not pos and not kw:
             return {}
         if not kw and len(pos) == len(names):  # the typed methods' call: every argument, in order
@@ -273,16 +276,16 @@ class CompiledMachine:
         typed = bind or base
         camel = "".join(w.capitalize() for w in spec.name.split("_"))
         cls_name = typed.__name__ if typed is not None else camel
-        policy_name = (typed.policy_class_name if typed is not None and getattr(typed, "policy_class_name", None)
-                       else cls_name + "Policy")
+        declared = getattr(typed, "policy_class_name", None) if typed is not None else None
+        policy_name = declared if isinstance(declared, str) else cls_name + "Policy"
         module = typed.__module__ if typed is not None else None
         self.Policy = _make_policy_class(spec, policy_name, module)
         self.default_policy = self.Policy()
         self.Data = _make_data_class(spec)
 
         self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
-        self.events = {}
-        self.binders = {}
+        self.events: dict[str, Any] = {}
+        self.binders: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]] = {}
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
             for state, branches in sources.items():
@@ -301,11 +304,12 @@ class CompiledMachine:
                         action_plan = ((refuse, {}, (), False),)
                     plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
-                    self.backend.add_transition(ev.name, state, b.dest, conditions=conditions, unless=unless,
-                                                before=before, data_keys=data_keys,
-                                                name=branch_name(ev.name, written_under, index, b.name),
-                                                plan_refs=plan_refs, refusal=b.refusal)
+                    add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
+                    add(ev.name, state, b.dest, conditions=conditions, unless=unless, before=before,
+                        data_keys=data_keys, name=branch_name(ev.name, written_under, index, b.name),
+                        plan_refs=plan_refs, refusal=b.refusal)
             event = self.backend.events[ev.name]
+            assert isinstance(event, LoopEvent)
             event.legal_states = tuple(sources)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
             event.otherwise_raise = frozenset(all_guarded if ev.otherwise == "raise" else ())
@@ -317,11 +321,11 @@ class CompiledMachine:
         self.feed_table: dict[str, tuple[Any, Any]] = {
             name: (self.events[name], self.binders[name] if spec.events[name].args else None) for name in self.events}
 
-        self.decisions: dict[str, dict[str, list]] = {}
+        self.decisions: dict[str, dict[str, list[RuleRow]]] = {}
         self.decision_binders = {}
         for d in spec.decisions.values():
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
-            per_state: dict[str, list] = {s: [] for s in spec.states}
+            per_state: dict[str, list[RuleRow]] = {s: [] for s in spec.states}
             for r in d.rules:
                 guards = [_bind_guard(registry, g) for g in r.guards]
                 result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
@@ -351,7 +355,7 @@ class CompiledMachine:
             for name, method in feeds.items():
                 if not hasattr(bind, name):
                     setattr(bind, name, method)
-            bind.compiled = self  # type: ignore[misc]
+            bind.compiled = self  # type: ignore[attr-defined]
             self.Instance: type[MachineInstance] = bind
         else:
             namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
@@ -394,7 +398,8 @@ class CompiledMachine:
         return self.Instance()
 
     def restore(self, snap: Mapping[str, Any]) -> MachineInstance:
-        return self.Instance.restore(snap)
+        instance: MachineInstance = self.Instance.restore(snap)
+        return instance
 
     def check_snapshot(self, snap: Any) -> None:
         """Refuse anything that is not a whole, matching snapshot; explain exactly why."""
@@ -457,7 +462,7 @@ def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> 
         try:
             check(value)
         except fastjsonschema.JsonSchemaException as err:
-            return str(err.message)
+            return str(getattr(err, "message", err))
         return None
     return problem
 
@@ -471,8 +476,8 @@ def _no_fields_problem(value: Any) -> str | None:
     return None
 
 
-def _feed_method(event: str, doc: str):
-    def method(self, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
+def _feed_method(event: str, doc: str) -> Callable[..., Any]:
+    def method(self: Any, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
         return self.feed(event, *args, policy=policy, **kwargs)
     method.__name__ = event
     method.__doc__ = doc

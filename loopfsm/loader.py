@@ -30,7 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 @lru_cache(maxsize=1)
 def machine_schema() -> dict[str, Any]:
-    return json.loads(schema_path().read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads(schema_path().read_text(encoding="utf-8"))
+    return schema
 
 
 @lru_cache(maxsize=1)
@@ -81,7 +82,8 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     message = err.message
     keywords = [p for p in err.absolute_schema_path if isinstance(p, str)]
     if err.validator == "additionalProperties" and isinstance(err.instance, dict):
-        allowed = set(err.schema.get("properties", {}))
+        schema = err.schema if isinstance(err.schema, dict) else {}
+        allowed = set(schema.get("properties", {}))
         extras = sorted((k for k in err.instance if k not in allowed), key=str)
         if extras:
             path = path + (extras[0],)

@@ -15,12 +15,14 @@ from __future__ import annotations
 import inspect
 import typing
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from collections.abc import Callable
 
 from .errors import RegistryError
 
 KINDS = ("guard", "action", "result")
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ class Registry:
         # (set by ``class X(MachineInstance, machine=..., registry=...)``).
         self.instance_class: type | None = None
 
-    def _register(self, kind: str, fn: Callable[..., Any] | None, name: str | None):
+    def _register(self, kind: str, fn: F | None, name: str | None) -> Any:
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             key = name or f.__name__
             if key in self.entries[kind]:
@@ -117,15 +119,15 @@ class Registry:
             return f
         return add(fn) if fn is not None else add
 
-    def guard(self, fn: Callable[..., bool] | None = None, *, name: str | None = None):
+    def guard(self, fn: F | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(machine, ctx, **params) -> bool``."""
         return self._register("guard", fn, name)
 
-    def action(self, fn: Callable[..., None] | None = None, *, name: str | None = None):
+    def action(self, fn: F | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(machine, ctx, **params)``; it may mutate the machine's data and ``ctx.enter``."""
         return self._register("action", fn, name)
 
-    def result(self, fn: Callable[..., Any] | None = None, *, name: str | None = None):
+    def result(self, fn: F | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(machine, ctx, **params) -> value``, the answer of a decision rule."""
         return self._register("result", fn, name)
 

@@ -88,7 +88,7 @@ class MachineInstance:
         if machine is not None:
             if registry is None:
                 raise TypeError(f"{cls.__name__}: machine={machine!r} needs registry=")
-            cls._machine_source = (machine, registry)
+            cls._machine_source = (machine, registry)  # type: ignore[attr-defined]
             cls.compiled = _CompiledOnFirstUse()  # type: ignore[assignment]
             registry.instance_class = cls
         if policy is not None:
@@ -143,7 +143,8 @@ class MachineInstance:
             bound = c.binders[event](args, kwargs)
         except FeedArgumentError:
             return False
-        return bool(ev.would_accept(self, bound, c.policy(policy)))
+        accepted: bool = ev.would_accept(self, bound, c.policy(policy))
+        return accepted
 
     def allowed_feeds(self) -> tuple[str, ...]:
         """The feeds the table accepts in the current state, in the YAML's order."""
@@ -202,7 +203,7 @@ class MachineInstance:
         c = cls.compiled
         c.check_snapshot(snap)
         try:
-            data = c.Data.__new__(c.Data)
+            data: Any = object.__new__(c.Data)
             for name, dec in c.data_decoders.items():
                 setattr(data, name, dec(snap["data"][name]))
             decoders = c.state_decoders[snap["state"]]

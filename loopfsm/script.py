@@ -11,7 +11,7 @@ import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from jsonschema import Draft202012Validator
 
@@ -46,16 +46,16 @@ SCRIPT_SCHEMA = {
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
 
 
-def _show_state(m) -> str:
+def _show_state(m: Any) -> str:
     name, data = m.state, m.state_data
     if not data:
-        return name
+        return str(name)
     inner = ", ".join(f"{k}={getattr(v, 'value', None) or (type(v).__name__ if k == 'outcome' else v)}"
                       for k, v in data.items())
     return f"{name}({inner})"
 
 
-def _show_step(s) -> str:
+def _show_step(s: Any) -> str:
     kind = type(s).__name__
     if kind == "CallLLM":
         return f"CallLLM({s.turn})"
@@ -90,7 +90,7 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     outputs = script.get("tool_outputs", {})
     m = LoopMachine()
 
-    def row(what: str, action) -> Iterator[tuple[str, str, str]]:
+    def row(what: str, action: Callable[[], Any]) -> Iterator[tuple[str, str, str]]:
         before = _show_state(m)
         action()
         yield before, what, _show_state(m)

@@ -21,7 +21,8 @@ WILDCARD = "*"
 def policy_ref(value: Any) -> str | None:
     """The policy name if ``value`` is a ``{policy: name}`` parameter, else None."""
     if isinstance(value, dict) and set(value) == {"policy"}:
-        return value["policy"]
+        name: str = value["policy"]
+        return name
     return None
 
 
@@ -159,7 +160,7 @@ class Spec:
     decisions: dict[str, Decision]
     outcomes: dict[str, OutcomeDef]
     source: Source
-    warnings: list = field(default_factory=list)
+    warnings: list[Any] = field(default_factory=list)
     # Names only the machine's registry could vouch for, when it was checked without one
     # (kind -> names); empty after a full check.
     unchecked: dict[str, list[str]] = field(default_factory=dict)
@@ -286,10 +287,10 @@ def build_spec(src: Source) -> Spec:
     for name, d in (doc.get("decisions") or {}).items():
         rules = []
         for i, r in enumerate(d["rules"]):
-            p = ("decisions", name, "rules", i)
+            rp = ("decisions", name, "rules", i)
             rules.append(Rule(r.get("name") or f"rule_{i}", tuple(r["states"]) if "states" in r else None,
-                              _guards(r.get("guard"), p + ("guard",)), _ref(r["result"], p + ("result",)),
-                              r.get("description", ""), p))
+                              _guards(r.get("guard"), rp + ("guard",)), _ref(r["result"], rp + ("result",)),
+                              r.get("description", ""), rp))
         decisions[name] = Decision(name, d["description"], tuple(rules), d.get("otherwise"), ("decisions", name),
                                    _fields(d.get("args"), ("decisions", name, "args")))
     outcomes = {

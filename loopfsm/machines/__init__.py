@@ -7,7 +7,7 @@ compile the others.
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Turnstile": "turnstile", "TurnstilePolicy": "turnstile",
@@ -20,6 +20,16 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
+    from .agent_loop import AgentLoop as AgentLoop, AgentLoopPolicy as AgentLoopPolicy
+    from .breaker_values import Allow as Allow, FailFast as FailFast, Reject as Reject, Route as Route
+    from .engine_brain import LoopMachine as LoopMachine, MachinePolicy as MachinePolicy
+    from .fallback_breaker import FallbackBreaker as FallbackBreaker, FallbackBreakerPolicy as FallbackBreakerPolicy
+    from .stream_assembly import StreamAssembly as StreamAssembly, StreamAssemblyPolicy as StreamAssemblyPolicy
+    from .tool_breaker import ToolBreaker as ToolBreaker, ToolBreakerPolicy as ToolBreakerPolicy
+    from .tool_breaker import ToolHealth as ToolHealth
+    from .turnstile import Turnstile as Turnstile, TurnstilePolicy as TurnstilePolicy
 
 
 def __getattr__(name: str) -> Any:

@@ -7,46 +7,48 @@ so that it never runs backwards.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..registry import Registry
 
 
-def now_of(m, ctx) -> int:
+def now_of(m: Any, ctx: Any) -> int:
     """The feed's time, never earlier than the latest time already seen."""
-    return max(ctx.args["now"], m.data.last_now)
+    return int(max(ctx.args["now"], m.data.last_now))
 
 
-def bump(stats: dict, what: str) -> None:
+def bump(stats: dict[str, int], what: str) -> None:
     stats[what] = stats.get(what, 0) + 1
 
 
-def stale(m, ctx) -> bool:
+def stale(m: Any, ctx: Any) -> bool:
     """The result's permit or route was issued before the last transition."""
-    return ctx.args["generation"] != m.data.generation
+    return bool(ctx.args["generation"] != m.data.generation)
 
 
-def outcome_in(m, ctx, *, outcomes: list) -> bool:
+def outcome_in(m: Any, ctx: Any, *, outcomes: list[str]) -> bool:
     return ctx.args["outcome"] in outcomes
 
 
-def cooldown_over(m, ctx) -> bool:
+def cooldown_over(m: Any, ctx: Any) -> bool:
     """The wait the breaker is in (Open, Fallback) has ended: ``now >= until``."""
-    return now_of(m, ctx) >= m.state_data["until"]
+    return bool(now_of(m, ctx) >= m.state_data["until"])
 
 
-def probe_successes_reach(m, ctx, *, threshold: int) -> bool:
+def probe_successes_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
     """This success makes ``threshold`` successful probes."""
-    return m.data.probe_success_count + 1 >= threshold
+    return bool(m.data.probe_success_count + 1 >= threshold)
 
 
-def clamp_clock(m, ctx) -> None:
+def clamp_clock(m: Any, ctx: Any) -> None:
     m.data.last_now = now_of(m, ctx)
 
 
-def count(m, ctx, *, what: str) -> None:
+def count(m: Any, ctx: Any, *, what: str) -> None:
     bump(m.data.stats, what)
 
 
-def count_probe_success(m, ctx) -> None:
+def count_probe_success(m: Any, ctx: Any) -> None:
     m.data.probe_success_count += 1
 
 

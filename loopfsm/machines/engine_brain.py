@@ -86,7 +86,7 @@ StepKind = Literal["CallLLM", "CallTools", "Compact", "Done"]
 
 
 @REGISTRY.guard
-def step_is(m, ctx, *, kind: StepKind, outcomes: list | None = None) -> bool:
+def step_is(m: Any, ctx: Any, *, kind: StepKind, outcomes: list[str] | None = None) -> bool:
     """The step reported is of ``kind`` and is one this state can be acting on.
 
     A CallLLM must be for the current turn and a CallTools for the pending
@@ -97,37 +97,37 @@ def step_is(m, ctx, *, kind: StepKind, outcomes: list | None = None) -> bool:
     if type(step).__name__ != kind:
         return False
     if isinstance(step, CallLLM):
-        return step.turn == m.data.turns_taken
+        return bool(step.turn == m.data.turns_taken)
     if isinstance(step, CallTools):
-        return step.turn == m.state_data["turn"] and list(step.calls) == m.data.pending_tools
+        return bool(step.turn == m.state_data["turn"] and list(step.calls) == m.data.pending_tools)
     if isinstance(step, Done) and outcomes is not None:
         return type(step.outcome).__name__ in outcomes
     return True
 
 
 @REGISTRY.guard
-def has_tool_calls(m, ctx) -> bool:
+def has_tool_calls(m: Any, ctx: Any) -> bool:
     return bool(ctx.args["response"].tool_calls)
 
 
 @REGISTRY.guard
-def no_progress(m, ctx) -> bool:
+def no_progress(m: Any, ctx: Any) -> bool:
     """The no-progress guard: a pass that did not shrink the conversation ends the run."""
-    return ctx.args["after"] >= ctx.args["before"]
+    return bool(ctx.args["after"] >= ctx.args["before"])
 
 
 @REGISTRY.guard
-def flag(m, q, *, field: DataField) -> bool:
+def flag(m: Any, q: Any, *, field: DataField) -> bool:
     return bool(getattr(m.data, field))
 
 
 @REGISTRY.guard
-def turns_at_least(m, q, *, limit: int) -> bool:
-    return m.data.turns_taken >= limit
+def turns_at_least(m: Any, q: Any, *, limit: int) -> bool:
+    return bool(m.data.turns_taken >= limit)
 
 
 @REGISTRY.guard
-def tokens_past_percent(m, q, *, window: int, percent: int, inclusive: bool) -> bool:
+def tokens_past_percent(m: Any, q: Any, *, window: int, percent: int, inclusive: bool) -> bool:
     """``tokens >= window*percent//100`` (inclusive) or ``>`` (strict); a window of 0 never fires.
 
     Integer arithmetic only: the line truncates like the seed's integer formula.
@@ -136,11 +136,11 @@ def tokens_past_percent(m, q, *, window: int, percent: int, inclusive: bool) -> 
         return False
     line = window * percent // 100
     tokens = m.data.context_tokens
-    return tokens >= line if inclusive else tokens > line
+    return bool(tokens >= line if inclusive else tokens > line)
 
 
 @REGISTRY.guard
-def policy_switch(m, q, *, enabled: bool) -> bool:
+def policy_switch(m: Any, q: Any, *, enabled: bool) -> bool:
     """A policy boolean as a guard (``auto_compact``)."""
     return enabled
 
@@ -148,23 +148,23 @@ def policy_switch(m, q, *, enabled: bool) -> bool:
 # -- actions ------------------------------------------------------------------------------
 
 @REGISTRY.action
-def enter_model_turn(m, ctx) -> None:
+def enter_model_turn(m: Any, ctx: Any) -> None:
     ctx.enter(turn=m.data.turns_taken)
 
 
 @REGISTRY.action
-def enter_compaction(m, ctx) -> None:
+def enter_compaction(m: Any, ctx: Any) -> None:
     m.data.last_compaction_tokens = m.data.context_tokens
     ctx.enter(reason=ctx.args["step"].reason)
 
 
 @REGISTRY.action
-def enter_done(m, ctx) -> None:
+def enter_done(m: Any, ctx: Any) -> None:
     ctx.enter(outcome=ctx.args["step"].outcome)
 
 
 @REGISTRY.action
-def start_run(m, ctx) -> None:
+def start_run(m: Any, ctx: Any) -> None:
     d = m.data
     d.pending = [Message.user(ctx.args["text"])]
     d.pending_tools = []
@@ -174,7 +174,7 @@ def start_run(m, ctx) -> None:
 
 
 @REGISTRY.action
-def record_reply(m, ctx) -> None:
+def record_reply(m: Any, ctx: Any) -> None:
     response = ctx.args["response"]
     # Checked here, in the feed's first action, so a refused reply changes nothing.
     if response.role != "assistant":
@@ -189,12 +189,12 @@ def record_reply(m, ctx) -> None:
 
 
 @REGISTRY.action
-def complete(m, ctx) -> None:
+def complete(m: Any, ctx: Any) -> None:
     ctx.enter(outcome=Completed(ctx.args["response"].text))
 
 
 @REGISTRY.action
-def classify_tool_calls(m, ctx, *, unknown: str, rejected: str) -> None:
+def classify_tool_calls(m: Any, ctx: Any, *, unknown: str, rejected: str) -> None:
     """Known names become pending calls; unknown ones are pre-answered so the model can correct itself.
 
     With a ToolHealth, a known call also takes a permit from its tool's breaker;
@@ -223,7 +223,7 @@ def classify_tool_calls(m, ctx, *, unknown: str, rejected: str) -> None:
 
 
 @REGISTRY.action
-def consume_tool_results(m, ctx) -> None:
+def consume_tool_results(m: Any, ctx: Any) -> None:
     results = ctx.args["results"]
     wanted = [p.call.id for p in m.data.pending_tools]
     got = [r.tool_call_id for r in results]
@@ -240,14 +240,14 @@ def consume_tool_results(m, ctx) -> None:
 
 
 @REGISTRY.action
-def fail_with(m, ctx, *, kind: str, message: str) -> None:
+def fail_with(m: Any, ctx: Any, *, kind: str, message: str) -> None:
     before, after = ctx.args["before"], ctx.args["after"]
     error = ERROR_KINDS.get(kind, LoopError)(f"{message} ({before} -> {after} tokens)")
     ctx.enter(outcome=Failed(error))
 
 
 @REGISTRY.action
-def replace_history(m, ctx) -> None:
+def replace_history(m: Any, ctx: Any) -> None:
     d = m.data
     d.history = list(ctx.args["compacted"])
     d.pending = []
@@ -255,27 +255,27 @@ def replace_history(m, ctx) -> None:
 
 
 @REGISTRY.action
-def adopt_estimate(m, ctx) -> None:
+def adopt_estimate(m: Any, ctx: Any) -> None:
     m.data.context_tokens = ctx.args["after"]
 
 
 @REGISTRY.action
-def append_pending(m, ctx) -> None:
+def append_pending(m: Any, ctx: Any) -> None:
     m.data.pending.append(ctx.args["message"])
 
 
 @REGISTRY.action
-def set_estimate(m, ctx) -> None:
+def set_estimate(m: Any, ctx: Any) -> None:
     m.data.context_tokens = ctx.args["tokens"]
 
 
 @REGISTRY.action
-def set_cancelled(m, ctx) -> None:
+def set_cancelled(m: Any, ctx: Any) -> None:
     m.data.cancelled = True
 
 
 @REGISTRY.action
-def enter_failed(m, ctx) -> None:
+def enter_failed(m: Any, ctx: Any) -> None:
     problem = loop_error_problem(ctx.args["error"])
     if problem:  # before anything changes: a brain holding it could not be resumed exactly
         raise FeedArgumentError(f"engine_brain: fail: {problem}")
@@ -283,45 +283,45 @@ def enter_failed(m, ctx) -> None:
 
 
 @REGISTRY.action
-def commit(m, ctx) -> None:
+def commit(m: Any, ctx: Any) -> None:
     m.data.history.extend(m.data.pending)
     m.data.pending = []
 
 
 @REGISTRY.action
-def discard(m, ctx) -> None:
+def discard(m: Any, ctx: Any) -> None:
     m.data.pending = []
 
 
 # -- results of next_step ---------------------------------------------------------------------
 
 @REGISTRY.result
-def done(m, q, *, outcome: Literal["Cancelled", "MaxTurnsExceeded"]) -> Done:
+def done(m: Any, q: Any, *, outcome: Literal["Cancelled", "MaxTurnsExceeded"]) -> Done:
     return Done(OUTCOMES[outcome]())
 
 
 @REGISTRY.result
-def same_outcome(m, q) -> Done:
+def same_outcome(m: Any, q: Any) -> Done:
     return Done(m.state_data["outcome"])
 
 
 @REGISTRY.result
-def compact(m, q, *, reason: Literal["Emergency", "ThresholdExceeded"]) -> Compact:
+def compact(m: Any, q: Any, *, reason: Literal["Emergency", "ThresholdExceeded"]) -> Compact:
     return Compact(CompactionReason(reason))
 
 
 @REGISTRY.result
-def call_llm(m, q) -> CallLLM:
+def call_llm(m: Any, q: Any) -> CallLLM:
     return CallLLM(m.data.turns_taken)
 
 
 @REGISTRY.result
-def call_tools(m, q) -> CallTools:
+def call_tools(m: Any, q: Any) -> CallTools:
     return CallTools(m.state_data["turn"], tuple(m.data.pending_tools))
 
 
 @REGISTRY.result
-def compact_in_flight(m, q) -> Compact:
+def compact_in_flight(m: Any, q: Any) -> Compact:
     return Compact(m.state_data["reason"])
 
 
@@ -383,17 +383,17 @@ class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, po
 
     def full_history(self) -> list[Message]:
         """History plus scratchpad: exactly what the next request would send."""
-        return self.data.history + self.data.pending
+        return [*self.data.history, *self.data.pending]
 
     def state_and_data(self) -> tuple[str, dict[str, Any]]:
         """The state's name and the data it carries, e.g. ``("AwaitingModel", {"turn": 0})``."""
         return self._state, dict(self.state_data)
 
     def turns_taken(self) -> int:
-        return self.data.turns_taken
+        return int(self.data.turns_taken)
 
     def is_cancelled(self) -> bool:
-        return self.data.cancelled
+        return bool(self.data.cancelled)
 
     def outcome(self) -> Outcome | None:
         return self.state_data.get("outcome") if self.is_terminal() else None
@@ -403,7 +403,8 @@ class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, po
         outcome = self.outcome()
         if outcome is None:
             return None
-        return self.compiled.outcome_error(type(outcome).__name__, outcome)
+        error: LoopError | None = self.compiled.outcome_error(type(outcome).__name__, outcome)
+        return error
 
 
 def __getattr__(name: str) -> Any:

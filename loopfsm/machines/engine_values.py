@@ -166,7 +166,8 @@ def outcome_from_json(d: dict[str, Any]) -> Outcome:
         return Completed(d["final_text"])
     if kind == "Failed":
         return Failed(LoopError.from_json(d["error"]))
-    return OUTCOMES[kind]()
+    outcome: Outcome = OUTCOMES[kind]()
+    return outcome
 
 
 OUTCOME_SCHEMA = {

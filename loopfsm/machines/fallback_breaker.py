@@ -17,7 +17,7 @@ FallbackOutcome = Literal["success", "transient", "rate_limited", "auth", "quota
 register_common(REGISTRY)
 
 
-def _new_generation(d) -> None:
+def _new_generation(d: Any) -> None:
     """Every transition starts a generation: older routes and the probe lease stop counting."""
     d.generation += 1
     d.probe_expires_at = None
@@ -27,48 +27,48 @@ def _new_generation(d) -> None:
 # -- guards -------------------------------------------------------------------------------
 
 @REGISTRY.guard
-def fallback_failing(m, ctx, *, max_failures: int) -> bool:
-    return m.data.fallback_failures >= max_failures
+def fallback_failing(m: Any, ctx: Any, *, max_failures: int) -> bool:
+    return bool(m.data.fallback_failures >= max_failures)
 
 
 @REGISTRY.guard
-def policy_equals(m, ctx, *, value: str, expected: str) -> bool:
+def policy_equals(m: Any, ctx: Any, *, value: str, expected: str) -> bool:
     """A string policy (``when_fallback_fails``) has the value this branch is for."""
     return value == expected
 
 
 @REGISTRY.guard
-def probe_expired(m, ctx) -> bool:
+def probe_expired(m: Any, ctx: Any) -> bool:
     expires = m.data.probe_expires_at
     return expires is not None and now_of(m, ctx) >= expires
 
 
 @REGISTRY.guard
-def probe_free(m, ctx) -> bool:
+def probe_free(m: Any, ctx: Any) -> bool:
     return m.data.probe_expires_at is None
 
 
 @REGISTRY.guard
-def model_is(m, ctx, *, model: Literal["primary", "fallback"]) -> bool:
-    return ctx.args["model"] == model
+def model_is(m: Any, ctx: Any, *, model: Literal["primary", "fallback"]) -> bool:
+    return bool(ctx.args["model"] == model)
 
 
 @REGISTRY.guard
-def primary_failures_reach(m, ctx, *, threshold: int) -> bool:
+def primary_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
     """This counted failure makes ``threshold`` in a row."""
-    return m.data.primary_failures + 1 >= threshold
+    return bool(m.data.primary_failures + 1 >= threshold)
 
 
 # -- actions ------------------------------------------------------------------------------
 
 @REGISTRY.action
-def route_to(m, ctx, *, model: Literal["primary", "fallback"]) -> None:
+def route_to(m: Any, ctx: Any, *, model: Literal["primary", "fallback"]) -> None:
     bump(m.data.stats, f"routed_{model}")
     ctx.reply = Route(model, m.data.generation)
 
 
 @REGISTRY.action
-def grant_probe(m, ctx, *, ttl_ms: int) -> None:
+def grant_probe(m: Any, ctx: Any, *, ttl_ms: int) -> None:
     d = m.data
     d.probe_expires_at = d.last_now + ttl_ms
     bump(d.stats, "probes")
@@ -76,20 +76,20 @@ def grant_probe(m, ctx, *, ttl_ms: int) -> None:
 
 
 @REGISTRY.action
-def fail_fast(m, ctx, *, reason: str) -> None:
+def fail_fast(m: Any, ctx: Any, *, reason: str) -> None:
     """Answer FailFast with the YAML's ``reason`` and the end of the cooldown as the time to retry."""
     bump(m.data.stats, "failed_fast")
     ctx.reply = FailFast(m.state_data["until"], reason)
 
 
 @REGISTRY.action
-def enter_recovering(m, ctx) -> None:
+def enter_recovering(m: Any, ctx: Any) -> None:
     _new_generation(m.data)
     ctx.enter(since=m.data.last_now)
 
 
 @REGISTRY.action
-def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
+def trip(m: Any, ctx: Any, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int) -> None:
     """Switch to the fallback for a cooldown that grows with consecutive trips; ``reason`` is the YAML's."""
     d = m.data
     d.trips += 1
@@ -100,7 +100,7 @@ def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown
 
 
 @REGISTRY.action
-def recover(m, ctx) -> None:
+def recover(m: Any, ctx: Any) -> None:
     d = m.data
     _new_generation(d)
     d.trips = 0
@@ -109,30 +109,30 @@ def recover(m, ctx) -> None:
 
 
 @REGISTRY.action
-def release_probe(m, ctx) -> None:
+def release_probe(m: Any, ctx: Any) -> None:
     m.data.probe_expires_at = None
 
 
 @REGISTRY.action
-def primary_success(m, ctx) -> None:
+def primary_success(m: Any, ctx: Any) -> None:
     m.data.primary_failures = 0
     bump(m.data.stats, "primary_success")
 
 
 @REGISTRY.action
-def primary_failed(m, ctx) -> None:
+def primary_failed(m: Any, ctx: Any) -> None:
     m.data.primary_failures += 1
     bump(m.data.stats, "primary_failed")
 
 
 @REGISTRY.action
-def fallback_success(m, ctx) -> None:
+def fallback_success(m: Any, ctx: Any) -> None:
     m.data.fallback_failures = 0
     bump(m.data.stats, "fallback_success")
 
 
 @REGISTRY.action
-def fallback_failed(m, ctx) -> None:
+def fallback_failed(m: Any, ctx: Any) -> None:
     m.data.fallback_failures += 1
     bump(m.data.stats, "fallback_failed")
 

@@ -28,14 +28,14 @@ ToolOutcome = Literal["success", "failure", "slow", "ignored"]
 register_common(REGISTRY)
 
 
-def _window_after(m, ctx, window_size: int) -> list[str]:
+def _window_after(m: Any, ctx: Any, window_size: int) -> list[str]:
     """The window with this feed's outcome added; computed once per feed (the rate guards and
     ``record_outcome`` all ask for it)."""
     memo = getattr(ctx, "memo", None)
     if memo is not None and memo[0] == window_size:
         return memo[1]  # type: ignore[no-any-return]
     outcome = ctx.args["outcome"]
-    window = m.data.window + ([outcome] if outcome in ("success", "failure", "slow") else [])
+    window: list[str] = m.data.window + ([outcome] if outcome in ("success", "failure", "slow") else [])
     window = window[-window_size:]
     try:
         ctx.memo = (window_size, window)
@@ -64,51 +64,51 @@ def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
 # -- guards -------------------------------------------------------------------------------
 
 @REGISTRY.guard
-def half_open_overdue(m, ctx, *, max_ms: int) -> bool:
-    return now_of(m, ctx) >= m.state_data["since"] + max_ms
+def half_open_overdue(m: Any, ctx: Any, *, max_ms: int) -> bool:
+    return bool(now_of(m, ctx) >= m.state_data["since"] + max_ms)
 
 
 @REGISTRY.guard
-def lease_expired(m, ctx) -> bool:
+def lease_expired(m: Any, ctx: Any) -> bool:
     now = now_of(m, ctx)
     return any(now >= lease["expires_at"] for lease in m.data.leases)
 
 
 @REGISTRY.guard
-def probe_slot_free(m, ctx, *, max_probes: int) -> bool:
+def probe_slot_free(m: Any, ctx: Any, *, max_probes: int) -> bool:
     return len(m.data.leases) < max_probes
 
 
 @REGISTRY.guard
-def holds_lease(m, ctx) -> bool:
+def holds_lease(m: Any, ctx: Any) -> bool:
     return any(lease["call_id"] == ctx.args["call_id"] for lease in m.data.leases)
 
 
 @REGISTRY.guard
-def error_kind_in(m, ctx, *, kinds: list) -> bool:
+def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
 
 
 @REGISTRY.guard
-def consecutive_failures_reach(m, ctx, *, threshold: int) -> bool:
+def consecutive_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
     """This failure makes ``threshold`` in a row (0 turns the rule off)."""
     return threshold > 0 and ctx.args["outcome"] == "failure" and m.data.consecutive_failures + 1 >= threshold
 
 
 @REGISTRY.guard
-def failure_rate_reaches(m, ctx, *, percent: int, window_size: int, minimum_calls: int) -> bool:
+def failure_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
     """With this outcome in the window, failures are at least ``percent`` of it (0 turns the rule off)."""
     return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "failure", percent, minimum_calls)
 
 
 @REGISTRY.guard
-def slow_rate_reaches(m, ctx, *, percent: int, window_size: int, minimum_calls: int) -> bool:
+def slow_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
     return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "slow", percent, minimum_calls)
 
 
 # -- actions ------------------------------------------------------------------------------
 
-def _new_generation(d) -> None:
+def _new_generation(d: Any) -> None:
     """Every transition starts a generation: older permits and probe leases stop counting."""
     d.generation += 1
     d.leases = []
@@ -116,13 +116,13 @@ def _new_generation(d) -> None:
 
 
 @REGISTRY.action
-def allow(m, ctx) -> None:
+def allow(m: Any, ctx: Any) -> None:
     bump(m.data.stats, "allowed")
     ctx.reply = Allow(ctx.args["call_id"], m.data.generation, tool=m.data.tool)
 
 
 @REGISTRY.action
-def grant_probe(m, ctx, *, ttl_ms: int) -> None:
+def grant_probe(m: Any, ctx: Any, *, ttl_ms: int) -> None:
     expires = m.data.last_now + ttl_ms
     m.data.leases.append({"call_id": ctx.args["call_id"], "expires_at": expires})
     bump(m.data.stats, "probes")
@@ -131,7 +131,7 @@ def grant_probe(m, ctx, *, ttl_ms: int) -> None:
 
 
 @REGISTRY.action
-def reject(m, ctx, *, reason: str, retry_at: Literal["open_until", "first_lease_expiry", "never"]) -> None:
+def reject(m: Any, ctx: Any, *, reason: str, retry_at: Literal["open_until", "first_lease_expiry", "never"]) -> None:
     """Reject, saying when asking again can succeed, as the YAML chooses.
 
     ``reason`` may name ``{trip_reason}``, the rule that opened the breaker
@@ -149,7 +149,7 @@ def reject(m, ctx, *, reason: str, retry_at: Literal["open_until", "first_lease_
 
 
 @REGISTRY.action
-def record_outcome(m, ctx, *, window_size: int) -> None:
+def record_outcome(m: Any, ctx: Any, *, window_size: int) -> None:
     d = m.data
     d.window = _window_after(m, ctx, window_size)
     outcome = ctx.args["outcome"]
@@ -158,7 +158,8 @@ def record_outcome(m, ctx, *, window_size: int) -> None:
 
 
 @REGISTRY.action
-def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int, jitter_percent: int) -> None:
+def trip(m: Any, ctx: Any, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int,
+         jitter_percent: int) -> None:
     """Open for a duration that grows with consecutive trips, honours retry_after, and jitters reproducibly."""
     d = m.data
     d.trips += 1
@@ -170,18 +171,18 @@ def trip(m, ctx, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown
 
 
 @REGISTRY.action
-def enter_half_open(m, ctx) -> None:
+def enter_half_open(m: Any, ctx: Any) -> None:
     _new_generation(m.data)
     ctx.enter(since=m.data.last_now)
 
 
 @REGISTRY.action
-def release_lease(m, ctx) -> None:
+def release_lease(m: Any, ctx: Any) -> None:
     m.data.leases = [lease for lease in m.data.leases if lease["call_id"] != ctx.args["call_id"]]
 
 
 @REGISTRY.action
-def close(m, ctx) -> None:
+def close(m: Any, ctx: Any) -> None:
     d = m.data
     _new_generation(d)
     d.window = []
@@ -190,7 +191,7 @@ def close(m, ctx) -> None:
 
 
 @REGISTRY.action
-def new_generation(m, ctx) -> None:
+def new_generation(m: Any, ctx: Any) -> None:
     _new_generation(m.data)
 
 

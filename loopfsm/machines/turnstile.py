@@ -11,23 +11,23 @@ REGISTRY = Registry("turnstile")
 
 
 @REGISTRY.guard
-def fare_paid(m, ctx, *, fare: int) -> bool:
+def fare_paid(m: Any, ctx: Any, *, fare: int) -> bool:
     """The coin being inserted, with the credit already held, covers the fare."""
-    return m.data.credit + 1 >= fare
+    return bool(m.data.credit + 1 >= fare)
 
 
 @REGISTRY.action
-def keep_credit(m, ctx) -> None:
+def keep_credit(m: Any, ctx: Any) -> None:
     m.data.credit += 1
 
 
 @REGISTRY.action
-def clear_credit(m, ctx) -> None:
+def clear_credit(m: Any, ctx: Any) -> None:
     m.data.credit = 0
 
 
 @REGISTRY.action
-def count_passage(m, ctx) -> None:
+def count_passage(m: Any, ctx: Any) -> None:
     m.data.passages += 1
 
 

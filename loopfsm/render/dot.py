@@ -165,7 +165,7 @@ def to_svg(g: graphviz.Digraph) -> str:
                           "'apt-get install -y graphviz') or render only dot,mermaid,md") from err
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(g.source)} -->\n"
     head, sep, rest = svg.partition("<svg")
-    return head + stamp + sep + rest
+    return str(head + stamp + sep + rest)
 
 
 def svg_stamp(svg: str) -> str | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from ..spec import MISSING, Spec
+from ..spec import MISSING, FieldDef, Spec
 from . import mermaid
 from .labels import guards_label, ref_label, state_title
 
@@ -41,14 +41,14 @@ def _cell(spec: Spec, event: str, state: str) -> str:
     return "; ".join(parts)
 
 
-def _field_type(f) -> str:
+def _field_type(f: FieldDef) -> str:
     t = f.type + ("[]" if f.list else "") + ("?" if f.nullable else "")
     if f.enum is not None:
         t += " (" + " \\| ".join(json.dumps(v) for v in f.enum) + ")"
-    return t
+    return str(t)
 
 
-def _fields_table(title: str, fields) -> list[str]:
+def _fields_table(title: str, fields: dict[str, FieldDef]) -> list[str]:
     if not fields:
         return []
     out = [f"### {title}", "", "| field | type | default | description |", "| --- | --- | --- | --- |"]
@@ -71,8 +71,8 @@ def review_sheet(spec: Spec) -> str:
     if events:
         out += ["## Was in x Feed", "", "| Was in | " + " | ".join(f"`{e}`" for e in events) + " |",
                 "| --- |" + " --- |" * len(events)]
-        for s in spec.states:
-            out.append(f"| `{s}` | " + " | ".join(_esc(_cell(spec, e, s)) for e in events) + " |")
+        for state in spec.states:
+            out.append(f"| `{state}` | " + " | ".join(_esc(_cell(spec, e, state)) for e in events) + " |")
         out.append("")
         if spec.before:
             out += ["Before the actions of every branch taken, of any feed: "
