@@ -75,6 +75,11 @@ def _plan_ref(entry_fn: Callable[..., Any], ref: Ref) -> tuple[Callable[..., Any
     return entry_fn, static, dynamic, ref.negate  # type: ignore[return-value]
 
 
+def _on_ctx(fn: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
+    """A ``(machine, ctx)`` callable as the one-argument callback ``transitions`` keeps."""
+    return lambda ctx: fn(ctx.model, ctx)
+
+
 def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
     """A guard as a one-argument callable, negation included; ``any:`` becomes an ordered OR of ANDs."""
     if g.options:
@@ -300,7 +305,7 @@ class CompiledMachine:
                     if b.refusal is not None:
                         refuse = _refusal(spec.name, ev.name, tuple(sources), b.refusal,
                                           branch_name(ev.name, written_under, index, b.name))
-                        before = [lambda ctx, refuse=refuse: refuse(ctx.model, ctx)]
+                        before = [_on_ctx(refuse)]
                         action_plan = ((refuse, {}, (), False),)
                     plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
