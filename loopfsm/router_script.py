@@ -93,7 +93,7 @@ def _pause(phase: str, step: dict[str, Any], rid: str, mediate: Any) -> tuple[di
 
 def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
     """Serve every step; one row per step: (#, phase, request, admission, new phase, lock, response, events)."""
-    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+    from jsonschema import Draft202012Validator
 
     from .machines.router_run import ROUTER_RUN
     from .store import open_store
