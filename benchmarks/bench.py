@@ -108,9 +108,12 @@ def child_cpu(code: str, env: dict[str, str]) -> float:
 
 def cold_start_section() -> None:
     import loopfsm.machines as m
+
     compiled = sorted({getattr(m, n).compiled.name for n in m.__all__ if hasattr(getattr(m, n), "compiled")})
-    print("cold start: a fresh interpreter imports loopfsm and loads, checks and compiles every machine "
-          f"loopfsm.machines exports ({', '.join(compiled)})")
+    print(
+        "cold start: a fresh interpreter imports loopfsm and loads, checks and compiles every machine "
+        f"loopfsm.machines exports ({', '.join(compiled)})"
+    )
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as pyc:
         # As installed by pip: bytecode written once (here into a private prefix), then reused.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -125,13 +128,16 @@ def cold_start_section() -> None:
     own, own_first = ours - bare, first - bare
     met = own <= 0.050
     print(f"  {'bare interpreter (python -c pass)':<44} {fmt(bare)}")
-    print(f"  {'fresh interpreter + all machines, cache warm':<44} {fmt(ours)}  loopfsm's part {fmt(own)}  "
-          f"goal <= 50 ms  {'met' if met else 'MISSED'}")
+    print(
+        f"  {'fresh interpreter + all machines, cache warm':<44} {fmt(ours)}  loopfsm's part {fmt(own)}  "
+        f"goal <= 50 ms  {'met' if met else 'MISSED'}"
+    )
     print(f"  {'same, empty spec cache (first run)':<44} {fmt(first)}  loopfsm's part {fmt(own_first)}")
     RESULTS.append(("cold start (CPU above a bare interpreter)", f"{own * 1e3:.1f} ms", "<= 50 ms", met))
 
 
 # -- turnstile --------------------------------------------------------------------------------
+
 
 def turnstile_same_results() -> None:
     """The hand-written gate and the machine agree feed by feed, at several fares, and on restore."""
@@ -146,11 +152,23 @@ def turnstile_same_results() -> None:
     fp = ts.Turnstile.compiled.fingerprint
     good = t.snapshot()
     assert g.snapshot(fp) == good
-    bad = [None, [], {}, dict(good, format=2), dict(good, machine="x"), dict(good, fingerprint="sha256:0"),
-           dict(good, state="nowhere"), dict(good, state=1), dict(good, state_data={"x": 1}), dict(good, state_data=[]),
-           dict(good, data={"credit": 0}), dict(good, data={"credit": 0, "passages": 1, "x": 2}),
-           dict(good, data={"credit": True, "passages": 1}), dict(good, data={"credit": 1.5, "passages": 1}),
-           dict(good, data=None)]
+    bad = [
+        None,
+        [],
+        {},
+        dict(good, format=2),
+        dict(good, machine="x"),
+        dict(good, fingerprint="sha256:0"),
+        dict(good, state="nowhere"),
+        dict(good, state=1),
+        dict(good, state_data={"x": 1}),
+        dict(good, state_data=[]),
+        dict(good, data={"credit": 0}),
+        dict(good, data={"credit": 0, "passages": 1, "x": 2}),
+        dict(good, data={"credit": True, "passages": 1}),
+        dict(good, data={"credit": 1.5, "passages": 1}),
+        dict(good, data=None),
+    ]
     bad += [{k: v for k, v in good.items() if k != key} for key in good]
     for snap in bad:
         ours_ok = hand_ok = True
@@ -195,6 +213,7 @@ def turnstile_section() -> None:
 
 # -- engine brain -------------------------------------------------------------------------------
 
+
 def ten_turn_run(brain_cls, policy):
     """The README's driven run: nine tool turns and a final answer, next_step before every move."""
     Message, ToolCall = eb.Message, eb.ToolCall
@@ -227,6 +246,7 @@ def brain_section() -> None:
 
 # -- tool breaker ----------------------------------------------------------------------------------
 
+
 def breaker_same_results() -> None:
     """Both ToolHealths agree on replies, states and data through trips, probes, stale results and a clock
     that runs backwards; pybreaker opens after the same five consecutive failures."""
@@ -236,8 +256,8 @@ def breaker_same_results() -> None:
     now = 0
     for i in range(12):
         script.append(("a", now + i, "success"))
-    script += [("a", 100 + i, "failure") for i in range(6)]        # trips on five in a row
-    script += [("a", 50, "success")]                                  # clock runs backwards: clamped
+    script += [("a", 100 + i, "failure") for i in range(6)]  # trips on five in a row
+    script += [("a", 50, "success")]  # clock runs backwards: clamped
     script += [("a", 30_200, "success"), ("a", 30_300, "success")]  # probes close it
     script += [("b", 10 * i, "failure" if i % 2 else "success") for i in range(30)]  # failure rate
     script += [("b", 400_000, "failure"), ("b", 500_000, "slow")]
@@ -257,8 +277,16 @@ def breaker_same_results() -> None:
         assert bo.state == bh.state, (step, bo.state, bh.state)
         sd = {k: getattr(bh, k) for k in bo.state_data}
         assert bo.state_data == sd, (step, bo.state_data, sd)
-        for name in ("generation", "last_now", "window", "consecutive_failures", "trips", "leases",
-                     "probe_success_count", "stats"):
+        for name in (
+            "generation",
+            "last_now",
+            "window",
+            "consecutive_failures",
+            "trips",
+            "leases",
+            "probe_success_count",
+            "stats",
+        ):
             assert getattr(bo.data, name) == getattr(bh, name), (step, name)
     assert {b.state for b in ours.breakers.values()} >= {"Closed", "Open"}
     cb = pybreaker.CircuitBreaker(fail_max=P.trip_after, reset_timeout=P.cooldown_ms / 1000)
@@ -308,13 +336,19 @@ def breaker_section() -> None:
 
 # -- compile ---------------------------------------------------------------------------------------
 
+
 def chain_machine(n: int) -> str:
     """A synthetic machine: ``n`` states in a chain, one ``next`` event, the last state terminal."""
     lines = [f"machine: chain_{n}", "description: A synthetic chain for the compile benchmark.", "states:"]
     lines.append("  s0: {initial: true, description: first}")
     lines += [f"  s{i}: {{description: link {i}}}" for i in range(1, n - 1)]
-    lines += [f"  s{n - 1}: {{terminal: true, description: last}}", "events:", "  next:",
-              "    description: advance one link", "    from:"]
+    lines += [
+        f"  s{n - 1}: {{terminal: true, description: last}}",
+        "events:",
+        "  next:",
+        "    description: advance one link",
+        "    from:",
+    ]
     lines += [f"      s{i}: [{{to: s{i + 1}}}]" for i in range(n - 1)]
     return "\n".join(lines) + "\n"
 
@@ -340,24 +374,31 @@ def compile_section() -> None:
         for _ in range(3 if n >= 1000 else ROUNDS):
             spec = parse(text, registry=reg)
             best_compile = min(best_compile, cpu_per_call(lambda spec=spec: compile_spec(spec, reg), reps))
-            best_total = min(best_total, cpu_per_call(
-                lambda text=text: compile_spec(parse(text, registry=reg), reg), reps))
+            best_total = min(
+                best_total, cpu_per_call(lambda text=text: compile_spec(parse(text, registry=reg), reg), reps)
+            )
         per_state[n] = best_total / n
-        print(f"  {n:>5} states: {fmt(best_total)} total, {fmt(best_total / n)} per state "
-              f"(of which compile {fmt(best_compile / n)})")
+        print(
+            f"  {n:>5} states: {fmt(best_total)} total, {fmt(best_total / n)} per state "
+            f"(of which compile {fmt(best_compile / n)})"
+        )
     worst = max(per_state.values())
     met = worst <= 0.2e-3
     growth = per_state[5000] / per_state[100]
-    print(f"  worst per state {fmt(worst)}  goal <= 0.2 ms  {'met' if met else 'MISSED'}; "
-          f"per-state cost at 5000 / at 100 = {growth:.2f} (1.0 is linear)")
+    print(
+        f"  worst per state {fmt(worst)}  goal <= 0.2 ms  {'met' if met else 'MISSED'}; "
+        f"per-state cost at 5000 / at 100 = {growth:.2f} (1.0 is linear)"
+    )
     RESULTS.append(("compile per state (10..5000 states)", f"{worst * 1e3:.3f} ms", "<= 0.2 ms", met))
     RESULTS.append(("compile linear (per state 5000 / 100)", f"{growth:.2f}", "<= ~1.5", growth <= 1.5))
 
 
 def main() -> None:
     start = time.perf_counter()
-    print(f"python {platform.python_version()} on {platform.machine()} {platform.processor() or ''} "
-          f"({os.cpu_count()} cpus); CPU time, best of {ROUNDS} alternating rounds; ratio > 1: loopfsm slower\n")
+    print(
+        f"python {platform.python_version()} on {platform.machine()} {platform.processor() or ''} "
+        f"({os.cpu_count()} cpus); CPU time, best of {ROUNDS} alternating rounds; ratio > 1: loopfsm slower\n"
+    )
     for section in (cold_start_section, turnstile_section, brain_section, breaker_section, compile_section):
         section()
         print()

@@ -15,8 +15,17 @@ from typing import Any
 
 from loopfsm.machines.breaker_values import Allow, Reject, backoff_ms
 from loopfsm.machines.engine_brain import (
-    CallLLM, CallTools, Cancelled, Compact, Completed, Done, Emergency, MaxTurnsExceeded, Message,
-    PendingToolCall, ThresholdExceeded,
+    CallLLM,
+    CallTools,
+    Cancelled,
+    Compact,
+    Completed,
+    Done,
+    Emergency,
+    MaxTurnsExceeded,
+    Message,
+    PendingToolCall,
+    ThresholdExceeded,
 )
 from loopfsm.machines.tool_breaker import jitter_ms
 
@@ -51,8 +60,14 @@ class Gate:
             self.state, self.passages = "locked", self.passages + 1
 
     def snapshot(self, fingerprint: str) -> dict:
-        return {"format": 1, "machine": "turnstile", "fingerprint": fingerprint, "state": self.state,
-                "state_data": {}, "data": {"credit": self.credit, "passages": self.passages}}
+        return {
+            "format": 1,
+            "machine": "turnstile",
+            "fingerprint": fingerprint,
+            "state": self.state,
+            "state_data": {},
+            "data": {"credit": self.credit, "passages": self.passages},
+        }
 
     @classmethod
     def restore(cls, snap: Any, fingerprint: str) -> Gate:
@@ -136,8 +151,11 @@ class Brain:
 
     def model_response(self, response, context_tokens, available_tools, tool_health=None, now=None):
         available_tools = list(available_tools)
-        if (not isinstance(response, Message) or not _is_int(context_tokens)
-                or not all(isinstance(t, str) for t in available_tools)):
+        if (
+            not isinstance(response, Message)
+            or not _is_int(context_tokens)
+            or not all(isinstance(t, str) for t in available_tools)
+        ):
             raise TypeError("model_response arguments")
         if self.state == "Terminal":
             return
@@ -153,9 +171,11 @@ class Brain:
             return
         avail = set(available_tools)
         self.pending_tools = [
-            PendingToolCall(c) if c.name in avail else
-            PendingToolCall(c, Message.tool_result(c.id, f"tool '{c.name}' is not available", is_error=True))
-            for c in response.tool_calls]
+            PendingToolCall(c)
+            if c.name in avail
+            else PendingToolCall(c, Message.tool_result(c.id, f"tool '{c.name}' is not available", is_error=True))
+            for c in response.tool_calls
+        ]
         self.state = "AwaitingTools"
 
     def tool_results(self, results):
@@ -184,8 +204,21 @@ class ToolBreakerState:
     HalfOpen's maximum age, stats) is here.
     """
 
-    __slots__ = ("tool", "state", "generation", "last_now", "window", "consecutive_failures", "trips",
-                 "leases", "probe_success_count", "stats", "until", "reason", "since")
+    __slots__ = (
+        "tool",
+        "state",
+        "generation",
+        "last_now",
+        "window",
+        "consecutive_failures",
+        "trips",
+        "leases",
+        "probe_success_count",
+        "stats",
+        "until",
+        "reason",
+        "since",
+    )
 
     def __init__(self, tool: str):
         self.tool, self.state, self.generation, self.last_now = tool, "Closed", 0, 0
@@ -254,11 +287,24 @@ class ToolBreakerState:
     def _rate(self, window: list[str], kind: str, percent: int, p) -> bool:
         return percent > 0 and len(window) >= p.minimum_calls and window.count(kind) * 100 >= percent * len(window)
 
-    def record(self, now: int, call_id: str, outcome: str, generation: int, p,
-               error_kind: str | None = None, retry_after: int | None = None) -> None:
-        if (not _is_int(now) or not isinstance(call_id, str) or outcome not in ("success", "failure", "slow", "ignored")
-                or not _is_int(generation) or not (error_kind is None or isinstance(error_kind, str))
-                or not (retry_after is None or _is_int(retry_after))):
+    def record(
+        self,
+        now: int,
+        call_id: str,
+        outcome: str,
+        generation: int,
+        p,
+        error_kind: str | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        if (
+            not _is_int(now)
+            or not isinstance(call_id, str)
+            or outcome not in ("success", "failure", "slow", "ignored")
+            or not _is_int(generation)
+            or not (error_kind is None or isinstance(error_kind, str))
+            or not (retry_after is None or _is_int(retry_after))
+        ):
             raise TypeError("record arguments")
         now = now if now > self.last_now else self.last_now
         state = self.state
@@ -269,10 +315,9 @@ class ToolBreakerState:
             elif (outcome == "failure" and error_kind in _CALLERS_FAULT) or outcome == "ignored":
                 self._count("ignored")
             else:
-                window = (self.window + [outcome])[-p.window_size:]
+                window = (self.window + [outcome])[-p.window_size :]
                 trip = None
-                if p.trip_after > 0 and outcome == "failure" and \
-                        self.consecutive_failures + 1 >= p.trip_after:
+                if p.trip_after > 0 and outcome == "failure" and self.consecutive_failures + 1 >= p.trip_after:
                     trip = "consecutive_failures"
                 elif self._rate(window, "failure", p.failure_rate_percent, p):
                     trip = "failure_rate"

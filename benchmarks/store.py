@@ -38,8 +38,10 @@ QUICK = "--quick" in sys.argv
 PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else "postgresql://postgres@127.0.0.1:5432/test"
 ROUNDS, STEPS = (3, 100) if QUICK else (5, 300)
 THROUGHPUT_S = 1.5 if QUICK else 4.0
-ROWS = [Row("message", "assistant", {"role": "assistant"}, body="the answer"),
-        Row("tool_call", "tool_call/0", {"name": "shell"}, body={"arguments": {}})]
+ROWS = [
+    Row("message", "assistant", {"role": "assistant"}, body="the answer"),
+    Row("tool_call", "tool_call/0", {"name": "shell"}, body={"arguments": {}}),
+]
 STEP = Outcome("completed", rows=ROWS)
 
 
@@ -52,34 +54,54 @@ def plain(store: Any, sid: str, i: int) -> None:
     """The same statements, hand-written: read, conditional UPDATE, then the step's transaction."""
     b, p = store.backend, store.prefix
     now = store.now()
-    _, rows = b.run(f"SELECT session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, "
-                    f"cancel_requested, last_request_id, last_response, updated_at FROM {p}run_state "
-                    f"WHERE session_id = ?", (sid,))
+    _, rows = b.run(
+        f"SELECT session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, "
+        f"cancel_requested, last_request_id, last_response, updated_at FROM {p}run_state "
+        f"WHERE session_id = ?",
+        (sid,),
+    )
     version, fence = rows[0][3], rows[0][4]
-    n, _ = b.run(f"UPDATE {p}run_state SET holder = ?, fence = fence + 1, started_at = ?, lease_expires_at = ?, "
-                 f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND fence = ? AND version = ? "
-                 f"AND (holder IS NULL OR lease_expires_at <= ?)",
-                 ("bench", now, now + 30000, now, sid, fence, version, now))
+    n, _ = b.run(
+        f"UPDATE {p}run_state SET holder = ?, fence = fence + 1, started_at = ?, lease_expires_at = ?, "
+        f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND fence = ? AND version = ? "
+        f"AND (holder IS NULL OR lease_expires_at <= ?)",
+        ("bench", now, now + 30000, now, sid, fence, version, now),
+    )
     assert n == 1
     snap = json.dumps(PLAIN_SNAPSHOT, sort_keys=True, separators=(",", ":"))
     with b.transaction():
-        _, got = b.run(f"UPDATE {p}run_state SET phase = ?, snapshot = ?, version = version + 1, holder = NULL, "
-                       f"started_at = NULL, lease_expires_at = NULL, cancel_requested = NULL, last_request_id = ?, "
-                       f"last_response = ?, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ? "
-                       f"AND version = ? RETURNING version",
-                       ("Idle", snap, f"q{i}", '{"status":"completed"}', now, sid, "bench", fence + 1, version))
+        _, got = b.run(
+            f"UPDATE {p}run_state SET phase = ?, snapshot = ?, version = version + 1, holder = NULL, "
+            f"started_at = NULL, lease_expires_at = NULL, cancel_requested = NULL, last_request_id = ?, "
+            f"last_response = ?, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ? "
+            f"AND version = ? RETURNING version",
+            ("Idle", snap, f"q{i}", '{"status":"completed"}', now, sid, "bench", fence + 1, version),
+        )
         step = got[0][0]
         slots = [(r.kind, r.slot, r.meta, r.body) for r in ROWS] + [
             ("trace", f"trace/{k}", {"event": e}, None)
-            for k, e in enumerate(("lock.acquired", "run.started", "run.completed", "lock.released"))]
+            for k, e in enumerate(("lock.acquired", "run.started", "run.completed", "lock.released"))
+        ]
         for order, (kind, slot, meta, body) in enumerate(slots):
-            b.run(f"INSERT INTO {p}rows (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
-                  f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
-                  f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
-                  f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
-                  f"written_fence = excluded.written_fence",
-                  (sid, kind, f"{sid}-{step}-{slot}", f"run-{i}", step, order, json.dumps(meta),
-                   None if body is None else json.dumps(body), None, fence + 1))
+            b.run(
+                f"INSERT INTO {p}rows (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
+                f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
+                f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
+                f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
+                f"written_fence = excluded.written_fence",
+                (
+                    sid,
+                    kind,
+                    f"{sid}-{step}-{slot}",
+                    f"run-{i}",
+                    step,
+                    order,
+                    json.dumps(meta),
+                    None if body is None else json.dumps(body),
+                    None,
+                    fence + 1,
+                ),
+            )
 
 
 PLAIN_SNAPSHOT = ROUTER_RUN.new().snapshot()
@@ -93,8 +115,9 @@ def same_work(store: Any) -> None:
     a, b = store.load("same-a"), store.load("same-b")
     assert (a.phase, a.version, a.fence, a.holder) == (b.phase, b.version, b.fence, b.holder) == ("Idle", 3, 3, None)
     ra, rb = store.rows("same-a"), store.rows("same-b")
-    assert [(r.kind, r.step, r.ord, r.meta, r.body) for r in ra] == [(r.kind, r.step, r.ord, r.meta, r.body)
-                                                                      for r in rb]
+    assert [(r.kind, r.step, r.ord, r.meta, r.body) for r in ra] == [
+        (r.kind, r.step, r.ord, r.meta, r.body) for r in rb
+    ]
 
 
 def timed(fn: Callable[[Any, str, int], None], store: Any, sid: str, start: int, n: int) -> tuple[list[float], float]:
@@ -136,11 +159,15 @@ def round_trip(name: str, url: str) -> dict[str, float]:
         finally:
             store.drop()
     res = {"p50": pct(mine, 0.5), "p99": pct(mine, 0.99), "base_p50": pct(base, 0.5), "base_p99": pct(base, 0.99)}
-    print(f"  {name:<11} store p50 {res['p50'] * 1e3:6.2f} ms  p99 {res['p99'] * 1e3:6.2f} ms   "
-          f"plain SQL p50 {res['base_p50'] * 1e3:6.2f} ms  p99 {res['base_p99'] * 1e3:6.2f} ms   "
-          f"= {res['p50'] / res['base_p50']:4.2f}x at p50")
-    print(f"  {'':<11} client CPU per step: store {cpu_mine * 1e3:6.3f} ms  plain SQL {cpu_base * 1e3:6.3f} ms"
-          f"   = {cpu_mine / cpu_base:4.2f}x")
+    print(
+        f"  {name:<11} store p50 {res['p50'] * 1e3:6.2f} ms  p99 {res['p99'] * 1e3:6.2f} ms   "
+        f"plain SQL p50 {res['base_p50'] * 1e3:6.2f} ms  p99 {res['base_p99'] * 1e3:6.2f} ms   "
+        f"= {res['p50'] / res['base_p50']:4.2f}x at p50"
+    )
+    print(
+        f"  {'':<11} client CPU per step: store {cpu_mine * 1e3:6.3f} ms  plain SQL {cpu_base * 1e3:6.3f} ms"
+        f"   = {cpu_mine / cpu_base:4.2f}x"
+    )
     return res
 
 
@@ -167,8 +194,10 @@ def throughput(name: str, url: str, *, contended: bool) -> float:
             store.ensure("one" if contended else f"s{k}")
     q = ctx.Queue()
     stop_at = time.time() + 0.3 + THROUGHPUT_S
-    procs = [ctx.Process(target=_worker, args=(url, prefix, "one" if contended else f"s{k}", k, stop_at, q))
-             for k in range(8)]
+    procs = [
+        ctx.Process(target=_worker, args=(url, prefix, "one" if contended else f"s{k}", k, stop_at, q))
+        for k in range(8)
+    ]
     t0 = time.time()
     for p in procs:
         p.start()
@@ -190,8 +219,10 @@ def throughput(name: str, url: str, *, contended: bool) -> float:
 def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         backends = [("SQLite", f"sqlite:///{tmp}/bench.db"), ("PostgreSQL", PG)]
-        print(f"step round trip (admit + checkpoint with 6 rows + release), {ROUNDS} x {STEPS} steps each side, "
-              "wall time per step:")
+        print(
+            f"step round trip (admit + checkpoint with 6 rows + release), {ROUNDS} x {STEPS} steps each side, "
+            "wall time per step:"
+        )
         for name, url in backends:
             round_trip(name, url)
         print(f"throughput, 8 processes for {THROUGHPUT_S:g} s on 2 cores:")

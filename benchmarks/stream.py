@@ -77,6 +77,7 @@ def fmt(seconds: float) -> str:
 
 # -- payloads ---------------------------------------------------------------------------------
 
+
 def arguments_of_size(size: int) -> str:
     """Tool arguments of about ``size`` characters: files with quotes, escapes, non-ASCII and emoji."""
     line = 'print("héllo, wörld") \\ tab\there 😀 → done\n'
@@ -104,12 +105,14 @@ def text_reply(text: str) -> Reply:
 
 # -- contenders -----------------------------------------------------------------------------------
 
+
 def ours_anthropic(events: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[], Any]:
     def run() -> Any:
         s = AnthropicStream()
         for e in events():
             s.feed(e)
         return s.result()
+
     return run
 
 
@@ -120,6 +123,7 @@ def ours_openai(chunks: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[], 
             s.feed(c)
         s.finish()
         return s.result()
+
     return run
 
 
@@ -137,11 +141,13 @@ IDLE = _idle_delta_machine()
 
 def feeding(events: Callable[[], Iterator[dict[str, Any]]], adapter: Any = AnthropicStream) -> Callable[[], Any]:
     """The same events through the same adapter; the machine keeps no fragment."""
+
     def run() -> Any:
         s = adapter(IDLE())
         for e in events():
             s.feed(e)
         return s
+
     return run
 
 
@@ -156,6 +162,7 @@ def pings(count: int) -> Callable[[], Any]:
         for _ in range(count):
             s.feed(ping)
         return s
+
     return run
 
 
@@ -167,6 +174,7 @@ def sdk_anthropic(events: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[]
         for e in events():
             snapshot = accumulate_event(event=e, current_snapshot=snapshot, json_bufs=bufs)  # type: ignore[arg-type]
         return snapshot
+
     return run
 
 
@@ -180,6 +188,7 @@ def sdk_openai(chunks: Callable[[], Iterator[dict[str, Any]]]) -> Callable[[], A
         for c in chunks():  # built as the SDK's own stream builds each chunk
             state.handle_chunk(construct_type(type_=ChatCompletionChunk, value=c))
         return state.current_completion_snapshot
+
     return run
 
 
@@ -189,23 +198,30 @@ def count(events: Callable[[], Iterator[Any]]) -> int:
 
 # -- the runs ---------------------------------------------------------------------------------------
 
+
 def json_arguments() -> None:
     args = arguments_of_size(1 << 20)
     want = json.loads(args)
     print(f"\n1 MB of JSON tool arguments ({len(args):,} characters), Anthropic events")
-    print(f"{'fragment':>9} {'events':>10} {'assembly':>12} {'json.loads':>12} {'feeding':>12} "
-          f"{'ratio':>6} {'goal':>6} {'pings':>12}")
+    print(
+        f"{'fragment':>9} {'events':>10} {'assembly':>12} {'json.loads':>12} {'feeding':>12} "
+        f"{'ratio':>6} {'goal':>6} {'pings':>12}"
+    )
     for size in (1, 8, 64):
+
         def events(size: int = size) -> Iterator[dict[str, Any]]:
             return anthropic_events(tool_reply(args), every(size))
+
         n = count(events)
         ours, loads, floor, ping = ours_anthropic(events), (lambda: json.loads(args)), feeding(events), pings(n)
         assert ours().message.tool_calls[0].arguments == want == loads()
         assert floor().machine.data.slots[0].current_text() == ""  # delivered, nothing kept
         t_loads, t_floor, t_ours, t_ping = best(loads, floor, ours, ping)
         ratio = t_ours / (t_loads + t_floor)
-        print(f"{size:>9} {n:>10,} {fmt(t_ours)} {fmt(t_loads)} {fmt(t_floor)} {ratio:6.2f} "
-              f"{'met' if ratio <= 2 else 'MISSED':>6} {fmt(t_ping)}")
+        print(
+            f"{size:>9} {n:>10,} {fmt(t_ours)} {fmt(t_loads)} {fmt(t_floor)} {ratio:6.2f} "
+            f"{'met' if ratio <= 2 else 'MISSED':>6} {fmt(t_ping)}"
+        )
 
 
 def sdk_json_arguments() -> None:
@@ -223,17 +239,22 @@ def sdk_json_arguments() -> None:
 
             def chunks(args: str = args, frag: int = frag) -> Iterator[dict[str, Any]]:
                 return openai_chunks(tool_reply(args), every(frag))
+
             ours, sdk_a, sdk_o = ours_anthropic(events), sdk_anthropic(events), sdk_openai(chunks)
             assert ours().message.tool_calls[0].arguments == want == sdk_a().content[0].input
             assert json.loads(sdk_o().choices[0].message.tool_calls[0].function.arguments) == want
             assert ours_openai(chunks)().message.tool_calls[0].arguments == want
             t_ours, t_a, t_o = best(ours, sdk_a, sdk_o)
-            print(f"{frag:>9} {size >> 10:>5}KB {fmt(t_ours)} {fmt(t_a)} {t_a / t_ours:6.0f}x {fmt(t_o)} "
-                  f"{t_o / t_ours:6.0f}x")
+            print(
+                f"{frag:>9} {size >> 10:>5}KB {fmt(t_ours)} {fmt(t_a)} {t_a / t_ours:6.0f}x {fmt(t_o)} "
+                f"{t_o / t_ours:6.0f}x"
+            )
             per_mb = {"a": t_a * (1 << 20) / size, "o": t_o * (1 << 20) / size, "size": size}
         grow = (1 << 20) / per_mb["size"]  # quadratic: time per byte grows with the size
-        print(f"{frag:>9}    1 MB  extrapolated: Anthropic SDK ~{fmt(per_mb['a'] * grow).strip()}, "
-              f"OpenAI SDK ~{fmt(per_mb['o'] * grow).strip()}")
+        print(
+            f"{frag:>9}    1 MB  extrapolated: Anthropic SDK ~{fmt(per_mb['a'] * grow).strip()}, "
+            f"OpenAI SDK ~{fmt(per_mb['o'] * grow).strip()}"
+        )
 
 
 def text_answer() -> None:
@@ -242,19 +263,25 @@ def text_answer() -> None:
     print(f"{'stream':>18} {'events':>8} {'assembly':>12} {'feeding':>12} {'ratio':>6} {'SDK':>12} {'ratio':>7}")
     for name, frag in (("Anthropic 16-char", 16), ("OpenAI 4-char", 4)):
         if name.startswith("Anthropic"):
+
             def events(frag: int = frag) -> Iterator[dict[str, Any]]:
                 return anthropic_events(text_reply(text), every(frag))
+
             ours, sdk, floor = ours_anthropic(events), sdk_anthropic(events), feeding(events)
             assert ours().message.text == text == sdk().content[0].text
         else:
+
             def events(frag: int = frag) -> Iterator[dict[str, Any]]:
                 return openai_chunks(text_reply(text), every(frag))
+
             ours, sdk, floor = ours_openai(events), sdk_openai(events), feeding(events, OpenAIChatStream)
             assert ours().message.text == text == sdk().choices[0].message.content
         n = count(events)
         t_ours, t_floor, t_sdk = best(ours, floor, sdk)
-        print(f"{name:>18} {n:>8,} {fmt(t_ours)} {fmt(t_floor)} {t_ours / t_floor:6.2f} {fmt(t_sdk)} "
-              f"{t_sdk / t_ours:6.1f}x")
+        print(
+            f"{name:>18} {n:>8,} {fmt(t_ours)} {fmt(t_floor)} {t_ours / t_floor:6.2f} {fmt(t_sdk)} "
+            f"{t_sdk / t_ours:6.1f}x"
+        )
 
 
 def memory() -> None:
@@ -263,13 +290,17 @@ def memory() -> None:
     tracemalloc.start()
     json.loads(args)
     _, loads_peak = tracemalloc.get_traced_memory()
-    for name, fn in (("assembly", ours_anthropic(lambda: anthropic_events(tool_reply(args), every(8)))),
-                     ("events only", lambda: count(lambda: anthropic_events(tool_reply(args), every(8))))):
+    for name, fn in (
+        ("assembly", ours_anthropic(lambda: anthropic_events(tool_reply(args), every(8)))),
+        ("events only", lambda: count(lambda: anthropic_events(tool_reply(args), every(8)))),
+    ):
         tracemalloc.reset_peak()
         fn()
         _, peak = tracemalloc.get_traced_memory()
-        print(f"{name:>12}: {peak / 1e6:6.1f} MB (json.loads alone: {loads_peak / 1e6:.1f} MB, "
-              f"the text as one str: {sys.getsizeof(args) / 1e6:.1f} MB)")
+        print(
+            f"{name:>12}: {peak / 1e6:6.1f} MB (json.loads alone: {loads_peak / 1e6:.1f} MB, "
+            f"the text as one str: {sys.getsizeof(args) / 1e6:.1f} MB)"
+        )
     tracemalloc.stop()
 
 

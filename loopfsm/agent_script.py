@@ -26,15 +26,32 @@ SCRIPT_SCHEMA: dict[str, Any] = {
     "required": ["run", "steps"],
     "additionalProperties": False,
     "properties": {
-        "run": {"type": "object", "required": ["run_id", "owner"], "additionalProperties": False,
-                "properties": {"run_id": {"type": "string"}, "owner": {"type": "string"},
-                               "deadline_at": {"type": ["integer", "null"]}}},
+        "run": {
+            "type": "object",
+            "required": ["run_id", "owner"],
+            "additionalProperties": False,
+            "properties": {
+                "run_id": {"type": "string"},
+                "owner": {"type": "string"},
+                "deadline_at": {"type": ["integer", "null"]},
+            },
+        },
         "policy": {"type": "object"},
-        "steps": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "required": ["at"],
-            "properties": {"at": {"type": "integer"}, "feed": {"type": "string"},
-                           "resume": {"const": True}, "arguments": {}},
-            "oneOf": [{"required": ["feed"]}, {"required": ["resume"]}]}},
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["at"],
+                "properties": {
+                    "at": {"type": "integer"},
+                    "feed": {"type": "string"},
+                    "resume": {"const": True},
+                    "arguments": {},
+                },
+                "oneOf": [{"required": ["feed"]}, {"required": ["resume"]}],
+            },
+        },
     },
 }
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
@@ -90,11 +107,15 @@ def format_trace(rows: list[tuple[int, int, TransitionRecord, str | None]]) -> l
         attrs = " ".join([f"{k}={v!r}" for k, v in changed.items()] + [f"-{k}" for k in gone])
         table.append((str(number), str(at), what, move, attrs))
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(("#", "at", "feed", "state"))]
-    out = [f"{'#':>{widths[0]}}  {'at':>{widths[1]}}  {'feed [branch]':<{widths[2]}}  "
-           f"{'state':<{widths[3]}}  attributes (new or changed; -name: gone)"]
+    out = [
+        f"{'#':>{widths[0]}}  {'at':>{widths[1]}}  {'feed [branch]':<{widths[2]}}  "
+        f"{'state':<{widths[3]}}  attributes (new or changed; -name: gone)"
+    ]
     for row in table:
-        out.append(f"{row[0]:>{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  "
-                   f"{row[3]:<{widths[3]}}  {row[4]}".rstrip())
+        out.append(
+            f"{row[0]:>{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  "
+            f"{row[3]:<{widths[3]}}  {row[4]}".rstrip()
+        )
     return out
 
 

@@ -105,11 +105,20 @@ class LoopTransition(Transition):
     stay filled as ``transitions`` expects, for anything that inspects them.
     """
 
-    def __init__(self, source: str, dest: Any, conditions: Any = None, unless: Any = None,
-                 before: Any = None, after: Any = None, prepare: Any = None,
-                 data_keys: frozenset[str] = frozenset(), name: str = "",
-                 plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None,
-                 refusal: str | None = None):
+    def __init__(
+        self,
+        source: str,
+        dest: Any,
+        conditions: Any = None,
+        unless: Any = None,
+        before: Any = None,
+        after: Any = None,
+        prepare: Any = None,
+        data_keys: frozenset[str] = frozenset(),
+        name: str = "",
+        plan_refs: tuple[tuple[PlanRef, ...], tuple[PlanRef, ...]] | None = None,
+        refusal: str | None = None,
+    ):
         super().__init__(source, dest, conditions, unless, before, after, prepare)
         self.refusal = refusal  # a refusal branch's words: taking it raises FeedRefused
         self.data_keys = data_keys
@@ -289,9 +298,16 @@ class LoopBackendMachine(Machine):
     transition_cls = LoopTransition
 
     def __init__(self, name: str, states: list[str], initial: str):
-        super().__init__(model=None, states=states, initial=initial, auto_transitions=False,
-                         send_event=True, ignore_invalid_triggers=False, name=name,
-                         model_attribute="_state")
+        super().__init__(
+            model=None,
+            states=states,
+            initial=initial,
+            auto_transitions=False,
+            send_event=True,
+            ignore_invalid_triggers=False,
+            name=name,
+            model_attribute="_state",
+        )
         # transitions prefixes names with "<name>: " for logs; errors carry the bare machine name.
         self.name = name
 

@@ -36,6 +36,8 @@ def load_machine(ref: str | Path) -> CompiledMachine:
     registry = registry_named(str(ref))
     cls = registry.instance_class
     if cls is None:
-        raise RegistryError(f"registry '{ref}' declares no machine class; load its machine file by path "
-                            f"(machines by name: {', '.join(known_registries())})")
+        raise RegistryError(
+            f"registry '{ref}' declares no machine class; load its machine file by path "
+            f"(machines by name: {', '.join(known_registries())})"
+        )
     return cls.compiled  # type: ignore[attr-defined,no-any-return]

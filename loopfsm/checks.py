@@ -41,13 +41,17 @@ _RESERVED_ARGS = frozenset({"self", "policy", "event"})
 
 def _instance_api() -> frozenset[str]:
     from .runtime import MachineInstance
+
     return frozenset(n for n in dir(MachineInstance) if not n.startswith("_")) | {"compiled"}
 
 
 def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | None:
     if not name.isidentifier() or keyword.iskeyword(name):
-        return (f"{what} '{name}' cannot be used: it is a Python keyword" if keyword.iskeyword(name)
-                else f"{what} '{name}' is not a Python identifier")
+        return (
+            f"{what} '{name}' cannot be used: it is a Python keyword"
+            if keyword.iskeyword(name)
+            else f"{what} '{name}' is not a Python identifier"
+        )
     if name.startswith("_"):
         return f"{what} '{name}' cannot be used: names beginning with '_' are reserved for loopfsm's own attributes"
     if name in reserved:
@@ -57,7 +61,8 @@ def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | N
 
 def _kind(value: object) -> str:
     return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}.get(
-        type(value), type(value).__name__)
+        type(value), type(value).__name__
+    )
 
 
 def _suggest(name: str, options: Iterable[str]) -> str:
@@ -105,8 +110,11 @@ class _Checker:
         name_path = ref.path + (("name",) if ref.params or ref.negate else ())
         if ref.name not in entries:
             known = entries.keys()
-            hint = _suggest(ref.name, known) or (f" (registry '{self.reg.name}' has: {', '.join(sorted(known))})"
-                                                 if known else f" (registry '{self.reg.name}' has no {kind}s)")
+            hint = _suggest(ref.name, known) or (
+                f" (registry '{self.reg.name}' has: {', '.join(sorted(known))})"
+                if known
+                else f" (registry '{self.reg.name}' has no {kind}s)"
+            )
             self.error(name_path, f"unknown {kind} '{ref.name}'{hint}")
             return
         if ref.negate and kind != "guard":
@@ -120,26 +128,41 @@ class _Checker:
             ppath = ref.path + ("params", pname)
             if pname not in declared:
                 sig = ", ".join(declared) or "no parameters"
-                self.error(ppath, f"{entry.kind} '{entry.name}' has no parameter '{pname}'"
-                                  f"{_suggest(pname, declared)} (it takes: {sig})", key=True)
+                self.error(
+                    ppath,
+                    f"{entry.kind} '{entry.name}' has no parameter '{pname}'"
+                    f"{_suggest(pname, declared)} (it takes: {sig})",
+                    key=True,
+                )
                 misspelt = True
                 continue
             want = declared[pname].type
             if want is DataField and isinstance(value, str) and value not in self.spec.data:
-                self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' names a data field, "
-                                  f"but the machine has no data field '{value}'{_suggest(value, self.spec.data)}")
+                self.error(
+                    ppath,
+                    f"parameter '{pname}' of {entry.kind} '{entry.name}' names a data field, "
+                    f"but the machine has no data field '{value}'{_suggest(value, self.spec.data)}",
+                )
                 continue
             if (ref_name := policy_ref(value)) is not None:
                 pol = self.spec.policy.get(ref_name)
                 if pol is None:
-                    self.error(ppath + ("policy",), f"unknown policy parameter '{ref_name}'"
-                                                    f"{_suggest(ref_name, self.spec.policy)}")
+                    self.error(
+                        ppath + ("policy",),
+                        f"unknown policy parameter '{ref_name}'{_suggest(ref_name, self.spec.policy)}",
+                    )
                 elif not annotation_accepts(want, pol.default):
-                    self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
-                                      f"{annotation_name(want)}, but policy '{pol.name}' is {pol.type}")
+                    self.error(
+                        ppath,
+                        f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
+                        f"{annotation_name(want)}, but policy '{pol.name}' is {pol.type}",
+                    )
             elif not annotation_accepts(want, value):
-                self.error(ppath, f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
-                                  f"{annotation_name(want)}, got {type(value).__name__} {value!r}")
+                self.error(
+                    ppath,
+                    f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
+                    f"{annotation_name(want)}, got {type(value).__name__} {value!r}",
+                )
         for pname, p in declared.items():
             if p.required and pname not in ref.params and not misspelt:
                 self.error(ref.path, f"{entry.kind} '{entry.name}' needs parameter '{pname}'")
@@ -176,32 +199,44 @@ class _Checker:
     def fields(self, fields: dict[str, FieldDef], *, need_default: bool = False) -> None:
         for f in fields.values():
             if need_default and f.default is MISSING and not (f.list or f.nullable):
-                self.error(f.path, f"field '{f.name}' needs a 'default' (or 'nullable: true'): "
-                                   "a new instance must start with a value", key=True)
+                self.error(
+                    f.path,
+                    f"field '{f.name}' needs a 'default' (or 'nullable: true'): a new instance must start with a value",
+                    key=True,
+                )
             codec = (self.reg.codecs if self.reg is not None else BUILTIN_CODECS).get(f.type)
             if codec is None and self.reg is None:
                 self.skip("field type", f.type)
                 continue
             if codec is None:
                 assert self.reg is not None
-                self.error(f.path + ("type",), f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
-                                               f"(built in: integer, boolean, string, number, json; "
-                                               f"others come from registry '{self.reg.name}')")
+                self.error(
+                    f.path + ("type",),
+                    f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
+                    f"(built in: integer, boolean, string, number, json; "
+                    f"others come from registry '{self.reg.name}')",
+                )
                 continue
             for i, item in enumerate(f.enum or ()):
                 if not fits_type(codec.py_type, item):
-                    self.error(f.path + ("enum", i), f"enum item {item!r} is of type {_kind(item)}, but the field's "
-                                                     f"type is {f.type}: every choice must be of that type")
+                    self.error(
+                        f.path + ("enum", i),
+                        f"enum item {item!r} is of type {_kind(item)}, but the field's "
+                        f"type is {f.type}: every choice must be of that type",
+                    )
             if (f.minimum is not None or f.maximum is not None) and f.type not in ("integer", "number"):
-                self.error(f.path + ("minimum" if f.minimum is not None else "maximum",),
-                           f"'minimum' and 'maximum' apply to integer and number fields, not to {f.type}")
+                self.error(
+                    f.path + ("minimum" if f.minimum is not None else "maximum",),
+                    f"'minimum' and 'maximum' apply to integer and number fields, not to {f.type}",
+                )
                 continue
             if f.minimum is not None and f.maximum is not None and f.minimum > f.maximum:
                 self.error(f.path + ("minimum",), f"minimum {f.minimum} is above maximum {f.maximum}")
                 continue
             if f.default is not MISSING and not python_checker(f, codec)(f.default):
-                self.error(f.path + ("default",), f"default {f.default!r} is not a valid {f.type}"
-                                                  f"{' list' if f.list else ''}")
+                self.error(
+                    f.path + ("default",), f"default {f.default!r} is not a valid {f.type}{' list' if f.list else ''}"
+                )
 
     def policy(self) -> None:
         for p in self.spec.policy.values():
@@ -212,8 +247,11 @@ class _Checker:
             for i, item in enumerate(p.enum or ()):
                 if not fits_type(POLICY_TYPES[p.type], item):
                     bad_enum = True
-                    self.error(p.path + ("enum", i), f"enum item {item!r} is of type {_kind(item)}, but the policy's "
-                                                     f"type is {p.type}: every choice must be of that type")
+                    self.error(
+                        p.path + ("enum", i),
+                        f"enum item {item!r} is of type {_kind(item)}, but the policy's "
+                        f"type is {p.type}: every choice must be of that type",
+                    )
             if bad_enum:
                 continue
             problem = policy_value_problem(p, p.default)
@@ -226,12 +264,15 @@ class _Checker:
         if not initial:
             self.error(("states",), "no initial state: mark exactly one state 'initial: true'")
         for extra in initial[1:]:
-            self.error(extra.path + ("initial",), f"second initial state '{extra.name}' "
-                                                  f"(already '{initial[0].name}'); a machine starts in exactly one")
+            self.error(
+                extra.path + ("initial",),
+                f"second initial state '{extra.name}' (already '{initial[0].name}'); a machine starts in exactly one",
+            )
         for s in self.spec.states.values():
             if s.initial and s.terminal:
-                self.error(s.path + ("terminal",),
-                           f"initial state '{s.name}' is terminal: the machine could never move")
+                self.error(
+                    s.path + ("terminal",), f"initial state '{s.name}' is terminal: the machine could never move"
+                )
             self.fields(s.data)
 
     def events(self) -> None:
@@ -249,8 +290,11 @@ class _Checker:
                 unguarded_at = None
                 for i, b in enumerate(branches):
                     if unguarded_at is not None:
-                        self.error(b.path, f"branch {i} of '{ev.name}' from '{state}' can never be taken: "
-                                           f"branch {unguarded_at} before it has no guard and always wins")
+                        self.error(
+                            b.path,
+                            f"branch {i} of '{ev.name}' from '{state}' can never be taken: "
+                            f"branch {unguarded_at} before it has no guard and always wins",
+                        )
                     elif not b.guarded:
                         unguarded_at = i
                     for g in leaf_refs(b.guards):
@@ -263,13 +307,17 @@ class _Checker:
                         self.state_ref(b.dest, b.path + ("to",))
                     src_state = spec.states.get(state)
                     if src_state is not None and src_state.terminal and b.dest not in (None, state):
-                        self.error(b.path + ("to",), f"transition out of terminal state '{state}' "
-                                                     f"to '{b.dest}': terminal states are forever")
+                        self.error(
+                            b.path + ("to",),
+                            f"transition out of terminal state '{state}' to '{b.dest}': terminal states are forever",
+                        )
                 if unguarded_at is None and ev.otherwise is None:
-                    self.error(ev.path + ("from", state),
-                               f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
-                               "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
-                               key=True)
+                    self.error(
+                        ev.path + ("from", state),
+                        f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
+                        "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
+                        key=True,
+                    )
 
     def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
@@ -278,8 +326,11 @@ class _Checker:
             for i, b in enumerate(branches):
                 name = b.name or f"{ev.name}/{state}[{i}]"
                 if name in seen:
-                    self.error(b.path + ("name",), f"branch name '{name}' of '{ev.name}' from '{state}' is already "
-                                                   "used by another branch from that state; traces need it unique")
+                    self.error(
+                        b.path + ("name",),
+                        f"branch name '{name}' of '{ev.name}' from '{state}' is already "
+                        "used by another branch from that state; traces need it unique",
+                    )
                 seen.add(name)
 
     def graph(self) -> None:
@@ -320,14 +371,21 @@ class _Checker:
                         back.append(prev)
             for s in spec.states.values():
                 if s.name in seen and s.name not in reaches and (edges[s.name] - {s.name}):
-                    self.warn(s.path, f"state '{s.name}' can never reach a terminal state "
-                                      f"({', '.join(sorted(terminals))}): a run that gets there never ends",
-                              key=True)
+                    self.warn(
+                        s.path,
+                        f"state '{s.name}' can never reach a terminal state "
+                        f"({', '.join(sorted(terminals))}): a run that gets there never ends",
+                        key=True,
+                    )
         if len(spec.states) > 1:
             for s in spec.states.values():
                 if not s.terminal and not (edges[s.name] - {s.name}):
-                    self.error(s.path, f"non-terminal state '{s.name}' is a dead end: no feed leads out of it "
-                                       "(mark it 'terminal: true' or add a branch to another state)", key=True)
+                    self.error(
+                        s.path,
+                        f"non-terminal state '{s.name}' is a dead end: no feed leads out of it "
+                        "(mark it 'terminal: true' or add a branch to another state)",
+                        key=True,
+                    )
 
     # -- decisions and outcomes ------------------------------------------------
     def decisions(self) -> None:
@@ -335,21 +393,30 @@ class _Checker:
         for d in spec.decisions.values():
             self.fields(d.args)
             if "policy" in d.args:
-                self.error(d.args["policy"].path, "a decision argument may not be named 'policy': "
-                                                  "the policy is passed beside the arguments", key=True)
+                self.error(
+                    d.args["policy"].path,
+                    "a decision argument may not be named 'policy': the policy is passed beside the arguments",
+                    key=True,
+                )
             covered: set[str] = set()
             names: dict[str, int] = {}
             for i, r in enumerate(d.rules):
                 if r.name in names:
-                    self.error(r.path + ("name",), f"rule name '{r.name}' is used twice in '{d.name}' "
-                                                   f"(first at rule {names[r.name]}); traces need unique names")
+                    self.error(
+                        r.path + ("name",),
+                        f"rule name '{r.name}' is used twice in '{d.name}' "
+                        f"(first at rule {names[r.name]}); traces need unique names",
+                    )
                 names.setdefault(r.name, i)
                 scope = set(r.states) if r.states is not None else set(spec.states)
                 for j, st in enumerate(r.states or ()):
                     self.state_ref(st, r.path + ("states", j))
                 if scope and scope <= covered:
-                    self.error(r.path, f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
-                                       f"rules already answer in {', '.join(sorted(scope))}")
+                    self.error(
+                        r.path,
+                        f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
+                        f"rules already answer in {', '.join(sorted(scope))}",
+                    )
                 for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
@@ -357,8 +424,11 @@ class _Checker:
                     covered |= scope
             missing = sorted(set(spec.states) - covered)
             if missing and d.otherwise is None:
-                self.error(d.path + ("rules",), f"decision '{d.name}' has no answer in state(s) {', '.join(missing)}: "
-                                                "end with an unguarded rule, or declare 'otherwise: raise'")
+                self.error(
+                    d.path + ("rules",),
+                    f"decision '{d.name}' has no answer in state(s) {', '.join(missing)}: "
+                    "end with an unguarded rule, or declare 'otherwise: raise'",
+                )
 
     def outcomes(self) -> None:
         for o in self.spec.outcomes.values():
@@ -384,8 +454,11 @@ class _Checker:
             return
         for kind in ("guard", "action"):
             for name in sorted(set(self.reg.entries[kind]) - self.used[kind]):
-                self.warn((), f"registered {kind} '{name}' of registry '{self.reg.name}' is used by no rule "
-                              f"of machine '{self.spec.name}'")
+                self.warn(
+                    (),
+                    f"registered {kind} '{name}' of registry '{self.reg.name}' is used by no rule "
+                    f"of machine '{self.spec.name}'",
+                )
 
     def run(self) -> list[Problem]:
         self.names()

@@ -95,8 +95,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return status
 
 
-def _load_all(paths: list[Path], registries: Registries, *, show_warnings: bool,
-              require_registry: bool = False, tolerate_broken: bool = True) -> tuple[list[Spec], int]:
+def _load_all(
+    paths: list[Path],
+    registries: Registries,
+    *,
+    show_warnings: bool,
+    require_registry: bool = False,
+    tolerate_broken: bool = True,
+) -> tuple[list[Spec], int]:
     """Errors always; warnings and notes (what went unchecked for want of a registry) when asked."""
     loaded = load_machines(paths, registries, require_registry=require_registry, tolerate_broken=tolerate_broken)
     _report(p for p in loaded.problems if show_warnings or p.severity == "error")
@@ -115,17 +121,35 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
     """Problems and per-file results as text (stderr / stdout), JSON, or GitHub Actions annotations."""
     failed = any(p.severity == "error" for p in problems)
     if fmt == "json":
-        print(json.dumps({"ok": not failed, "files": files,
-                          "problems": [{"file": p.file, "line": p.line, "column": p.column, "path": p.path,
-                                        "severity": p.severity, "message": p.message} for p in problems]},
-                         indent=2))
+        print(
+            json.dumps(
+                {
+                    "ok": not failed,
+                    "files": files,
+                    "problems": [
+                        {
+                            "file": p.file,
+                            "line": p.line,
+                            "column": p.column,
+                            "path": p.path,
+                            "severity": p.severity,
+                            "message": p.message,
+                        }
+                        for p in problems
+                    ],
+                },
+                indent=2,
+            )
+        )
         return
     if fmt == "github":
         for p in problems:
             level = GH_LEVEL.get(p.severity, "notice")
             title = f"loopfsm {command}" + (f" {p.path}" if p.path else "")
-            print(f"::{level} file={_gh_escape(p.file, True)},line={p.line},col={p.column},"
-                  f"title={_gh_escape(title, True)}::{_gh_escape(p.message)}")
+            print(
+                f"::{level} file={_gh_escape(p.file, True)},line={p.line},col={p.column},"
+                f"title={_gh_escape(title, True)}::{_gh_escape(p.message)}"
+            )
     else:
         _report(problems)
     for f in files:
@@ -134,12 +158,24 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
 
 def cmd_check(args: argparse.Namespace) -> int:
     project = _project(args)
-    loaded = load_machines(_paths(args.paths, project), _registries(args, project),
-                           require_registry=args.require_registry, tolerate_broken=False)
-    files = [{"file": spec.file, "ok": True, "states": len(spec.states), "feeds": len(spec.events),
-              "decisions": len(spec.decisions),
-              "summary": f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
-                         f"{len(spec.decisions)} decisions)"} for spec in loaded.specs]
+    loaded = load_machines(
+        _paths(args.paths, project),
+        _registries(args, project),
+        require_registry=args.require_registry,
+        tolerate_broken=False,
+    )
+    files = [
+        {
+            "file": spec.file,
+            "ok": True,
+            "states": len(spec.states),
+            "feeds": len(spec.events),
+            "decisions": len(spec.decisions),
+            "summary": f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
+            f"{len(spec.decisions)} decisions)",
+        }
+        for spec in loaded.specs
+    ]
     _emit(args.format, "check", list(loaded.problems), files)
     return EXIT_INVALID if loaded.failed else EXIT_OK
 
@@ -190,8 +226,11 @@ def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
         if spec.name in first:
             clash = True
             line, col = spec.source.locate(("machine",))
-            print(f"{spec.file}:{line}:{col}: machine: machine '{spec.name}' is also declared by "
-                  f"{first[spec.name].file}; their diagrams would overwrite each other", file=sys.stderr)
+            print(
+                f"{spec.file}:{line}:{col}: machine: machine '{spec.name}' is also declared by "
+                f"{first[spec.name].file}; their diagrams would overwrite each other",
+                file=sys.stderr,
+            )
             continue
         first[spec.name] = spec
         kept.append(spec)
@@ -296,6 +335,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_new(args: argparse.Namespace) -> int:
     """Scaffold a machine, its registry and its test; refuses rather than overwrite anything."""
     from . import scaffold
+
     project = _project(args)
     try:
         plan = scaffold.plan(project, args.name)
@@ -322,6 +362,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     always exits 0 for a readable pair (git stops at the first non-zero exit).
     """
     from .diff import diff_specs, load_for_diff
+
     if args.git:
         if len(args.files) != 7:
             raise _UsageError("--git expects the 7 arguments git passes to a diff driver")
@@ -353,16 +394,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.machine != "stream_assembly":
             raise _UsageError(f"--events replays a provider stream into stream_assembly, not {args.machine}")
         from .streams.replay import replay
+
         return replay(Path(args.events))
     if args.script is None:
         raise _UsageError(f"run {args.machine} needs --script")
     from .script import run_script
+
     return run_script(args.machine, Path(args.script))
 
 
 def cmd_store(args: argparse.Namespace) -> int:
     """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row."""
     from .store import SCHEMA_VERSION, open_store
+
     if args.store_command == "init":
         with open_store(args.url, prefix=args.prefix, create=True) as store:
             print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
@@ -373,8 +417,10 @@ def cmd_store(args: argparse.Namespace) -> int:
             print(f"no run state for session {args.session!r}", file=sys.stderr)
             return EXIT_INVALID
         lock = "free" if rec.holder is None else f"held by {rec.holder} until {rec.lease_expires_at}"
-        print(f"session {rec.session_id}: phase {rec.phase}, version {rec.version}, fence {rec.fence}, lock {lock}, "
-              f"{len(store.rows(args.session))} rows")
+        print(
+            f"session {rec.session_id}: phase {rec.phase}, version {rec.version}, fence {rec.fence}, lock {lock}, "
+            f"{len(store.rows(args.session))} rows"
+        )
     return EXIT_OK
 
 
@@ -382,41 +428,57 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopfsm", description="State machines of agent runtimes as YAML tables.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     regs = argparse.ArgumentParser(add_help=False)
-    regs.add_argument("--registry", action="append", default=[], metavar="NAME=MODULE:ATTR",
-                      help="use MODULE:ATTR (imported from the project folder) for machines with 'registry: NAME'; "
-                           "repeatable, overrides [tool.loopfsm] registries in pyproject.toml")
+    regs.add_argument(
+        "--registry",
+        action="append",
+        default=[],
+        metavar="NAME=MODULE:ATTR",
+        help="use MODULE:ATTR (imported from the project folder) for machines with 'registry: NAME'; "
+        "repeatable, overrides [tool.loopfsm] registries in pyproject.toml",
+    )
 
     s = sub.add_parser("validate", help="check machine files against the JSON Schema only")
     s.add_argument("paths", nargs="*", help="files or directories (default: machines/*.yaml)")
     s.set_defaults(func=cmd_validate)
 
-    s = sub.add_parser("check", parents=[regs],
-                       help="schema plus semantic checks (names, reachability, shadowing, ...)")
+    s = sub.add_parser(
+        "check", parents=[regs], help="schema plus semantic checks (names, reachability, shadowing, ...)"
+    )
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
-    s.add_argument("--require-registry", action="store_true",
-                   help="fail when a machine's registry is not declared (default: note what went unchecked)")
-    s.add_argument("--format", choices=("text", "json", "github"), default="text",
-                   help="text (default), json (one object on stdout), github (Actions annotations)")
+    s.add_argument(
+        "--require-registry",
+        action="store_true",
+        help="fail when a machine's registry is not declared (default: note what went unchecked)",
+    )
+    s.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (default), json (one object on stdout), github (Actions annotations)",
+    )
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("render", parents=[regs], help="render machines to SVG, DOT, Mermaid and Markdown")
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
     s.add_argument("-o", "--output", help="output directory (default: the project's diagrams folder)")
     s.add_argument("--format", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
-    s.add_argument("--detailed", action="store_true",
-                   help="also write NAME.detailed.*: every branch with its guards and actions")
+    s.add_argument(
+        "--detailed", action="store_true", help="also write NAME.detailed.*: every branch with its guards and actions"
+    )
     s.set_defaults(func=cmd_render)
 
-    s = sub.add_parser("build", parents=[regs],
-                       help="check every machine in machines/ and render it into diagrams/")
+    s = sub.add_parser("build", parents=[regs], help="check every machine in machines/ and render it into diagrams/")
     s.add_argument("--check", action="store_true", help="write nothing; fail if diagrams/ is stale")
     s.add_argument("--machines", help="directory of machine files (default: [tool.loopfsm] machines, or machines)")
     s.add_argument("-o", "--output", help="diagram directory (default: [tool.loopfsm] diagrams, or diagrams)")
     s.set_defaults(func=cmd_build)
 
-    s = sub.add_parser("diff", help="what changed between two versions of a machine file, in words",
-                       description="Semantic diff: '*' marks a behaviour change, '~' a reworded description. "
-                                   "Exit 0: descriptions only; 1: behaviour changed; 2: bad input.")
+    s = sub.add_parser(
+        "diff",
+        help="what changed between two versions of a machine file, in words",
+        description="Semantic diff: '*' marks a behaviour change, '~' a reworded description. "
+        "Exit 0: descriptions only; 1: behaviour changed; 2: bad input.",
+    )
     s.add_argument("files", nargs="+", metavar="OLD NEW", help="the two versions of the file")
     s.add_argument("--git", action="store_true", help="called as a git diff driver (7 arguments), always exit 0")
     s.set_defaults(func=cmd_diff)

@@ -58,17 +58,21 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
                 hit = resolved[id(pol)] = (pol, kw)
             return fn(ev.model, ev, **hit[1])
     elif static:
+
         def call(ev: Any) -> Any:
             return fn(ev.model, ev, **static)
     else:
+
         def call(ev: Any) -> Any:
             return fn(ev.model, ev)
+
     call.__name__ = ref.name
     return call
 
 
-def _plan_ref(entry_fn: Callable[..., Any], ref: Ref) -> tuple[Callable[..., Any], dict[str, Any],
-                                                            tuple[tuple[str, str], ...], bool]:
+def _plan_ref(
+    entry_fn: Callable[..., Any], ref: Ref
+) -> tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]:
     """A guard or action as a branch plan needs it: function, fixed params, policy-read params, negation."""
     static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
     dynamic = tuple((k, policy_ref(v)) for k, v in ref.params.items() if k not in static)
@@ -93,6 +97,7 @@ def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
                 else:
                     return True
             return False
+
         any_of.__name__ = "any"
         return any_of
     bound = _bind_ref(registry.get("guard", g.name).fn, g)
@@ -103,15 +108,18 @@ def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
 
 def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch: str) -> Callable[[Any, Any], None]:
     """The one action of a ``refuse:`` branch: tell the trace, then raise before anything changed."""
+
     def refuse(model: Any, ctx: Any) -> None:
         if _tracing.ACTIVE:
             _tracing.refusal_done(model, event, branch)
         raise FeedRefused(machine, model._state, event, legal, reason=why)
+
     return refuse
 
 
-def _plan_guard(registry: Registry, g: Ref) -> tuple[Callable[..., Any], dict[str, Any],
-                                                       tuple[tuple[str, str], ...], bool]:
+def _plan_guard(
+    registry: Registry, g: Ref
+) -> tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]:
     """A guard for a branch plan; an ``any:`` guard is one ``(machine, ctx)`` callable over its options."""
     if g.options:
         any_of = _bind_guard(registry, g)
@@ -145,15 +153,19 @@ def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
     def decode(value: Any) -> Any:
         out = convert(value)
         if not ok(out):
-            raise SnapshotError(f"field '{f.name}' holds {shown(value)}, which is not "
-                                f"{'a list of ' if f.list else 'a '}{f.type}{_bounds_text(f)}")
+            raise SnapshotError(
+                f"field '{f.name}' holds {shown(value)}, which is not "
+                f"{'a list of ' if f.list else 'a '}{f.type}{_bounds_text(f)}"
+            )
         return out
+
     return decode
 
 
 def _bounds_text(f: FieldDef) -> str:
-    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + \
-        ([f"at most {f.maximum}"] if f.maximum is not None else [])
+    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
+        [f"at most {f.maximum}"] if f.maximum is not None else []
+    )
     enum = [f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []
     extra = parts + enum + (["or None"] if f.nullable else [])
     return f" ({', '.join(extra)})" if extra else ""
@@ -184,7 +196,8 @@ def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
     if module is not None:
         cls.__module__ = module  # where users import it from, so it pickles and reprs by that name
     cls.__doc__ = f"Policy of machine '{spec.name}'; defaults come from its YAML file.\n\n" + "\n".join(
-        f"{p.name}: {p.description}" for p in params)
+        f"{p.name}: {p.description}" for p in params
+    )
     return cls
 
 
@@ -193,8 +206,11 @@ def _make_data_class(spec: Spec) -> type:
     names = tuple(fields)
 
     # Immutable defaults are shared; only lists and mappings are copied per instance.
-    fixed = tuple((n, f.default) for n, f in fields.items()
-                  if f.default is not MISSING and not isinstance(f.default, (list, dict)) and not f.list)
+    fixed = tuple(
+        (n, f.default)
+        for n, f in fields.items()
+        if f.default is not MISSING and not isinstance(f.default, (list, dict)) and not f.list
+    )
     fresh = tuple((n, f) for n, f in fields.items() if (n, f.default) not in fixed)
 
     def __init__(self: Any) -> None:
@@ -209,21 +225,32 @@ def _make_data_class(spec: Spec) -> type:
     def __repr__(self: Any) -> str:
         return f"{type(self).__name__}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in names) + ")"
 
-    return type(f"{spec.name}_data", (), {"__slots__": names, "__init__": __init__, "__eq__": __eq__,
-                                          "__repr__": __repr__, "__hash__": None})
+    return type(
+        f"{spec.name}_data",
+        (),
+        {"__slots__": names, "__init__": __init__, "__eq__": __eq__, "__repr__": __repr__, "__hash__": None},
+    )
 
 
-def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec],
-                 what: str = "feed") -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+def _make_binder(
+    machine: str, event: str, args: dict[str, FieldDef], codecs: dict[str, Codec], what: str = "feed"
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
     """Bind positional/keyword feed arguments to the declared ones, checking types, before anything runs."""
     names = tuple(args)
     checks = {n: python_checker(f, codecs[f.type]) for n, f in args.items()}
+
     def signature() -> inspect.Signature:  # built only when a call needs more than the fast path
-        return inspect.Signature([
-            inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                              default=inspect.Parameter.empty if f.default is MISSING else f.default)
-            for n, f in args.items()
-        ])
+        return inspect.Signature(
+            [
+                inspect.Parameter(
+                    n,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                    default=inspect.Parameter.empty if f.default is MISSING else f.default,
+                )
+                for n, f in args.items()
+            ]
+        )
+
     defaults = {n: f for n, f in args.items() if f.default is not MISSING}
 
     pairs = tuple((n, checks[n]) for n in names)
@@ -260,7 +287,8 @@ def _make_binder(machine: str, event: str, args: dict[str, FieldDef], codecs: di
                 choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
-                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {shown(v)}")
+                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {shown(v)}"
+                )
         return bound
 
     return bind
@@ -296,35 +324,54 @@ class CompiledMachine:
             for state, branches in sources.items():
                 for b in branches:
                     written_under, index = b.path[3], b.path[4]
-                    conditions = [_bind_guard(registry, g) if g.options
-                                  else _bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if not g.negate]
+                    conditions = [
+                        _bind_guard(registry, g) if g.options else _bind_ref(registry.get("guard", g.name).fn, g)
+                        for g in b.guards
+                        if not g.negate
+                    ]
                     unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
                     actions = spec.actions_of(ev.name, b) if b.refusal is None else ()
                     before = [_bind_ref(registry.get("action", a.name).fn, a) for a in actions]
                     action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions)
                     if b.refusal is not None:
-                        refuse = _refusal(spec.name, ev.name, tuple(sources), b.refusal,
-                                          branch_name(ev.name, written_under, index, b.name))
+                        refuse = _refusal(
+                            spec.name,
+                            ev.name,
+                            tuple(sources),
+                            b.refusal,
+                            branch_name(ev.name, written_under, index, b.name),
+                        )
                         before = [_on_ctx(refuse)]
                         action_plan = ((refuse, {}, (), False),)
                     plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
-                    add(ev.name, state, b.dest, conditions=conditions, unless=unless, before=before,
-                        data_keys=data_keys, name=branch_name(ev.name, written_under, index, b.name),
-                        plan_refs=plan_refs, refusal=b.refusal)
+                    add(
+                        ev.name,
+                        state,
+                        b.dest,
+                        conditions=conditions,
+                        unless=unless,
+                        before=before,
+                        data_keys=data_keys,
+                        name=branch_name(ev.name, written_under, index, b.name),
+                        plan_refs=plan_refs,
+                        refusal=b.refusal,
+                    )
             event = self.backend.events[ev.name]
             assert isinstance(event, LoopEvent)
             event.legal_states = tuple(sources)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
             event.otherwise_raise = frozenset(all_guarded if ev.otherwise == "raise" else ())
             event.ignored_in = frozenset(
-                s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore")
+                s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore"
+            )
             self.events[ev.name] = event
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
         # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
         self.feed_table: dict[str, tuple[Any, Any]] = {
-            name: (self.events[name], self.binders[name] if spec.events[name].args else None) for name in self.events}
+            name: (self.events[name], self.binders[name] if spec.events[name].args else None) for name in self.events
+        }
 
         self.decisions: dict[str, dict[str, list[RuleRow]]] = {}
         self.decision_binders = {}
@@ -334,25 +381,31 @@ class CompiledMachine:
             for r in d.rules:
                 guards = [_bind_guard(registry, g) for g in r.guards]
                 result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
-                for s in (r.states or spec.states):
+                for s in r.states or spec.states:
                     per_state[s].append((r.name, tuple(guards), result))
             self.decisions[d.name] = per_state
 
         self.trace_attributes = compile_attributes(
-            spec, lambda ref: _bind_ref(registry.get("result", ref.name).fn, ref))
+            spec, lambda ref: _bind_ref(registry.get("result", ref.name).fn, ref)
+        )
         self.data_encoders = {n: _encoder(f, codecs[f.type]) for n, f in spec.data.items()}
         self.data_decoders = {n: _decoder(f, codecs[f.type]) for n, f in spec.data.items()}
-        self.state_encoders = {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()}
-                               for s in spec.states.values()}
-        self.state_decoders = {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()}
-                               for s in spec.states.values()}
+        self.state_encoders = {
+            s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in spec.states.values()
+        }
+        self.state_decoders = {
+            s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()} for s in spec.states.values()
+        }
         # Snapshot validators are compiled on the first restore (most processes never restore),
         # and only for field sets that exist: a state without data needs no validator.
         self._codecs = codecs
         self._validators: tuple[Any, dict[str, Any]] | None = None
 
-        bases = (base,) if base is not None and issubclass(base, MachineInstance) else (
-            (base, MachineInstance) if base is not None else (MachineInstance,))
+        bases = (
+            (base,)
+            if base is not None and issubclass(base, MachineInstance)
+            else ((base, MachineInstance) if base is not None else (MachineInstance,))
+        )
         feeds = {ev.name: _feed_method(ev.name, ev.description) for ev in spec.events.values()}
         if bind is not None:
             # A declared class (``class Turnstile(MachineInstance, machine=...)``) becomes the
@@ -363,8 +416,11 @@ class CompiledMachine:
             bind.compiled = self  # type: ignore[attr-defined]
             self.Instance: type[MachineInstance] = bind
         else:
-            namespace: dict[str, Any] = {"__slots__": (), "compiled": self,
-                                         "__doc__": f"An instance of machine '{spec.name}'.\n\n{spec.description}"}
+            namespace: dict[str, Any] = {
+                "__slots__": (),
+                "compiled": self,
+                "__doc__": f"An instance of machine '{spec.name}'.\n\n{spec.description}",
+            }
             for name, method in feeds.items():
                 if not any(hasattr(b, name) for b in bases):
                     namespace[name] = method
@@ -383,8 +439,9 @@ class CompiledMachine:
                 return self.Policy(**value)
             except TypeError as err:
                 raise PolicyError(f"{self.name}: {err}") from None
-        raise PolicyError(f"{self.name}: policy must be a {self.Policy.__name__} or a mapping, "
-                          f"got {type(value).__name__}")
+        raise PolicyError(
+            f"{self.name}: policy must be a {self.Policy.__name__} or a mapping, got {type(value).__name__}"
+        )
 
     def outcome_error(self, outcome_name: str, outcome: Any) -> Any:
         """The error an outcome maps to by the YAML's ``outcomes`` table (None for success).
@@ -408,8 +465,10 @@ class CompiledMachine:
 
     def check_snapshot(self, snap: Any) -> None:
         """Refuse anything that is not a whole, matching snapshot; explain exactly why."""
+
         def fail(msg: str) -> SnapshotError:
             return SnapshotError(f"{self.name}: refusing snapshot: {msg}")
+
         if not isinstance(snap, Mapping):
             raise fail(f"expected a JSON object, got {type(snap).__name__}")
         missing = [k for k in _ENVELOPE if k not in snap]
@@ -423,13 +482,17 @@ class CompiledMachine:
         if snap["machine"] != self.name:
             raise fail(f"it is of machine {shown(snap['machine'])}")
         if snap["fingerprint"] != self.fingerprint:
-            raise fail(f"it was taken under another version of the spec (fingerprint {shown(snap['fingerprint'])}, "
-                       f"this spec is {self.fingerprint!r})")
+            raise fail(
+                f"it was taken under another version of the spec (fingerprint {shown(snap['fingerprint'])}, "
+                f"this spec is {self.fingerprint!r})"
+            )
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {shown(snap['state'])}")
         data_validator, state_validators = self._validators or self._compile_validators()
-        for where, validator, value in (("data", data_validator, snap["data"]),
-                                        ("state_data", state_validators.get(snap["state"]), snap["state_data"])):
+        for where, validator, value in (
+            ("data", data_validator, snap["data"]),
+            ("state_data", state_validators.get(snap["state"]), snap["state_data"]),
+        ):
             detail = _no_fields_problem(value) if validator is None else validator(value)
             if detail is not None:
                 detail = detail.replace("data", where, 1)
@@ -469,6 +532,7 @@ def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> 
         except fastjsonschema.JsonSchemaException as err:
             return str(getattr(err, "message", err))
         return None
+
     return problem
 
 
@@ -484,13 +548,15 @@ def _no_fields_problem(value: Any) -> str | None:
 def _feed_method(event: str, doc: str) -> Callable[..., Any]:
     def method(self: Any, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
         return self.feed(event, *args, policy=policy, **kwargs)
+
     method.__name__ = event
     method.__doc__ = doc
     return method
 
 
-def compile_spec(spec: Spec, registry: Registry | None = None, *, base: type | None = None,
-                 bind: type | None = None) -> CompiledMachine:
+def compile_spec(
+    spec: Spec, registry: Registry | None = None, *, base: type | None = None, bind: type | None = None
+) -> CompiledMachine:
     """Compile a checked spec.
 
     ``base`` is a class with a typed API the instance class should have (it
@@ -504,8 +570,9 @@ def compile_spec(spec: Spec, registry: Registry | None = None, *, base: type | N
     return CompiledMachine(spec, reg, base, bind)
 
 
-def compile_file(path: str | Path, registry: Registry | None = None, *, base: type | None = None,
-                 bind: type | None = None) -> CompiledMachine:
+def compile_file(
+    path: str | Path, registry: Registry | None = None, *, base: type | None = None, bind: type | None = None
+) -> CompiledMachine:
     """Load, check and compile a machine file in one call."""
     spec = load(path, registry)
     return compile_spec(spec, registry, base=base, bind=bind)

@@ -78,12 +78,24 @@ def rows_of(doc: dict[str, Any], line_of: Any = None) -> list[Row]:
     for feed, ev in (doc.get("events") or {}).items():
         for source, branches in (ev.get("from") or {}).items():
             for i, b in enumerate(branches):
-                rows.append(Row("branch", branch_name(feed, source, i, b.get("name")),
-                                line(("events", feed, "from", source, i)), b.get("untested")))
+                rows.append(
+                    Row(
+                        "branch",
+                        branch_name(feed, source, i, b.get("name")),
+                        line(("events", feed, "from", source, i)),
+                        b.get("untested"),
+                    )
+                )
     for dname, d in (doc.get("decisions") or {}).items():
         for i, r in enumerate(d.get("rules") or []):
-            rows.append(Row("rule", f"{dname}/{r.get('name') or f'rule_{i}'}",
-                            line(("decisions", dname, "rules", i)), r.get("untested")))
+            rows.append(
+                Row(
+                    "rule",
+                    f"{dname}/{r.get('name') or f'rule_{i}'}",
+                    line(("decisions", dname, "rules", i)),
+                    r.get("untested"),
+                )
+            )
     return rows
 
 
@@ -99,8 +111,13 @@ class Collector:
     def __call__(self, record: TransitionRecord) -> None:
         if record.branch is None:
             return
-        key = ("branch", record.branch) if record.kind in (FEED, REFUSAL) else \
-            ("rule", f"{record.feed}/{record.branch}") if record.kind == DECISION else None
+        key = (
+            ("branch", record.branch)
+            if record.kind in (FEED, REFUSAL)
+            else ("rule", f"{record.feed}/{record.branch}")
+            if record.kind == DECISION
+            else None
+        )
         if key is None:
             return
         with self._lock:
@@ -109,9 +126,12 @@ class Collector:
 
 def measure(machines: Iterable[tuple[str, str, list[Row]]], collector: Collector) -> list[MachineCoverage]:
     """Set the collected names against each machine's rows; ``machines`` holds (name, file, rows)."""
-    return [MachineCoverage(name, file, rows, {k for k in collector.taken.get(name, set())
-                                                if any((r.kind, r.name) == k for r in rows)})
-            for name, file, rows in machines]
+    return [
+        MachineCoverage(
+            name, file, rows, {k for k in collector.taken.get(name, set()) if any((r.kind, r.name) == k for r in rows)}
+        )
+        for name, file, rows in machines
+    ]
 
 
 def total_percent(report: list[MachineCoverage]) -> float:

@@ -51,13 +51,17 @@ class MachineDiff:
         if self.old.name != self.new.name:
             return f"snapshots taken under OLD are refused by NEW (machine renamed {self.old.name} -> {self.new.name})"
         shape = _shape_changes(self.old, self.new)
-        tail = ("; their shape (states and fields) is the same" if not shape
-                else "; their shape changed too: " + "; ".join(shape))
+        tail = (
+            "; their shape (states and fields) is the same"
+            if not shape
+            else "; their shape changed too: " + "; ".join(shape)
+        )
         return f"snapshots taken under OLD are refused by NEW (fingerprint changed){tail}"
 
     def lines(self) -> list[str]:
-        verdict = ("behaviour changed" if self.behaviour_changed
-                   else "descriptions only" if self.changes else "no changes")
+        verdict = (
+            "behaviour changed" if self.behaviour_changed else "descriptions only" if self.changes else "no changes"
+        )
         out = [f"{self.new.name}: {verdict}"]
         out += [f"  {'*' if c.behaviour else '~'} {c.text}" for c in self.changes]
         out.append(f"  {self.snapshot_note()}")
@@ -68,6 +72,7 @@ def load_for_diff(path: str) -> Spec:
     """Read and schema-check a file without its registry; SpecError on anything unusable."""
     from .loader import schema_problems
     from .source import SourceProblems, read_file
+
     try:
         src = read_file(path)
     except SourceProblems as err:
@@ -252,15 +257,15 @@ def _events(o: Spec, n: Spec, out: list[Change]) -> None:
             out.append(Change(f"feed {name} before each branch: {refs(f.before)} -> {refs(e.before)}"))
         for attr, words in (("otherwise", "when no guard holds"), ("on_terminal", "in terminal states")):
             if getattr(f, attr) != getattr(e, attr):
-                out.append(Change(f"feed {name} {words}: {getattr(f, attr) or 'default'} -> "
-                                  f"{getattr(e, attr) or 'default'}"))
+                out.append(
+                    Change(f"feed {name} {words}: {getattr(f, attr) or 'default'} -> {getattr(e, attr) or 'default'}")
+                )
         old_src, new_src = _sources(o, f), _sources(n, e)
         for state in old_src.keys() - new_src.keys():
             out.append(Change(f"{name} from {_st(state)}: no longer accepted"))
         for state, bs in new_src.items():
             if state not in old_src:
-                out.append(Change(f"{name} from {_st(state)}: now accepted: "
-                                  + "; ".join(branch_words(b) for b in bs)))
+                out.append(Change(f"{name} from {_st(state)}: now accepted: " + "; ".join(branch_words(b) for b in bs)))
             else:
                 _branches(f"{name} from {_st(state)}", old_src[state], bs, out)
         _wording(f"feed {name}", f.description, e.description, out)
@@ -280,8 +285,9 @@ def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
             continue
         _fields(f"decision {name} arguments", getattr(c, "args", {}) or {}, getattr(d, "args", {}) or {}, out)
         if c.otherwise != d.otherwise:
-            out.append(Change(f"decision {name} when no rule answers: {c.otherwise or 'raise'} -> "
-                              f"{d.otherwise or 'raise'}"))
+            out.append(
+                Change(f"decision {name} when no rule answers: {c.otherwise or 'raise'} -> {d.otherwise or 'raise'}")
+            )
         old_rules = {r.name: r for r in c.rules}
         new_rules = {r.name: r for r in d.rules}
         for r in c.rules:
@@ -291,8 +297,7 @@ def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
             q = old_rules.get(r.name)
             where = f"decision {name} rule {r.name}"
             if q is None:
-                out.append(Change(f"decision {name}: rule {r.name} added at {i + 1}: "
-                                  f"{_rule_words(r)}"))
+                out.append(Change(f"decision {name}: rule {r.name} added at {i + 1}: {_rule_words(r)}"))
                 continue
             if q.states != r.states:
                 out.append(Change(f"{where}: states {_states_words(q.states)} -> {_states_words(r.states)}"))
@@ -304,8 +309,9 @@ def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
         kept_old = [r.name for r in c.rules if r.name in new_rules]
         kept_new = [r.name for r in d.rules if r.name in old_rules]
         if kept_old != kept_new:
-            out.append(Change(f"decision {name}: rule order {', '.join(kept_old)} -> {', '.join(kept_new)} "
-                              "(first hit wins)"))
+            out.append(
+                Change(f"decision {name}: rule order {', '.join(kept_old)} -> {', '.join(kept_new)} (first hit wins)")
+            )
         _wording(f"decision {name}", c.description, d.description, out)
 
 
@@ -344,8 +350,9 @@ def _shape_changes(o: Spec, n: Spec) -> list[str]:
     if gone:
         found.append(f"states {', '.join(sorted(gone))} no longer exist")
     for s in o.states.keys() & n.states.keys():
-        if {k: field_words(f) for k, f in o.states[s].data.items()} != \
-                {k: field_words(f) for k, f in n.states[s].data.items()}:
+        if {k: field_words(f) for k, f in o.states[s].data.items()} != {
+            k: field_words(f) for k, f in n.states[s].data.items()
+        }:
             found.append(f"state {s} carries different data")
     return found
 

@@ -73,9 +73,7 @@ class IllegalFeed(LoopFsmError):
         self.legal_states = tuple(legal_states)
         legal = ", ".join(self.legal_states) or "no state"
         why = f": {reason}" if reason else ""
-        super().__init__(
-            f"{machine}: feed '{feed}' is illegal in state '{state}'{why} (legal in: {legal})"
-        )
+        super().__init__(f"{machine}: feed '{feed}' is illegal in state '{state}'{why} (legal in: {legal})")
 
 
 class NoBranchMatched(IllegalFeed):

@@ -17,7 +17,10 @@ from .registry import Codec, DataField
 from .spec import MISSING, FieldDef, PolicyParam
 
 POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
-    "integer": int, "boolean": bool, "string": str, "number": (int, float),
+    "integer": int,
+    "boolean": bool,
+    "string": str,
+    "number": (int, float),
 }
 
 
@@ -76,6 +79,7 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
 def _json_checker(f: FieldDef) -> Callable[[Any], bool]:
     def one(v: Any) -> bool:
         return (f.nullable and v is None) or (json_problem(v) is None and (f.enum is None or v in f.enum))
+
     if f.list:
         return lambda v: isinstance(v, list) and all(one(x) for x in v)
     return one

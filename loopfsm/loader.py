@@ -88,21 +88,27 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
         if extras:
             path = path + (extras[0],)
             key = True
-            message = (f"unknown key '{extras[0]}'"
-                       + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else ""))
+            message = f"unknown key '{extras[0]}'" + (
+                f" (allowed here: {', '.join(sorted(allowed))})" if allowed else ""
+            )
             if isinstance(extras[0], bool):
-                message = (f"a key was read as the boolean {extras[0]}: YAML 1.1 turns unquoted "
-                           "on/off/yes/no/true/false into booleans, so quote the key or choose another name")
+                message = (
+                    f"a key was read as the boolean {extras[0]}: YAML 1.1 turns unquoted "
+                    "on/off/yes/no/true/false into booleans, so quote the key or choose another name"
+                )
             elif " " in str(extras[0]):
-                message += ("; a comma inside a flow mapping {...} ends the value before it, "
-                            "so quote text that contains commas")
+                message += (
+                    "; a comma inside a flow mapping {...} ends the value before it, so quote text that contains commas"
+                )
     elif err.validator == "propertyNames" or "propertyNames" in keywords:
         name = err.instance
         if isinstance(name, bool):
             path = tuple(err.absolute_path) + (name,)
             key = True
-            message = (f"a key was read as the boolean {name}: unquoted true/false are booleans in YAML, "
-                       "so quote the key or choose another name")
+            message = (
+                f"a key was read as the boolean {name}: unquoted true/false are booleans in YAML, "
+                "so quote the key or choose another name"
+            )
         elif isinstance(name, str):
             path = tuple(err.absolute_path) + (name,)
             key = True
@@ -122,8 +128,13 @@ def _without_long_values(message: str, instance: Any) -> str:
     text = repr(instance)
     if len(text) <= 40 or text not in message:
         return message if len(message) <= 400 else message[:400] + "..."
-    size = (f"{len(instance):,} characters" if isinstance(instance, str)
-            else f"{len(instance):,} items" if isinstance(instance, (list, dict)) else f"{len(text):,} characters")
+    size = (
+        f"{len(instance):,} characters"
+        if isinstance(instance, str)
+        else f"{len(instance):,} items"
+        if isinstance(instance, (list, dict))
+        else f"{len(text):,} characters"
+    )
     return message.replace(text, f"{text[:24]}... ({type(instance).__name__} of {size})")
 
 
@@ -199,8 +210,7 @@ class _CachedSource:
         return getattr(parsed, name)
 
 
-def _from_cache(key: str, file: str, data: bytes, registry: Registry | None,
-                lookup: Lookup | None) -> Spec | None:
+def _from_cache(key: str, file: str, data: bytes, registry: Registry | None, lookup: Lookup | None) -> Spec | None:
     """The spec of a cache entry, or None to take the uncached path.
 
     An entry is untrusted: anything wrong with it (a shape the schema would

@@ -47,8 +47,11 @@ def event_name(record: TransitionRecord) -> str:
 
 def event_attributes(record: TransitionRecord) -> dict[str, Any]:
     """The record as OpenTelemetry attributes with loopfsm's stable names."""
-    attrs: dict[str, Any] = {"loopfsm.machine": record.machine, "loopfsm.state.from": record.from_state,
-                             "loopfsm.state.to": record.to_state}
+    attrs: dict[str, Any] = {
+        "loopfsm.machine": record.machine,
+        "loopfsm.state.from": record.from_state,
+        "loopfsm.state.to": record.to_state,
+    }
     if record.kind == DECISION:
         attrs["loopfsm.decision"] = record.feed
         if record.branch is not None:
@@ -63,6 +66,7 @@ def event_attributes(record: TransitionRecord) -> dict[str, Any]:
 
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("loopfsm")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree

@@ -93,15 +93,16 @@ def read_config(path: Path) -> Project | None:
             raise ConfigError(f"{shown(path)}: [tool.loopfsm] has no setting '{key}'{hint}")
     regs = table.get("registries", {})
     if not isinstance(regs, dict):
-        raise ConfigError(f"{shown(path)}: [tool.loopfsm] registries must be a table of name = \"module:attribute\"")
+        raise ConfigError(f'{shown(path)}: [tool.loopfsm] registries must be a table of name = "module:attribute"')
     declared = []
     for name, target in regs.items():
         problem = name_problem(name) or target_problem(target)
         if problem:
             raise ConfigError(f"{shown(path)}: [tool.loopfsm] registries.{name}: {problem}")
         declared.append(Declared(name, target, f"{path.name} [tool.loopfsm]", root))
-    return Project(root, path, _folder(path, table, "machines", root), _folder(path, table, "diagrams", root),
-                   tuple(declared))
+    return Project(
+        root, path, _folder(path, table, "machines", root), _folder(path, table, "diagrams", root), tuple(declared)
+    )
 
 
 def find_project(start: Path | None = None) -> Project:
@@ -146,6 +147,7 @@ def _unchecked_text(unchecked: dict[str, list[str]]) -> str:
 
 def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: bool) -> Lookup:
     """The loader's registry lookup, noting in ``why_missing`` why a file went without its registry."""
+
     def lookup(name: str | None) -> Registry | None:
         try:
             reg = registries.find(name)
@@ -157,13 +159,16 @@ def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: boo
         if reg is None:
             why_missing.append(
                 f"registry '{name}' is not declared (add {name} = \"MODULE:ATTR\" to [tool.loopfsm] "
-                f"registries in pyproject.toml, or pass --registry {name}=MODULE:ATTR)")
+                f"registries in pyproject.toml, or pass --registry {name}=MODULE:ATTR)"
+            )
         return reg
+
     return lookup
 
 
-def load_machines(paths: Iterable[Path], registries: Registries, *, require_registry: bool = False,
-                  tolerate_broken: bool = False) -> Loaded:
+def load_machines(
+    paths: Iterable[Path], registries: Registries, *, require_registry: bool = False, tolerate_broken: bool = False
+) -> Loaded:
     """Load every file, fully where its registry is declared, by its names alone where it is not.
 
     A registry nobody declared leaves a note saying which names went
@@ -184,8 +189,11 @@ def load_machines(paths: Iterable[Path], registries: Registries, *, require_regi
         notes = []
         if why_missing:
             severity = "error" if require_registry else "note"
-            notes.append(spec.source.problem(("registry",), f"{why_missing[0]}; {_unchecked_text(spec.unchecked)}",
-                                             severity=severity))
+            notes.append(
+                spec.source.problem(
+                    ("registry",), f"{why_missing[0]}; {_unchecked_text(spec.unchecked)}", severity=severity
+                )
+            )
             out.failed |= require_registry
         out.problems += spec.warnings + notes
         if not (require_registry and why_missing):

@@ -42,13 +42,26 @@ class _State:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("loopfsm", "loopfsm transition coverage")
-    group.addoption("--loopfsm-coverage", action="store_true", default=False,
-                    help="report which YAML branches and decision rules the tests took")
-    group.addoption("--loopfsm-coverage-fail-under", type=float, default=None, metavar="N",
-                    help="fail when fewer than N percent of the branches and rules were taken "
-                         "(implies --loopfsm-coverage)")
-    group.addoption("--loopfsm-machines", action="append", default=[], metavar="PATH",
-                    help="machine files or folders to measure (default: the project's machines)")
+    group.addoption(
+        "--loopfsm-coverage",
+        action="store_true",
+        default=False,
+        help="report which YAML branches and decision rules the tests took",
+    )
+    group.addoption(
+        "--loopfsm-coverage-fail-under",
+        type=float,
+        default=None,
+        metavar="N",
+        help="fail when fewer than N percent of the branches and rules were taken (implies --loopfsm-coverage)",
+    )
+    group.addoption(
+        "--loopfsm-machines",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="machine files or folders to measure (default: the project's machines)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,6 +86,7 @@ def _machine_files(state: _State, rootdir: Path) -> list[Path]:
             out += sorted(p.glob("*.yaml")) + sorted(p.glob("*.yml")) if p.is_dir() else [p]
         return out
     from .project import find_project
+
     folder = find_project(rootdir).machines
     return sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml"))
 
@@ -80,6 +94,7 @@ def _machine_files(state: _State, rootdir: Path) -> list[Path]:
 def _measure(state: _State, rootdir: Path) -> list[MachineCoverage]:
     from .diff import load_for_diff
     from .errors import SpecError
+
     machines = []
     for path in _machine_files(state, rootdir):
         try:
@@ -124,8 +139,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     if state.fail_under is not None:
         pct = total_percent(state.report)
         if pct < state.fail_under:
-            tr.write_line(f"FAIL: {pct:.1f}% of branches and rules taken, required {state.fail_under:g}%",
-                          red=True, bold=True)
+            tr.write_line(
+                f"FAIL: {pct:.1f}% of branches and rules taken, required {state.fail_under:g}%", red=True, bold=True
+            )
         else:
             tr.write_line(f"required {state.fail_under:g}% reached", green=True)
 
@@ -135,6 +151,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 def loopfsm_registry() -> Any:
     """A fresh registry named ``test`` for the guards, actions and results a test declares."""
     from .registry import Registry
+
     return Registry("test")
 
 
@@ -151,6 +168,7 @@ def loopfsm_machine() -> Callable[..., Any]:
     def compile_text(text: str, registry: Any = None, *, file: str = "<test>") -> Any:
         spec = parse(textwrap.dedent(text), file, registry=registry)
         return compile_spec(spec, registry)
+
     return compile_text
 
 

@@ -113,8 +113,10 @@ class _EntryPointSource:
             except LoopFsmError:
                 raise
             except Exception as err:
-                raise RegistryError(f"registry '{name}' (entry point in {ENTRY_POINT_GROUP}): "
-                                    f"loading failed: {type(err).__name__}: {err}") from None
+                raise RegistryError(
+                    f"registry '{name}' (entry point in {ENTRY_POINT_GROUP}): "
+                    f"loading failed: {type(err).__name__}: {err}"
+                ) from None
             if not isinstance(reg, Registry):
                 raise RegistryError(f"entry point '{name}' in {ENTRY_POINT_GROUP} is not a loopfsm Registry")
             return reg
@@ -155,8 +157,12 @@ class Registries:
         reg = self.find(name)
         if reg is None:
             names = self.names()
-            hint = ("" if "turnstile" in names else "; loopfsm's own registries are not installed: in a "
-                    "checkout, run `pip install -e .` so its entry points are registered")
+            hint = (
+                ""
+                if "turnstile" in names
+                else "; loopfsm's own registries are not installed: in a "
+                "checkout, run `pip install -e .` so its entry points are registered"
+            )
             raise RegistryError(f"unknown registry '{name}' (known: {', '.join(names) or 'none'}){hint}")
         return reg
 

@@ -77,8 +77,7 @@ BUILTIN_CODECS: dict[str, Codec] = {
 
 def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]:
     sig = inspect.signature(fn)
-    positional = [p for p in sig.parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) != 2:
         raise RegistryError(
             f"{kind} '{name}' must take exactly two positional arguments (machine, ctx) "
@@ -114,9 +113,9 @@ class Registry:
             key = name or f.__name__
             if key in self.entries[kind]:
                 raise RegistryError(f"registry '{self.name}': {kind} '{key}' is registered twice")
-            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key),
-                                            inspect.cleandoc(f.__doc__ or ""))
+            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), inspect.cleandoc(f.__doc__ or ""))
             return f
+
         return add(fn) if fn is not None else add
 
     def guard(self, fn: F | None = None, *, name: str | None = None) -> Any:
@@ -131,8 +130,14 @@ class Registry:
         """Register ``fn(machine, ctx, **params) -> value``, the answer of a decision rule."""
         return self._register("result", fn, name)
 
-    def codec(self, name: str, py_type: type | tuple[type, ...], to_json: Callable[[Any], Any],
-              from_json: Callable[[Any], Any], schema: dict[str, Any] | None = None) -> None:
+    def codec(
+        self,
+        name: str,
+        py_type: type | tuple[type, ...],
+        to_json: Callable[[Any], Any],
+        from_json: Callable[[Any], Any],
+        schema: dict[str, Any] | None = None,
+    ) -> None:
         if name in self.codecs:
             raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
         self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {})
@@ -158,4 +163,5 @@ EMPTY = Registry("empty")
 def registry_named(name: str | None) -> Registry:
     """The registry a machine file names, among those loopfsm ships or installed packages publish."""
     from .registries import registry_named as named  # the resolver builds on this module
+
     return named(name)

@@ -24,29 +24,56 @@ SCRIPT_SCHEMA: dict[str, Any] = {
         "session": {"type": "string", "minLength": 1, "maxLength": 200},
         "store": {"type": "string", "description": "store URL (default: SQLite in memory)"},
         "lease_ms": {"type": "integer", "minimum": 1},
-        "steps": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {
-            "type": "object", "additionalProperties": False,
-            "properties": {
-                "request": {"enum": ["execute", "decrypted", "approval_decisions", "tool_results", "sealed",
-                                     "inject", "break"]},
-                "request_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                "holder": {"type": "string", "minLength": 1, "maxLength": 200},
-                "at": {"type": "integer", "minimum": 0},
-                "outcome": {"enum": ["needs_decrypt", "gate", "tools", "completed"]},
-                "encrypted": {"type": "boolean"},
-                "aborted": {"type": "boolean"},
-                "reason": {"enum": ["user", "failed", "expired"]},
-                "calls": {"type": "array", "maxItems": 100, "items": {
-                    "type": "object", "required": ["tool"], "additionalProperties": False,
-                    "properties": {"tool": {"type": "string", "minLength": 1, "maxLength": 200},
-                                   "permission": {"enum": ["allow", "ask", "deny", None]},
-                                   "changes_files": {"type": "boolean"}}}},
-                "approvals": {"type": "array", "maxItems": 100,
-                              "items": {"enum": ["disclosure", "cost_ceiling", "plan"]}},
-                "hold": {"type": "boolean", "description": "admit and process, but never checkpoint"},
-                "recover": {"type": "string", "description": "this step is a router restart: recover(holder)"},
+        "steps": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1000,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "request": {
+                        "enum": [
+                            "execute",
+                            "decrypted",
+                            "approval_decisions",
+                            "tool_results",
+                            "sealed",
+                            "inject",
+                            "break",
+                        ]
+                    },
+                    "request_id": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "holder": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "at": {"type": "integer", "minimum": 0},
+                    "outcome": {"enum": ["needs_decrypt", "gate", "tools", "completed"]},
+                    "encrypted": {"type": "boolean"},
+                    "aborted": {"type": "boolean"},
+                    "reason": {"enum": ["user", "failed", "expired"]},
+                    "calls": {
+                        "type": "array",
+                        "maxItems": 100,
+                        "items": {
+                            "type": "object",
+                            "required": ["tool"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "tool": {"type": "string", "minLength": 1, "maxLength": 200},
+                                "permission": {"enum": ["allow", "ask", "deny", None]},
+                                "changes_files": {"type": "boolean"},
+                            },
+                        },
+                    },
+                    "approvals": {
+                        "type": "array",
+                        "maxItems": 100,
+                        "items": {"enum": ["disclosure", "cost_ceiling", "plan"]},
+                    },
+                    "hold": {"type": "boolean", "description": "admit and process, but never checkpoint"},
+                    "recover": {"type": "string", "description": "this step is a router restart: recover(holder)"},
+                },
             },
-        }},
+        },
     },
 }
 
@@ -68,8 +95,13 @@ def _pause(phase: str, step: dict[str, Any], rid: str, mediate: Any) -> tuple[di
         return {"to_decrypt": [f"message:{rid}-h0"], "input_ref": f"input:{rid}", "pending_seal": []}, notes
     if phase == "AwaitingApproval":
         kinds = step.get("approvals") or ["cost_ceiling"]
-        return {"approvals": [{"approval_id": f"{rid}-a{i}", "kind": k, "args_hash": f"sha256:{rid}{i}",
-                               "expires_at": 2**40} for i, k in enumerate(kinds)], "pending_seal": []}, notes
+        return {
+            "approvals": [
+                {"approval_id": f"{rid}-a{i}", "kind": k, "args_hash": f"sha256:{rid}{i}", "expires_at": 2**40}
+                for i, k in enumerate(kinds)
+            ],
+            "pending_seal": [],
+        }, notes
     if phase == "AwaitingTool":
         calls = []
         for i, c in enumerate(step.get("calls") or [{"tool": "shell"}]):
@@ -77,14 +109,20 @@ def _pause(phase: str, step: dict[str, Any], rid: str, mediate: Any) -> tuple[di
             notes.append(f"{c['tool']}:{row['route']}")
             if not row["reaches_client"]:
                 continue
-            call = {"call_id": f"{rid}-c{i}", "ref": f"tool_call:{rid}-c{i}", "requires_approval": row["route"],
-                    "args_hash": f"sha256:{rid}c{i}"}
+            call = {
+                "call_id": f"{rid}-c{i}",
+                "ref": f"tool_call:{rid}-c{i}",
+                "requires_approval": row["route"],
+                "args_hash": f"sha256:{rid}c{i}",
+            }
             if c.get("changes_files"):
                 call["diff_ref"] = f"diff:{rid}-c{i}"
             calls.append(call)
         if not calls:
-            raise ScriptError(f"step {rid}: every tool call was denied, so the router would call the model "
-                              "again in the same request; script the outcome of that turn instead")
+            raise ScriptError(
+                f"step {rid}: every tool call was denied, so the router would call the model "
+                "again in the same request; script the outcome of that turn instead"
+            )
         return {"calls": calls, "assistant_ref": f"message:{rid}-a", "pending_seal": []}, notes
     if phase == "AwaitingEncrypt":
         return {"to_seal": [{"ref": f"message:{rid}-a", "meta": {"role": "assistant"}}]}, notes
@@ -106,8 +144,12 @@ def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
     sid = script.get("session", "session-1")
     rows: list[tuple[Any, ...]] = []
     clock = {"now": 0}
-    with open_store(script.get("store", "sqlite:///:memory:"), create=True, clock=lambda: clock["now"],
-                    lease_ms=script.get("lease_ms")) as store:
+    with open_store(
+        script.get("store", "sqlite:///:memory:"),
+        create=True,
+        clock=lambda: clock["now"],
+        lease_ms=script.get("lease_ms"),
+    ) as store:
         store.ensure(sid)
         encrypted = False
         mediator = _Mediator(ROUTER_RUN.new())
@@ -118,8 +160,19 @@ def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
             lock_before = before.lock_state(clock["now"])
             if "recover" in step:
                 freed = store.recover(step["recover"])
-                rows.append((str(n), clock["now"], before.phase, f"restart {step['recover']}",
-                             f"recovered {len(freed)} lock(s)", before.phase, "free", "-", ""))
+                rows.append(
+                    (
+                        str(n),
+                        clock["now"],
+                        before.phase,
+                        f"restart {step['recover']}",
+                        f"recovered {len(freed)} lock(s)",
+                        before.phase,
+                        "free",
+                        "-",
+                        "",
+                    )
+                )
                 continue
             request = step.get("request")
             if request is None:
@@ -128,19 +181,38 @@ def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
             holder = step.get("holder", "router-1")
             if request in ("execute", "inject"):
                 encrypted = step.get("encrypted", encrypted)
-            target = {"needs_decrypt": "AwaitingDecrypt", "gate": "AwaitingApproval", "tools": "AwaitingTool",
-                      "completed": "AwaitingEncrypt" if encrypted else "Idle"}.get(step.get("outcome", "completed"))
+            target = {
+                "needs_decrypt": "AwaitingDecrypt",
+                "gate": "AwaitingApproval",
+                "tools": "AwaitingTool",
+                "completed": "AwaitingEncrypt" if encrypted else "Idle",
+            }.get(step.get("outcome", "completed"))
             pause, notes = _pause(target or "Idle", step, rid, mediator.mediate)
-            out = Outcome(step.get("outcome", "completed"), encrypted=encrypted, pause=pause,
-                          aborted=step.get("aborted", False), reason=step.get("reason", "user"))
+            out = Outcome(
+                step.get("outcome", "completed"),
+                encrypted=encrypted,
+                pause=pause,
+                aborted=step.get("aborted", False),
+                reason=step.get("reason", "user"),
+            )
             if step.get("hold"):
                 adm = store.admit(sid, request, rid, holder=holder)
                 after = store.load(sid)
                 assert after is not None
                 lock = f"held f{after.fence}" if after.holder else "free"
-                rows.append((str(n), clock["now"], before.phase, f"{request} {rid} by {holder}",
-                             f"{adm.outcome} [{adm.rule}]", after.phase, lock,
-                             "(still processing: no response yet)", ""))
+                rows.append(
+                    (
+                        str(n),
+                        clock["now"],
+                        before.phase,
+                        f"{request} {rid} by {holder}",
+                        f"{adm.outcome} [{adm.rule}]",
+                        after.phase,
+                        lock,
+                        "(still processing: no response yet)",
+                        "",
+                    )
+                )
                 continue
             served = serve(store, sid, request, rid, holder=holder, process=out)
             after = store.load(sid)
@@ -153,9 +225,19 @@ def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
             status = resp["status"] + (f" {resp['data']['code']}" if resp["status"] == "error" else "")
             lock = f"held f{after.fence}" if after.holder else f"free f{after.fence}"
             events = ", ".join(served.events) + (f"  mediated: {', '.join(notes)}" if notes and served.events else "")
-            rows.append((str(n), clock["now"], before.phase, f"{request} {rid} by {holder}",
-                         f"{how} [{adm.rule}]", after.phase, lock,
-                         f"{status} {resp['allowed_continuations']}", events))
+            rows.append(
+                (
+                    str(n),
+                    clock["now"],
+                    before.phase,
+                    f"{request} {rid} by {holder}",
+                    f"{how} [{adm.rule}]",
+                    after.phase,
+                    lock,
+                    f"{status} {resp['allowed_continuations']}",
+                    events,
+                )
+            )
     return rows
 
 

@@ -53,10 +53,13 @@ class _CompiledOnFirstUse:
             if isinstance(found, _CompiledOnFirstUse) or found is None:
                 source = owner.__dict__.get("_machine_source")
                 if source is None:
-                    raise TypeError(f"{owner.__name__} is not bound to a machine: declare it with "
-                                    "class X(MachineInstance, machine=..., registry=...)")
+                    raise TypeError(
+                        f"{owner.__name__} is not bound to a machine: declare it with "
+                        "class X(MachineInstance, machine=..., registry=...)"
+                    )
                 from .compiler import compile_file
                 from .resources import machine_path
+
                 machine, registry = source
                 compile_file(machine_path(machine), registry, bind=owner)
             return owner.__dict__["compiled"]  # type: ignore[no-any-return]
@@ -82,8 +85,9 @@ class MachineInstance:
     _sinks: tuple[Any, ...]  # trace sinks of this instance only (tracing.attach); never snapshotted
     policy_class_name: ClassVar[str | None] = None
 
-    def __init_subclass__(cls, machine: str | None = None, registry: Registry | None = None,
-                          policy: str | None = None, **kw: Any) -> None:
+    def __init_subclass__(
+        cls, machine: str | None = None, registry: Registry | None = None, policy: str | None = None, **kw: Any
+    ) -> None:
         super().__init_subclass__(**kw)
         if machine is not None:
             if registry is None:
@@ -165,8 +169,9 @@ class MachineInstance:
         try:
             rules = c.decisions[decision][self._state]
         except KeyError:
-            raise UnknownFeed(f"{c.name}: no decision named '{decision}' "
-                              f"(decisions: {', '.join(c.decisions) or 'none'})") from None
+            raise UnknownFeed(
+                f"{c.name}: no decision named '{decision}' (decisions: {', '.join(c.decisions) or 'none'})"
+            ) from None
         q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
         for name, guards, result in rules:
             for g in guards:
@@ -221,6 +226,7 @@ class MachineInstance:
     def diagram(self, format: str = "svg", *, detailed: bool = False) -> str:
         """This machine's state diagram with the current state highlighted (svg, dot or mermaid)."""
         from .render import render_instance
+
         return render_instance(self, format, detailed=detailed)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

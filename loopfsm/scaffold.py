@@ -108,10 +108,14 @@ events:
 # Bodies of the template's guards and actions; their signatures come from the table.
 BODIES = {
     "count_attempt": ('"""One more attempt begins."""', "m.data.attempts += 1"),
-    "attempts_left": ('"""Fewer than ``limit`` attempts have been made, so another may start."""',
-                      "return bool(m.data.attempts < limit)"),
-    "remember": ('"""Keep the failure\'s reason in the data field named by the table."""',
-                 'setattr(m.data, field, ctx.args["reason"])'),
+    "attempts_left": (
+        '"""Fewer than ``limit`` attempts have been made, so another may start."""',
+        "return bool(m.data.attempts < limit)",
+    ),
+    "remember": (
+        '"""Keep the failure\'s reason in the data field named by the table."""',
+        'setattr(m.data, field, ctx.args["reason"])',
+    ),
 }
 
 TEST = '''\
@@ -175,8 +179,14 @@ def _param_type(spec: Spec, value: Any) -> str:
     if ref is not None:
         pol = spec.policy.get(ref)
         return _PY_TYPES.get(pol.type, "Any") if pol is not None else "Any"
-    for py, name in ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"), (list, "list[Any]"),
-                     (dict, "dict[str, Any]")):
+    for py, name in (
+        (bool, "bool"),
+        (int, "int"),
+        (float, "float"),
+        (str, "str"),
+        (list, "list[Any]"),
+        (dict, "dict[str, Any]"),
+    ):
         if isinstance(value, py):
             return name
     return "Any"
@@ -242,8 +252,12 @@ def registry_module(spec: Spec, machine_file: str) -> str:
     ]
     own_types = _own_types(spec)
     if own_types:
-        lines += ["", "", "# The table's own field types: how each value travels into and out of a snapshot.",
-                  "# TODO: the Python type and converters (values pass through unchanged until then)."]
+        lines += [
+            "",
+            "",
+            "# The table's own field types: how each value travels into and out of a snapshot.",
+            "# TODO: the Python type and converters (values pass through unchanged until then).",
+        ]
         lines += [f'REGISTRY.codec("{t}", object, lambda value: value, lambda value: value)' for t in own_types]
     for name, (kind, uses) in seen.items():
         params: list[str] = []
@@ -256,12 +270,18 @@ def registry_module(spec: Spec, machine_file: str) -> str:
             else:
                 params.append(f"{pname}: {annotation} | None = None")
         returns = {"guard": "bool", "action": "None", "result": "Any"}[kind]
-        doc, body = BODIES.get(name, (f'"""TODO: what {name} does."""',
-                                      f'raise NotImplementedError("{kind} {name}")'))
+        doc, body = BODIES.get(name, (f'"""TODO: what {name} does."""', f'raise NotImplementedError("{kind} {name}")'))
         signature = ", ".join([f"m: MachineInstance, ctx: {ctx_type[kind]}"] + (["*"] + params if params else []))
         unused = [] if name in BODIES or not params else [f"    del {', '.join(p.split(':')[0] for p in params)}"]
-        lines += ["", "", f"@REGISTRY.{kind}", f"def {name}({signature}) -> {returns}:", f"    {doc}",
-                  *unused, f"    {body}"]
+        lines += [
+            "",
+            "",
+            f"@REGISTRY.{kind}",
+            f"def {name}({signature}) -> {returns}:",
+            f"    {doc}",
+            *unused,
+            f"    {body}",
+        ]
     text = "\n".join(lines) + "\n"
     if "Any" in text.split("REGISTRY = ", 1)[1]:
         text = text.replace("from pathlib import Path\n", "from pathlib import Path\nfrom typing import Any\n", 1)
@@ -272,8 +292,13 @@ def _own_types(spec: Spec) -> list[str]:
     """Field types the table uses beyond the built-in ones: the registry must declare a codec for each."""
     from .registry import BUILTIN_CODECS
 
-    groups = [spec.data] + [s.data for s in spec.states.values()] + [e.args for e in spec.events.values()] + \
-        [o.data for o in spec.outcomes.values()] + [d.args for d in spec.decisions.values()]
+    groups = (
+        [spec.data]
+        + [s.data for s in spec.states.values()]
+        + [e.args for e in spec.events.values()]
+        + [o.data for o in spec.outcomes.values()]
+        + [d.args for d in spec.decisions.values()]
+    )
     return sorted({f.type for fields in groups for f in fields.values()} - set(BUILTIN_CODECS))
 
 
@@ -325,10 +350,15 @@ def _declare(pyproject: Path, name: str, target: str) -> str | None:
         candidates = [old + ("" if old.endswith("\n") else "\n") + f"\n[tool.loopfsm.registries]\n{entry}\n"]
     else:
         candidates = [
-            re.sub(r"(?m)^(\[tool\.loopfsm\.registries\][ \t]*(#.*)?\n)", lambda m: m.group(1) + entry + "\n", old,
-                   count=1),
-            re.sub(r"(?m)^(registries[ \t]*=[ \t]*\{)([ \t]*)(\}?)",
-                   lambda m: m.group(1) + entry + ("" if m.group(3) else ", ") + m.group(3), old, count=1),
+            re.sub(
+                r"(?m)^(\[tool\.loopfsm\.registries\][ \t]*(#.*)?\n)", lambda m: m.group(1) + entry + "\n", old, count=1
+            ),
+            re.sub(
+                r"(?m)^(registries[ \t]*=[ \t]*\{)([ \t]*)(\}?)",
+                lambda m: m.group(1) + entry + ("" if m.group(3) else ", ") + m.group(3),
+                old,
+                count=1,
+            ),
         ]
     want = dict(table or {})
     want["registries"] = {**want.get("registries", {}), name: target}
@@ -338,8 +368,9 @@ def _declare(pyproject: Path, name: str, target: str) -> str | None:
         except tomllib.TOMLDecodeError:
             continue
         rest_same = {k: v for k, v in after.items() if k != "tool"} == {k: v for k, v in before.items() if k != "tool"}
-        tool_same = ({k: v for k, v in after.get("tool", {}).items() if k != "loopfsm"}
-                     == {k: v for k, v in before.get("tool", {}).items() if k != "loopfsm"})
+        tool_same = {k: v for k, v in after.get("tool", {}).items() if k != "loopfsm"} == {
+            k: v for k, v in before.get("tool", {}).items() if k != "loopfsm"
+        }
         if rest_same and tool_same and after["tool"].get("loopfsm") == want:
             return text
     return None

@@ -26,20 +26,42 @@ SCRIPT_SCHEMA = {
         "tools": {"type": "array", "items": {"type": "string"}},
         "policy": {"type": "object"},
         "context_tokens": {"type": "integer", "minimum": 0},
-        "model": {"type": "array", "minItems": 1, "items": {
-            "type": "object", "additionalProperties": False, "required": ["context_tokens"],
-            "properties": {
-                "text": {"type": "string"},
-                "context_tokens": {"type": "integer", "minimum": 0},
-                "tool_calls": {"type": "array", "items": {
-                    "type": "object", "required": ["id", "name"], "additionalProperties": False,
-                    "properties": {"id": {"type": "string"}, "name": {"type": "string"},
-                                   "arguments": {"type": "object"}}}},
-            }}},
+        "model": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["context_tokens"],
+                "properties": {
+                    "text": {"type": "string"},
+                    "context_tokens": {"type": "integer", "minimum": 0},
+                    "tool_calls": {
+                        "type": "array",
+                        "items": {
+                            "type": "object",
+                            "required": ["id", "name"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "id": {"type": "string"},
+                                "name": {"type": "string"},
+                                "arguments": {"type": "object"},
+                            },
+                        },
+                    },
+                },
+            },
+        },
         "tool_outputs": {"type": "object", "additionalProperties": {"type": "string"}},
-        "compactions": {"type": "array", "items": {
-            "type": "object", "required": ["after"], "additionalProperties": False,
-            "properties": {"after": {"type": "integer", "minimum": 0}, "summary": {"type": "string"}}}},
+        "compactions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["after"],
+                "additionalProperties": False,
+                "properties": {"after": {"type": "integer", "minimum": 0}, "summary": {"type": "string"}},
+            },
+        },
         "cancel_after_turn": {"type": "integer", "minimum": 0},
     },
 }
@@ -50,8 +72,9 @@ def _show_state(m: Any) -> str:
     name, data = m.state, m.state_data
     if not data:
         return str(name)
-    inner = ", ".join(f"{k}={getattr(v, 'value', None) or (type(v).__name__ if k == 'outcome' else v)}"
-                      for k, v in data.items())
+    inner = ", ".join(
+        f"{k}={getattr(v, 'value', None) or (type(v).__name__ if k == 'outcome' else v)}" for k, v in data.items()
+    )
     return f"{name}({inner})"
 
 
@@ -70,7 +93,14 @@ def _show_step(s: Any) -> str:
 def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     """Run the brain through ``script``; yield (state before, what happened, state after) per row."""
     from .machines.engine_brain import (
-        CallLLM, CallTools, Compact, Done, LoopMachine, MachinePolicy, Message, ToolCall,
+        CallLLM,
+        CallTools,
+        Compact,
+        Done,
+        LoopMachine,
+        MachinePolicy,
+        Message,
+        ToolCall,
     )
 
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
@@ -81,8 +111,9 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     known = [f.name for f in dataclasses.fields(MachinePolicy)]
     unknown = sorted(set(given) - set(known))
     if unknown:
-        raise ScriptError(f"script policy: unknown key '{_short(unknown[0])}' (the brain's policy has: "
-                          f"{', '.join(known)})")
+        raise ScriptError(
+            f"script policy: unknown key '{_short(unknown[0])}' (the brain's policy has: {', '.join(known)})"
+        )
     policy = MachinePolicy(**given)
     tools = script.get("tools", [])
     replies = list(script["model"])
@@ -97,8 +128,9 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
 
     yield from row(f"accept_input({script['input']!r})", lambda: m.accept_input(script["input"]))
     if "context_tokens" in script:
-        yield from row(f"set_context_tokens({script['context_tokens']})",
-                       lambda: m.set_context_tokens(script["context_tokens"]))
+        yield from row(
+            f"set_context_tokens({script['context_tokens']})", lambda: m.set_context_tokens(script["context_tokens"])
+        )
     while True:
         rule, s = m.explain("next_step", policy=policy)
         yield from row(f"next_step -> {_show_step(s)} [{rule}]; begin", lambda: m.begin(s))
@@ -110,27 +142,35 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
             r = replies.pop(0)
             calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
             msg = Message.assistant(r.get("text", ""), calls)
-            what = f"model_response({len(calls)} tool call(s){': ' if calls else ''}" \
-                   f"{', '.join(c.name for c in calls)}, {r['context_tokens']} tokens)"
+            what = (
+                f"model_response({len(calls)} tool call(s){': ' if calls else ''}"
+                f"{', '.join(c.name for c in calls)}, {r['context_tokens']} tokens)"
+            )
             yield from row(what, lambda: m.model_response(msg, r["context_tokens"], tools))
             if script.get("cancel_after_turn") == m.turns_taken() and not m.is_terminal():
                 yield from row("cancel()", m.cancel)
         elif isinstance(s, CallTools):
-            results = [p.answer or Message.tool_result(p.call.id, outputs.get(p.call.name, f"ran {p.call.name}"))
-                       for p in s.calls]
+            results = [
+                p.answer or Message.tool_result(p.call.id, outputs.get(p.call.name, f"ran {p.call.name}"))
+                for p in s.calls
+            ]
             pre = sum(p.pre_answered for p in s.calls)
-            yield from row(f"tool_results({len(results)} result(s), {pre} pre-answered)",
-                           lambda: m.tool_results(results))
+            yield from row(
+                f"tool_results({len(results)} result(s), {pre} pre-answered)", lambda: m.tool_results(results)
+            )
         elif isinstance(s, Compact):
             before = m.data.context_tokens
             if compactions:
                 c = compactions.pop(0)
                 summary = [Message.user(c.get("summary", "summary of the conversation so far"))]
-                yield from row(f"compaction_result(before={before}, after={c['after']})",
-                               lambda: m.compaction_result(summary, before, c["after"]))
+                yield from row(
+                    f"compaction_result(before={before}, after={c['after']})",
+                    lambda: m.compaction_result(summary, before, c["after"]),
+                )
             else:
-                yield from row(f"compaction_noop(before={before}, after={before})",
-                               lambda: m.compaction_noop(before, before))
+                yield from row(
+                    f"compaction_noop(before={before}, after={before})", lambda: m.compaction_noop(before, before)
+                )
         if m.is_terminal():
             rule, s = m.explain("next_step", policy=policy)
             yield _show_state(m), f"next_step -> {_show_step(s)} [{rule}]", _show_state(m)
@@ -145,13 +185,17 @@ def _short(value: object, limit: int = 40) -> str:
 def run_script(machine: str, path: Path) -> int:
     if machine == "agent_loop":
         from .agent_script import run_agent_script
+
         return run_agent_script(path)
     if machine == "router_run":
         from .router_script import run_router_script
+
         return run_router_script(path)
     if machine != "engine_brain":
-        print("loopfsm run: only engine_brain, agent_loop and router_run can be driven by a script "
-              f"(got {machine!r})", file=sys.stderr)
+        print(
+            f"loopfsm run: only engine_brain, agent_loop and router_run can be driven by a script (got {machine!r})",
+            file=sys.stderr,
+        )
         return 2
     from .source import SourceProblems, read_file
 

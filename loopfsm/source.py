@@ -71,11 +71,11 @@ class Source:
                 if head in self.aliases:
                     path = self.aliases[head] + path[i:]
                     break
-                parent = path[:i - 1]
+                parent = path[: i - 1]
                 if head not in self.keys and parent in self.merges:
                     for base in self.merges[parent]:
                         if base + (path[i - 1],) in self.values:
-                            path = base + path[i - 1:]
+                            path = base + path[i - 1 :]
                             break
                     else:
                         continue
@@ -122,7 +122,7 @@ MAX_DEPTH = 64
 _TOO_DEEP = f"nesting deeper than {MAX_DEPTH} levels; no machine needs that"
 
 # Characters YAML does not allow in a stream (NUL and most C0/C1 controls, surrogates).
-_NOT_PRINTABLE = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010FFFF]")
+_NOT_PRINTABLE = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 class _Refused(Exception):
@@ -204,14 +204,18 @@ class _Composer:
             self.nodes += 1
             self.expanded += 1
             if self.nodes > MAX_NODES:
-                raise _Refused(event.start_mark, f"the file has more than {MAX_NODES:,} YAML nodes; "
-                                                 "no machine needs that many")
+                raise _Refused(
+                    event.start_mark, f"the file has more than {MAX_NODES:,} YAML nodes; no machine needs that many"
+                )
             if len(stack) >= MAX_DEPTH:
                 raise _Refused(event.start_mark, _TOO_DEEP)
             anchor = event.anchor
             if anchor is not None and anchor in self.anchors:
-                raise _Refused(event.start_mark, f"duplicate anchor '{_short(anchor)}' (first defined at line "
-                                                 f"{self.anchors[anchor].start_mark.line + 1})")
+                raise _Refused(
+                    event.start_mark,
+                    f"duplicate anchor '{_short(anchor)}' (first defined at line "
+                    f"{self.anchors[anchor].start_mark.line + 1})",
+                )
             tag = event.tag
             if cls is yaml.ScalarEvent:
                 if tag is None or tag == "!":
@@ -253,16 +257,23 @@ class _Composer:
         if node is None:
             raise _Refused(event.start_mark, f"found undefined alias '{_short(event.anchor)}'")
         if id(node) in self.open:
-            raise _Refused(event.start_mark, f"alias '{_short(event.anchor)}' refers to a collection that "
-                                             "contains it; recursive structures are not allowed")
+            raise _Refused(
+                event.start_mark,
+                f"alias '{_short(event.anchor)}' refers to a collection that "
+                "contains it; recursive structures are not allowed",
+            )
         target, size, height = self.info[id(node)]
         self.expanded += size
         if self.expanded > MAX_EXPANDED:
-            raise _Refused(event.start_mark, f"aliases expand the file to more than {MAX_EXPANDED:,} values; "
-                                             "no machine needs that many")
+            raise _Refused(
+                event.start_mark,
+                f"aliases expand the file to more than {MAX_EXPANDED:,} values; no machine needs that many",
+            )
         if depth + height > MAX_DEPTH:
-            raise _Refused(event.start_mark, f"alias '{_short(event.anchor)}' nests values deeper than "
-                                             f"{MAX_DEPTH} levels; no machine needs that")
+            raise _Refused(
+                event.start_mark,
+                f"alias '{_short(event.anchor)}' nests values deeper than {MAX_DEPTH} levels; no machine needs that",
+            )
         if parent is not None:
             parent.height = max(parent.height, height)
             if not (parent.is_map and parent.key is _NO_KEY):
@@ -288,15 +299,24 @@ class _Composer:
         if key in parent.seen:
             first = parent.seen[key]
             self.problems.append(
-                Problem(self.src.file, line, col, format_path(path),
-                        f"duplicate key '{_short(key)}' (first defined at line {first[0]}); "
-                        "YAML would silently keep only the last one"))
+                Problem(
+                    self.src.file,
+                    line,
+                    col,
+                    format_path(path),
+                    f"duplicate key '{_short(key)}' (first defined at line {first[0]}); "
+                    "YAML would silently keep only the last one",
+                )
+            )
             del parent.node.value[-1]
             return
         parent.seen[key] = (line, col)
         self.src.keys[path] = (line, col)
-        if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style \
-                and type(event) is not yaml.AliasEvent:
+        if (
+            isinstance(node, (yaml.MappingNode, yaml.SequenceNode))
+            and not node.flow_style
+            and type(event) is not yaml.AliasEvent
+        ):
             # A block collection starts on the line after its key; point at the key the user wrote.
             self.src.values[path] = (line, col)
 
@@ -325,9 +345,10 @@ def _short(value: Any, limit: int = 24) -> str:
 
 def _too_large(file: str, raw: bytes) -> None:
     line = raw.count(b"\n", 0, MAX_BYTES) + 1
-    col = len(raw[raw.rfind(b"\n", 0, MAX_BYTES) + 1:MAX_BYTES].decode("utf-8", "replace")) + 1
-    raise SourceProblems([Problem(file, line, col, "", f"the file is larger than {MAX_BYTES // 1024:,} KiB; "
-                                                       "no machine needs that much")])
+    col = len(raw[raw.rfind(b"\n", 0, MAX_BYTES) + 1 : MAX_BYTES].decode("utf-8", "replace")) + 1
+    raise SourceProblems(
+        [Problem(file, line, col, "", f"the file is larger than {MAX_BYTES // 1024:,} KiB; no machine needs that much")]
+    )
 
 
 def read_source(text: str, file: str = "<string>") -> Source:
@@ -344,8 +365,9 @@ def read_source(text: str, file: str = "<string>") -> Source:
         at = bad.start()
         line = text.count("\n", 0, at) + 1
         col = at - (text.rfind("\n", 0, at) + 1) + 1
-        raise SourceProblems([Problem(file, line, col, "", f"character U+{ord(bad.group()):04X} is not allowed "
-                                                           "in a YAML file")])
+        raise SourceProblems(
+            [Problem(file, line, col, "", f"character U+{ord(bad.group()):04X} is not allowed in a YAML file")]
+        )
     loader = _SafeLoader(text)
     try:
         src = Source(file, None)
@@ -356,15 +378,17 @@ def read_source(text: str, file: str = "<string>") -> Source:
                 event = loader.get_event()
                 raise _Refused(event.start_mark, "expected a single document in the stream, found another one")
         except _Refused as err:
-            raise SourceProblems([Problem(file, err.mark.line + 1, err.mark.column + 1, "",
-                                          f"not a usable machine file: {err.message}")]) from None
+            raise SourceProblems(
+                [Problem(file, err.mark.line + 1, err.mark.column + 1, "", f"not a usable machine file: {err.message}")]
+            ) from None
         except yaml.MarkedYAMLError as err:
             raise SourceProblems([_yaml_problem(file, err)]) from None
         except yaml.YAMLError as err:  # pragma: no cover - PyYAML marks nearly everything
             raise SourceProblems([Problem(file, 1, 1, "", f"not valid YAML: {err}")]) from None
         if node is None:
-            raise SourceProblems([Problem(file, 1, 1, "",
-                                          "the file is empty; a machine needs at least 'machine' and 'states'")])
+            raise SourceProblems(
+                [Problem(file, 1, 1, "", "the file is empty; a machine needs at least 'machine' and 'states'")]
+            )
         try:
             src.doc = loader.construct_document(node)
         except yaml.MarkedYAMLError as err:
@@ -385,8 +409,10 @@ def _yaml_problem(file: str, err: yaml.MarkedYAMLError) -> Problem:
         # looking ahead, before the composer sees the level that crosses ours: one refusal, one wording.
         return Problem(file, line, col, "", f"not a usable machine file: {_TOO_DEEP}")
     if "could not determine a constructor" in what:
-        what = (f"{what.strip()}: loopfsm reads machine files with the safe loader only, "
-                "so language-specific tags are refused")
+        what = (
+            f"{what.strip()}: loopfsm reads machine files with the safe loader only, "
+            "so language-specific tags are refused"
+        )
     if len(what) > 200:
         what = what[:200] + "..."
     return Problem(file, line, col, "", f"not valid YAML: {what}")
@@ -408,8 +434,9 @@ def read_file(path: str | Path) -> Source:
                 raise SourceProblems([Problem(name, 1, 1, "", "not a regular file; a machine file is plain text")])
             raw = fh.read(MAX_BYTES + 1)
     except OSError as err:
-        raise SourceProblems([Problem(name, 1, 1, "", f"cannot read file: {err.strerror or type(err).__name__}")]) \
-            from None
+        raise SourceProblems(
+            [Problem(name, 1, 1, "", f"cannot read file: {err.strerror or type(err).__name__}")]
+        ) from None
     if len(raw) > MAX_BYTES:
         _too_large(name, raw)
     try:

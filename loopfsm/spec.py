@@ -208,12 +208,14 @@ class Spec:
         branch, guard order or field must.  The trace table only describes, so it is left out too,
         and so are coverage excuses (``untested:``).
         """
+
         def strip(node: Any) -> Any:
             if isinstance(node, dict):
                 return {k: strip(v) for k, v in node.items() if k not in ("description", "untested")}
             if isinstance(node, list):
                 return [strip(v) for v in node]
             return node
+
         doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
@@ -249,9 +251,18 @@ def _guards(raw: Any, path: PathT) -> tuple[Ref, ...]:
 def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
     out: dict[str, FieldDef] = {}
     for name, f in (raw or {}).items():
-        out[name] = FieldDef(name, f["type"], bool(f.get("list", False)), bool(f.get("nullable", False)),
-                             f.get("default", MISSING), f.get("description", ""), path + (name,),
-                             tuple(f["enum"]) if "enum" in f else None, f.get("minimum"), f.get("maximum"))
+        out[name] = FieldDef(
+            name,
+            f["type"],
+            bool(f.get("list", False)),
+            bool(f.get("nullable", False)),
+            f.get("default", MISSING),
+            f.get("description", ""),
+            path + (name,),
+            tuple(f["enum"]) if "enum" in f else None,
+            f.get("minimum"),
+            f.get("maximum"),
+        )
     return out
 
 
@@ -259,13 +270,27 @@ def build_spec(src: Source) -> Spec:
     """Turn a schema-valid document into a :class:`Spec`."""
     doc = src.doc
     policy = {
-        name: PolicyParam(name, p["type"], p["default"], p.get("minimum"), p.get("maximum"),
-                          tuple(p["enum"]) if "enum" in p else None, p["description"], ("policy", name))
+        name: PolicyParam(
+            name,
+            p["type"],
+            p["default"],
+            p.get("minimum"),
+            p.get("maximum"),
+            tuple(p["enum"]) if "enum" in p else None,
+            p["description"],
+            ("policy", name),
+        )
         for name, p in (doc.get("policy") or {}).items()
     }
     states = {
-        name: StateDef(name, bool(s.get("initial", False)), bool(s.get("terminal", False)),
-                       _fields(s.get("data"), ("states", name, "data")), s["description"], ("states", name))
+        name: StateDef(
+            name,
+            bool(s.get("initial", False)),
+            bool(s.get("terminal", False)),
+            _fields(s.get("data"), ("states", name, "data")),
+            s["description"],
+            ("states", name),
+        )
         for name, s in doc["states"].items()
     }
     events: dict[str, EventDef] = {}
@@ -275,30 +300,69 @@ def build_spec(src: Source) -> Spec:
             bs = []
             for i, b in enumerate(branches):
                 p = ("events", name, "from", state, i)
-                bs.append(Branch(_guards(b.get("guard"), p + ("guard",)),
-                                 b.get("to"),
-                                 tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
-                                 b.get("description", ""), p, b.get("name"), b.get("refuse")))
+                bs.append(
+                    Branch(
+                        _guards(b.get("guard"), p + ("guard",)),
+                        b.get("to"),
+                        tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
+                        b.get("description", ""),
+                        p,
+                        b.get("name"),
+                        b.get("refuse"),
+                    )
+                )
             sources[state] = tuple(bs)
-        events[name] = EventDef(name, e["description"], _fields(e.get("args"), ("events", name, "args")),
-                                sources, e.get("otherwise"), e.get("on_terminal"), ("events", name),
-                                _refs(e.get("before"), ("events", name, "before")))
+        events[name] = EventDef(
+            name,
+            e["description"],
+            _fields(e.get("args"), ("events", name, "args")),
+            sources,
+            e.get("otherwise"),
+            e.get("on_terminal"),
+            ("events", name),
+            _refs(e.get("before"), ("events", name, "before")),
+        )
     decisions: dict[str, Decision] = {}
     for name, d in (doc.get("decisions") or {}).items():
         rules = []
         for i, r in enumerate(d["rules"]):
             rp = ("decisions", name, "rules", i)
-            rules.append(Rule(r.get("name") or f"rule_{i}", tuple(r["states"]) if "states" in r else None,
-                              _guards(r.get("guard"), rp + ("guard",)), _ref(r["result"], rp + ("result",)),
-                              r.get("description", ""), rp))
-        decisions[name] = Decision(name, d["description"], tuple(rules), d.get("otherwise"), ("decisions", name),
-                                   _fields(d.get("args"), ("decisions", name, "args")))
+            rules.append(
+                Rule(
+                    r.get("name") or f"rule_{i}",
+                    tuple(r["states"]) if "states" in r else None,
+                    _guards(r.get("guard"), rp + ("guard",)),
+                    _ref(r["result"], rp + ("result",)),
+                    r.get("description", ""),
+                    rp,
+                )
+            )
+        decisions[name] = Decision(
+            name,
+            d["description"],
+            tuple(rules),
+            d.get("otherwise"),
+            ("decisions", name),
+            _fields(d.get("args"), ("decisions", name, "args")),
+        )
     outcomes = {
-        name: OutcomeDef(name, o["description"], o["error"], _fields(o.get("data"), ("outcomes", name, "data")),
-                         ("outcomes", name))
+        name: OutcomeDef(
+            name, o["description"], o["error"], _fields(o.get("data"), ("outcomes", name, "data")), ("outcomes", name)
+        )
         for name, o in (doc.get("outcomes") or {}).items()
     }
-    spec = Spec(doc["machine"], doc["description"], doc.get("registry"), doc.get("terminal_feeds", "raise"),
-                policy, _fields(doc.get("data"), ("data",)), states, events, decisions, outcomes, src)
+    spec = Spec(
+        doc["machine"],
+        doc["description"],
+        doc.get("registry"),
+        doc.get("terminal_feeds", "raise"),
+        policy,
+        _fields(doc.get("data"), ("data",)),
+        states,
+        events,
+        decisions,
+        outcomes,
+        src,
+    )
     spec.before = _refs(doc.get("before"), ("before",))
     return spec

@@ -39,7 +39,7 @@ except ImportError:  # pragma: no cover - interpreters without it
 
 ENV_VAR = "LOOPFSM_CACHE_DIR"
 ENTRY_FORMAT = 2
-MAX_FILE_BYTES = 4 * 1024 * 1024    # larger machine files take the uncached path (and its budgets)
+MAX_FILE_BYTES = 4 * 1024 * 1024  # larger machine files take the uncached path (and its budgets)
 MAX_ENTRY_BYTES = 16 * 1024 * 1024  # a larger entry is not read at all
 
 _PKG = Path(__file__).resolve().parent
@@ -186,8 +186,14 @@ def store(key: str, doc: Any, registry: str, warnings: list[Problem], fingerprin
     folder = cache_dir()
     if folder is None or not _is_json(doc):
         return
-    entry = {"format": ENTRY_FORMAT, "key": key, "registry": registry, "fingerprint": fingerprint, "doc": doc,
-             "warnings": [[p.file, p.line, p.column, p.path, p.message, p.severity] for p in warnings]}
+    entry = {
+        "format": ENTRY_FORMAT,
+        "key": key,
+        "registry": registry,
+        "fingerprint": fingerprint,
+        "doc": doc,
+        "warnings": [[p.file, p.line, p.column, p.path, p.message, p.severity] for p in warnings],
+    }
     try:
         text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):

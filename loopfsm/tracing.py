@@ -71,8 +71,15 @@ class TransitionRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (the CLI prints these)."""
-        return {"machine": self.machine, "kind": self.kind, "from": self.from_state, "feed": self.feed,
-                "branch": self.branch, "to": self.to_state, "attributes": dict(self.attributes)}
+        return {
+            "machine": self.machine,
+            "kind": self.kind,
+            "from": self.from_state,
+            "feed": self.feed,
+            "branch": self.branch,
+            "to": self.to_state,
+            "attributes": dict(self.attributes),
+        }
 
     def __str__(self) -> str:
         arrow = f"{self.from_state} -> {self.to_state}" if self.moved else f"{self.from_state} (stays)"
@@ -174,8 +181,7 @@ def _deliver(instance: MachineInstance, record: TransitionRecord) -> None:
         try:
             sink(record)
         except Exception as err:  # a broken exporter must not turn a legal move into an error
-            warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning,
-                          stacklevel=3)
+            warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
 def _attributes(instance: MachineInstance, ctx: Any) -> Mapping[str, AttributeValue]:
@@ -197,11 +203,13 @@ def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
     to_state = instance._state
     if ctx.result:
         trans = ctx.transition
-        record = TransitionRecord(instance.compiled.name, ctx.state.name, feed, trans.name, to_state, FEED,
-                                  _attributes(instance, ctx))
+        record = TransitionRecord(
+            instance.compiled.name, ctx.state.name, feed, trans.name, to_state, FEED, _attributes(instance, ctx)
+        )
     else:
-        record = TransitionRecord(instance.compiled.name, to_state, feed, None, to_state, FEED,
-                                  _attributes(instance, ctx))
+        record = TransitionRecord(
+            instance.compiled.name, to_state, feed, None, to_state, FEED, _attributes(instance, ctx)
+        )
     _deliver(instance, record)
 
 
@@ -230,8 +238,10 @@ def decision_done(instance: MachineInstance, decision: str, rule: str, query: An
     if not (_global or sinks_of(instance)):
         return
     state = instance._state
-    _deliver(instance, TransitionRecord(instance.compiled.name, state, decision, rule, state, DECISION,
-                                        _attributes(instance, query)))
+    _deliver(
+        instance,
+        TransitionRecord(instance.compiled.name, state, decision, rule, state, DECISION, _attributes(instance, query)),
+    )
 
 
 _SCALAR_TYPES = frozenset({"integer", "number", "string", "boolean"})
@@ -283,8 +293,10 @@ def attribute_problem(spec: Spec, attr: TraceAttribute) -> str | None:
         return f"trace attribute '{attr.name}': no field '{attr.field}' in {where}"
     for f in fields:
         if f.type not in _SCALAR_TYPES or f.list:
-            return (f"trace attribute '{attr.name}': '{attr.field}' is {'a list of ' if f.list else ''}{f.type}; "
-                    "traces take integer, number, string or boolean values only (never content)")
+            return (
+                f"trace attribute '{attr.name}': '{attr.field}' is {'a list of ' if f.list else ''}{f.type}; "
+                "traces take integer, number, string or boolean values only (never content)"
+            )
     return None
 
 
@@ -314,7 +326,10 @@ def _arg_reader(key: str) -> Getter:
 
 
 _READERS: dict[str, Callable[[str], Getter]] = {
-    "data": _data_reader, "state_data": _state_data_reader, "arg": _arg_reader}
+    "data": _data_reader,
+    "state_data": _state_data_reader,
+    "arg": _arg_reader,
+}
 
 
 def _scalar_only(name: str, fn: Getter) -> Getter:
@@ -322,13 +337,16 @@ def _scalar_only(name: str, fn: Getter) -> Getter:
         value = fn(ctx)
         if value is None or isinstance(value, _SCALARS):
             return value
-        warnings.warn(f"trace attribute '{name}' computed a {type(value).__name__}, not a scalar; left out",
-                      TraceSinkWarning, stacklevel=2)
+        warnings.warn(
+            f"trace attribute '{name}' computed a {type(value).__name__}, not a scalar; left out",
+            TraceSinkWarning,
+            stacklevel=2,
+        )
         return None
+
     return get
 
 
 def branch_name(feed: str, source: str, index: int, declared: str | None = None) -> str:
     """The stable name of a branch: its YAML ``name:`` or ``feed/source[index]``."""
     return declared or f"{feed}/{source}[{index}]"
-

@@ -21,6 +21,7 @@ PG_URL = os.environ.get("LOOPFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/
 def pg_reachable() -> str | None:
     try:
         import psycopg
+
         with psycopg.connect(PG_URL, connect_timeout=3) as conn:
             conn.execute("SELECT 1")
         return None

@@ -25,8 +25,9 @@ observing_result  -> planning completed failed expired
 awaiting_approval -> executing_tool planning failed expired
 recovering        -> executing_tool planning failed expired
 """
-ORACLE = {(line.split("->")[0].strip(), t) for line in ORACLE_TEXT.strip().splitlines()
-          for t in line.split("->")[1].split()}
+ORACLE = {
+    (line.split("->")[0].strip(), t) for line in ORACLE_TEXT.strip().splitlines() for t in line.split("->")[1].split()
+}
 TERMINAL = {"completed", "failed", "expired"}
 STATES = {"planning", "awaiting_tool", "executing_tool", "observing_result", "awaiting_approval", "recovering"}
 CHECKS = ["output_valid", "artifacts_present", "side_effects_resolved"]
@@ -64,6 +65,7 @@ def test_arguments_hash_is_sha256_of_canonical_json():
 
 # -- driving helpers --------------------------------------------------------------------------------
 
+
 def run(deadline_at: int | None = DEADLINE) -> AgentLoop:
     return AgentLoop.new_run("run_93a7", "tool_router", deadline_at)
 
@@ -96,6 +98,7 @@ def unchanged(m: AgentLoop, feed, *args, error=IllegalFeed, **kw):
 
 # -- deadline ------------------------------------------------------------------------------------
 
+
 def test_dispatch_needs_deadline_remaining():
     m = proposed()
     m.dispatch(DEADLINE - 1)
@@ -105,18 +108,21 @@ def test_dispatch_needs_deadline_remaining():
     assert m.state == "expired" and m.state_data == {"reason": "deadline"}
 
 
-@pytest.mark.parametrize("setup,feed,args", [
-    (run, "tool_proposed", ("search_docs", H, True)),
-    (run, "final_answer", (CHECKS,)),
-    (proposed, "dispatch", ()),
-    (executing, "tool_succeeded", ()),
-    (executing, "tool_failed", ("timeout", True)),
-    (executing, "worker_lost", ()),
-    (awaiting_approval, "approval_decided", ("approve", "alice", H)),
-    (awaiting_approval, "tick", ()),
-    (run, "fail", ("guardrail",)),
-    (run, "hand_off", ("other_agent",)),
-])
+@pytest.mark.parametrize(
+    "setup,feed,args",
+    [
+        (run, "tool_proposed", ("search_docs", H, True)),
+        (run, "final_answer", (CHECKS,)),
+        (proposed, "dispatch", ()),
+        (executing, "tool_succeeded", ()),
+        (executing, "tool_failed", ("timeout", True)),
+        (executing, "worker_lost", ()),
+        (awaiting_approval, "approval_decided", ("approve", "alice", H)),
+        (awaiting_approval, "tick", ()),
+        (run, "fail", ("guardrail",)),
+        (run, "hand_off", ("other_agent",)),
+    ],
+)
 def test_any_feed_past_the_deadline_expires_the_run(setup, feed, args):
     m = setup()
     m.feed(feed, *args, now=DEADLINE + 5)
@@ -144,6 +150,7 @@ def test_time_never_runs_backwards():
 
 
 # -- retries ---------------------------------------------------------------------------------------
+
 
 def test_three_attempts_by_default_then_failed():
     m = executing()
@@ -199,11 +206,17 @@ def test_recovering_can_replan():
 
 # -- approvals --------------------------------------------------------------------------------------
 
+
 def test_approval_state_holds_the_request():
     m = awaiting_approval()
     assert m.state == "awaiting_approval"
-    assert m.state_data == {"approver": "alice", "expires_at": 50_000, "policy_reason": "side_effects",
-                            "allowed_outcomes": ["approve", "deny", "revise"], "requested_at": 2}
+    assert m.state_data == {
+        "approver": "alice",
+        "expires_at": 50_000,
+        "policy_reason": "side_effects",
+        "allowed_outcomes": ["approve", "deny", "revise"],
+        "requested_at": 2,
+    }
     assert (m.data.tool, m.data.arguments_hash, m.data.idempotent) == ("search_docs", H, False)
 
 
@@ -257,8 +270,9 @@ def test_revise_replans_with_a_constraint_that_holds():
     m.approval_decided("revise", "alice", H, 3)
     assert m.state == "planning" and m.data.constraints == [f"search_docs {H}"]
     unchanged(m, m.tool_proposed, "search_docs", H, False, 4, error=NoBranchMatched)
-    unchanged(m, m.approval_required, "alice", 9, "side_effects", 4, tool="search_docs", arguments_hash=H,
-              error=FeedRefused)
+    unchanged(
+        m, m.approval_required, "alice", 9, "side_effects", 4, tool="search_docs", arguments_hash=H, error=FeedRefused
+    )
     m.tool_proposed("search_docs", arguments_hash({**ARGS, "limit": 1}), False, 4)
     assert m.state == "awaiting_tool"
 
@@ -278,6 +292,7 @@ def test_approval_from_awaiting_tool_is_about_the_proposed_call():
 
 
 # -- completion, handoff, terminal ------------------------------------------------------------------
+
 
 def test_completed_only_when_every_declared_output_check_holds():
     m = run()
@@ -311,27 +326,42 @@ def test_terminal_is_forever(end):
     else:
         m.tick(DEADLINE)
     assert m.state == end and m.is_terminal()
-    for feed, args in [("tool_succeeded", (2,)), ("tool_failed", ("x", True, 2)), ("worker_lost", (2,)),
-                       ("tick", (2,))]:
+    for feed, args in [
+        ("tool_succeeded", (2,)),
+        ("tool_failed", ("x", True, 2)),
+        ("worker_lost", (2,)),
+        ("tick", (2,)),
+    ]:
         m.feed(feed, *args)  # late news is ignored
         assert m.state == end
-    for feed, args in [("tool_proposed", ("t", H, True, 2)), ("result_accepted", (2,)), ("replan", (2,)),
-                       ("final_answer", (CHECKS, 2)), ("fail", ("x", 2)), ("dispatch", (2,)),
-                       ("hand_off", ("o", 2)), ("approval_decided", ("approve", "alice", H, 2))]:
+    for feed, args in [
+        ("tool_proposed", ("t", H, True, 2)),
+        ("result_accepted", (2,)),
+        ("replan", (2,)),
+        ("final_answer", (CHECKS, 2)),
+        ("fail", ("x", 2)),
+        ("dispatch", (2,)),
+        ("hand_off", ("o", 2)),
+        ("approval_decided", ("approve", "alice", H, 2)),
+    ]:
         unchanged(m, m.feed, feed, *args)
     assert m.resume(DEADLINE * 2) == "audit"
 
 
 # -- resume ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("setup,now,expected", [
-    (run, 5, "plan"),
-    (run, DEADLINE, "expire"),
-    (proposed, 5, "dispatch"),
-    (executing, 5, "recover"),
-    (awaiting_approval, 5, "wait"),
-    (awaiting_approval, 50_000, "expire"),
-])
+
+@pytest.mark.parametrize(
+    "setup,now,expected",
+    [
+        (run, 5, "plan"),
+        (run, DEADLINE, "expire"),
+        (proposed, 5, "dispatch"),
+        (executing, 5, "recover"),
+        (awaiting_approval, 5, "wait"),
+        (awaiting_approval, 50_000, "expire"),
+    ],
+)
 def test_resume_answers_after_a_restore(setup, now, expected):
     m = AgentLoop.restore(json.loads(json.dumps(setup().snapshot())))
     assert m.resume(now) == expected
@@ -353,15 +383,25 @@ def test_resume_in_recovering_and_observing():
 # -- the table against the oracle, on random runs ----------------------------------------------------
 
 FEEDS = st.one_of(
-    st.tuples(st.just("tool_proposed"), st.tuples(st.sampled_from(["search_docs", "refund"]),
-                                                   st.sampled_from([H, "sha256:other"]), st.booleans())),
-    st.tuples(st.just("approval_required"), st.tuples(st.sampled_from(["alice", "bob"]),
-                                                       st.integers(0, 400), st.just("side_effects"))),
-    st.tuples(st.just("approval_decided"), st.tuples(st.sampled_from(["approve", "deny", "revise"]),
-                                                      st.sampled_from(["alice", "bob"]),
-                                                      st.sampled_from([H, "sha256:other"]))),
-    st.tuples(st.sampled_from(["dispatch", "tool_succeeded", "worker_lost", "result_accepted", "replan", "tick"]),
-              st.just(())),
+    st.tuples(
+        st.just("tool_proposed"),
+        st.tuples(st.sampled_from(["search_docs", "refund"]), st.sampled_from([H, "sha256:other"]), st.booleans()),
+    ),
+    st.tuples(
+        st.just("approval_required"),
+        st.tuples(st.sampled_from(["alice", "bob"]), st.integers(0, 400), st.just("side_effects")),
+    ),
+    st.tuples(
+        st.just("approval_decided"),
+        st.tuples(
+            st.sampled_from(["approve", "deny", "revise"]),
+            st.sampled_from(["alice", "bob"]),
+            st.sampled_from([H, "sha256:other"]),
+        ),
+    ),
+    st.tuples(
+        st.sampled_from(["dispatch", "tool_succeeded", "worker_lost", "result_accepted", "replan", "tick"]), st.just(())
+    ),
     st.tuples(st.just("tool_failed"), st.tuples(st.sampled_from(["timeout"]), st.booleans())),
     st.tuples(st.just("final_answer"), st.tuples(st.sampled_from([CHECKS, CHECKS[:1]]))),
     st.tuples(st.just("fail"), st.tuples(st.just("guardrail"))),
@@ -391,9 +431,14 @@ def test_random_runs_only_take_allowed_moves_under_the_seeds_guards(steps, max_a
         assert after == before_state or (before_state, after) in ORACLE
         clock = m.data.last_now
         if after != before_state:
-            assert (after == "expired") == (clock >= 300 or (before_state == "awaiting_approval"
-                                                              and feed in ("tick", "approval_decided")
-                                                              and m.state_data == {"reason": "approval"}))
+            assert (after == "expired") == (
+                clock >= 300
+                or (
+                    before_state == "awaiting_approval"
+                    and feed in ("tick", "approval_decided")
+                    and m.state_data == {"reason": "approval"}
+                )
+            )
         if after == "executing_tool" and before_state != after:
             assert clock < 300
         if after == "recovering" and before_state != after:

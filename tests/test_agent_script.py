@@ -38,30 +38,42 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
     assert "secret words" not in out and "sha256" not in out
 
 
-@pytest.mark.parametrize("text,message", [
-    ("[1, 2]", "script (top): [1, 2] is not of type 'object'"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope}]", "no feed named 'nope'"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, bogus: 1}]", "bogus"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, resume: true, now: 1}]", "resume takes no arguments"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, arguments: {}}]", "takes no tool arguments"),
-    ("run: {run_id: r, owner: o}\npolicy: {max_attempts: 0}\nsteps: [{at: 0, resume: true}]", "max_attempts"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {a: .nan},"
-     " idempotent: true}]", "step 1: arguments have no canonical JSON form"),
-    ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: approval_decided, outcome: approve, approver: a}]",
-     "IllegalFeed: agent_loop: feed 'approval_decided' is illegal in state 'planning'"),
-    ("run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
-     " idempotent: true}\n  - {at: 1, feed: approval_required, approver: alice, expires_at: 9,"
-     " policy_reason: p}\n  - {at: 2, feed: approval_decided, outcome: approve, approver: bob}",
-     "FeedRefused: agent_loop: feed 'approval_decided' is illegal in state 'awaiting_approval': the decision"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("[1, 2]", "script (top): [1, 2] is not of type 'object'"),
+        ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope}]", "no feed named 'nope'"),
+        ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, bogus: 1}]", "bogus"),
+        ("run: {run_id: r, owner: o}\nsteps: [{at: 0, resume: true, now: 1}]", "resume takes no arguments"),
+        ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, arguments: {}}]", "takes no tool arguments"),
+        ("run: {run_id: r, owner: o}\npolicy: {max_attempts: 0}\nsteps: [{at: 0, resume: true}]", "max_attempts"),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {a: .nan},"
+            " idempotent: true}]",
+            "step 1: arguments have no canonical JSON form",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: approval_decided, outcome: approve, approver: a}]",
+            "IllegalFeed: agent_loop: feed 'approval_decided' is illegal in state 'planning'",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
+            " idempotent: true}\n  - {at: 1, feed: approval_required, approver: alice, expires_at: 9,"
+            " policy_reason: p}\n  - {at: 2, feed: approval_decided, outcome: approve, approver: bob}",
+            "FeedRefused: agent_loop: feed 'approval_decided' is illegal in state 'awaiting_approval': the decision",
+        ),
+    ],
+)
 def test_bad_scripts_end_in_a_message_not_a_traceback(tmp_path, capsys, text, message):
     code, out, err = run(tmp_path, text, capsys)
     assert code == 1 and message in err and "Traceback" not in err
 
 
 def test_a_refused_step_still_prints_the_trace_so_far(tmp_path, capsys):
-    text = ("run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
-            " idempotent: true}\n  - {at: 1, feed: fail, error_class: x}\n  - {at: 2, feed: dispatch}")
+    text = (
+        "run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
+        " idempotent: true}\n  - {at: 1, feed: fail, error_class: x}\n  - {at: 2, feed: dispatch}"
+    )
     code, out, err = run(tmp_path, text, capsys)
     assert code == 1 and "planning -> awaiting_tool" in out and "awaiting_tool -> failed" in out
     assert "is illegal in state 'failed'" in err

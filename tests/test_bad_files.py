@@ -17,7 +17,9 @@ data:
   log: {type: string, list: true}
 """
 
-GOOD = HEAD + """\
+GOOD = (
+    HEAD
+    + """\
 states:
   idle: {initial: true, description: waiting}
   busy: {description: working}
@@ -34,6 +36,7 @@ events:
       busy:
         - to: done
 """
+)
 
 
 def problems_of(text: str, file: str = "m.yaml") -> list[Problem]:
@@ -55,7 +58,9 @@ def test_good_file_parses():
 
 
 CASES = {
-    "unknown target state": (HEAD + """\
+    "unknown target state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   busy: {description: working}
@@ -68,9 +73,13 @@ events:
         - to: bussy   # <-
       busy:
         - to: done
-""", "unknown state 'bussy'; did you mean 'busy'?", "events.go.from.idle[0].to"),
-
-    "unknown source state": (HEAD + """\
+""",
+        "unknown state 'bussy'; did you mean 'busy'?",
+        "events.go.from.idle[0].to",
+    ),
+    "unknown source state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -82,9 +91,13 @@ events:
         - to: done
       idel:   # <-
         - to: done
-""", "unknown state 'idel'; did you mean 'idle'?", "events.go.from.idel"),
-
-    "unknown guard": (HEAD + """\
+""",
+        "unknown state 'idel'; did you mean 'idle'?",
+        "events.go.from.idel",
+    ),
+    "unknown guard": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -96,9 +109,13 @@ events:
         - guard: {name: at_lest, params: {field: count, value: 2}}   # <-
           to: done
         - stay: true
-""", "unknown guard 'at_lest'; did you mean 'at_least'?", "events.go.from.idle[0].guard.name"),
-
-    "unknown action": (HEAD + """\
+""",
+        "unknown guard 'at_lest'; did you mean 'at_least'?",
+        "events.go.from.idle[0].guard.name",
+    ),
+    "unknown action": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -109,9 +126,13 @@ events:
       idle:
         - to: done
           actions: [bumpp]   # <-
-""", "unknown action 'bumpp'; did you mean 'bump'?", "events.go.from.idle[0].actions[0]"),
-
-    "duplicate state": (HEAD + """\
+""",
+        "unknown action 'bumpp'; did you mean 'bump'?",
+        "events.go.from.idle[0].actions[0]",
+    ),
+    "duplicate state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -122,9 +143,13 @@ events:
     from:
       idle:
         - to: done
-""", "duplicate key 'idle' (first defined at line 7)", "states.idle"),
-
-    "unreachable state": (HEAD + """\
+""",
+        "duplicate key 'idle' (first defined at line 7)",
+        "states.idle",
+    ),
+    "unreachable state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -135,9 +160,13 @@ events:
     from:
       idle:
         - to: done
-""", "state 'orphan' is unreachable from the initial state 'idle'", "states.orphan"),
-
-    "non-terminal dead end": (HEAD + """\
+""",
+        "state 'orphan' is unreachable from the initial state 'idle'",
+        "states.orphan",
+    ),
+    "non-terminal dead end": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   stuck: {description: no way out}   # <-
@@ -150,9 +179,13 @@ events:
         - guard: {name: flag, params: {field: count}}
           to: stuck
         - to: done
-""", "non-terminal state 'stuck' is a dead end", "states.stuck"),
-
-    "transition out of terminal": (HEAD + """\
+""",
+        "non-terminal state 'stuck' is a dead end",
+        "states.stuck",
+    ),
+    "transition out of terminal": (
+        HEAD
+        + """\
 terminal_feeds: ignore
 states:
   idle: {initial: true, description: waiting}
@@ -165,9 +198,13 @@ events:
         - to: done
       done:
         - to: idle   # <-
-""", "transition out of terminal state 'done' to 'idle'", "events.go.from.done[0].to"),
-
-    "shadowed branch": (HEAD + """\
+""",
+        "transition out of terminal state 'done' to 'idle'",
+        "events.go.from.done[0].to",
+    ),
+    "shadowed branch": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -179,9 +216,13 @@ events:
         - to: done
         - guard: {name: flag, params: {field: count}}   # <-
           stay: true
-""", "branch 1 of 'go' from 'idle' can never be taken: branch 0 before it has no guard", "events.go.from.idle[1]"),
-
-    "missing initial state": (HEAD + """\
+""",
+        "branch 1 of 'go' from 'idle' can never be taken: branch 0 before it has no guard",
+        "events.go.from.idle[1]",
+    ),
+    "missing initial state": (
+        HEAD
+        + """\
 states:   # <-
   idle: {description: waiting}
   done: {terminal: true, description: finished}
@@ -191,9 +232,13 @@ events:
     from:
       idle:
         - to: done
-""", "no initial state", "states"),
-
-    "double initial state": (HEAD + """\
+""",
+        "no initial state",
+        "states",
+    ),
+    "double initial state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   busy: {initial: true, description: also first}   # <-
@@ -206,9 +251,13 @@ events:
         - to: done
       busy:
         - to: done
-""", "second initial state 'busy' (already 'idle')", "states.busy.initial"),
-
-    "unknown guard parameter": (HEAD + """\
+""",
+        "second initial state 'busy' (already 'idle')",
+        "states.busy.initial",
+    ),
+    "unknown guard parameter": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -224,9 +273,13 @@ events:
               field: count
               valeu: 3   # <-
           to: done
-""", "guard 'at_least' has no parameter 'valeu'; did you mean 'value'?", "events.go.from.idle[0].guard.params.valeu"),
-
-    "guard parameter of wrong type": (HEAD + """\
+""",
+        "guard 'at_least' has no parameter 'valeu'; did you mean 'value'?",
+        "events.go.from.idle[0].guard.params.valeu",
+    ),
+    "guard parameter of wrong type": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -242,10 +295,13 @@ events:
               field: count
               value: "three"   # <-
           to: done
-""", "parameter 'value' of guard 'at_least' expects int, got str 'three'",
-        "events.go.from.idle[0].guard.params.value"),
-
-    "missing guard parameter": (HEAD + """\
+""",
+        "parameter 'value' of guard 'at_least' expects int, got str 'three'",
+        "events.go.from.idle[0].guard.params.value",
+    ),
+    "missing guard parameter": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -257,9 +313,13 @@ events:
       idle:
         - guard: {name: at_least, params: {field: count}}   # <-
           to: done
-""", "guard 'at_least' needs parameter 'value'", "events.go.from.idle[0].guard"),
-
-    "all guarded without otherwise": (HEAD + """\
+""",
+        "guard 'at_least' needs parameter 'value'",
+        "events.go.from.idle[0].guard",
+    ),
+    "all guarded without otherwise": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -270,10 +330,13 @@ events:
       idle:   # <-
         - guard: {name: flag, params: {field: count}}
           to: done
-""", "every branch of 'go' from 'idle' is guarded, but the event does not declare what happens when none holds",
-        "events.go.from.idle"),
-
-    "unknown key (schema)": (HEAD + """\
+""",
+        "every branch of 'go' from 'idle' is guarded, but the event does not declare what happens when none holds",
+        "events.go.from.idle",
+    ),
+    "unknown key (schema)": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, discription: finished}   # <-
@@ -283,9 +346,13 @@ events:
     from:
       idle:
         - to: done
-""", "unknown key 'discription'", "states.done.discription"),
-
-    "comma in a flow mapping (schema)": (HEAD + """\
+""",
+        "unknown key 'discription'",
+        "states.done.discription",
+    ),
+    "comma in a flow mapping (schema)": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting, then working}   # <-
   done: {terminal: true, description: finished}
@@ -295,9 +362,13 @@ events:
     from:
       idle:
         - to: done
-""", "a comma inside a flow mapping {...} ends the value before it", "states.idle.then working"),
-
-    "boolean key (schema)": (HEAD + """\
+""",
+        "a comma inside a flow mapping {...} ends the value before it",
+        "states.idle.then working",
+    ),
+    "boolean key (schema)": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -312,16 +383,24 @@ events:
             params:
               true: count   # <-
           to: done
-""", "unquoted true/false are booleans", "events.go.from.idle[0].guard.params.True"),
-
-    "enum item of another type": (HEAD + """\
+""",
+        "unquoted true/false are booleans",
+        "events.go.from.idle[0].guard.params.True",
+    ),
+    "enum item of another type": (
+        HEAD
+        + """\
 policy:
   mode: {type: string, default: fast, enum: [fast, 2], description: how}   # <-
 states:
   idle: {initial: true, description: waiting}
-""", "enum item 2 is of type integer, but the policy's type is string", "policy.mode.enum[1]"),
-
-    "enum item of another type in a feed argument": (HEAD + """\
+""",
+        "enum item 2 is of type integer, but the policy's type is string",
+        "policy.mode.enum[1]",
+    ),
+    "enum item of another type in a feed argument": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -333,9 +412,13 @@ events:
     from:
       idle:
         - to: done
-""", "enum item 'three' is of type string, but the field's type is integer", "events.go.args.level.enum[2]"),
-
-    "duplicate rule name": (HEAD + """\
+""",
+        "enum item 'three' is of type string, but the field's type is integer",
+        "events.go.args.level.enum[2]",
+    ),
+    "duplicate rule name": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -354,9 +437,13 @@ decisions:
         result: {name: constant, params: {value: go}}
       - name: answer   # <-
         result: {name: constant, params: {value: stop}}
-""", "rule name 'answer' is used twice in 'ask' (first at rule 0)", "decisions.ask.rules[1].name"),
-
-    "unknown error class in outcomes": (HEAD + """\
+""",
+        "rule name 'answer' is used twice in 'ask' (first at rule 0)",
+        "decisions.ask.rules[1].name",
+    ),
+    "unknown error class in outcomes": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -370,9 +457,13 @@ outcomes:
   Stopped:
     description: stopped
     error: Stoped   # <-
-""", "unknown error class 'Stoped'", "outcomes.Stopped.error"),
-
-    "initial state that is terminal": (HEAD + """\
+""",
+        "unknown error class 'Stoped'",
+        "outcomes.Stopped.error",
+    ),
+    "initial state that is terminal": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, terminal: true, description: waiting}   # <-
 events:
@@ -381,9 +472,13 @@ events:
     from:
       idle:
         - stay: true
-""", "initial state 'idle' is terminal", "states.idle.terminal"),
-
-    "policy minimum above maximum": (HEAD + """\
+""",
+        "initial state 'idle' is terminal",
+        "states.idle.terminal",
+    ),
+    "policy minimum above maximum": (
+        HEAD
+        + """\
 policy:
   limit:
     type: integer
@@ -400,9 +495,13 @@ events:
     from:
       idle:
         - to: done
-""", "minimum 10 is above maximum 1", "policy.limit.minimum"),
-
-    "branch with neither to nor stay (schema)": (HEAD + """\
+""",
+        "minimum 10 is above maximum 1",
+        "policy.limit.minimum",
+    ),
+    "branch with neither to nor stay (schema)": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -412,9 +511,13 @@ events:
     from:
       idle:
         - actions: [bump]   # <-
-""", "a branch needs exactly one of 'to: <State>' or 'stay: true'", "events.go.from.idle[0]"),
-
-    "unknown policy reference": (HEAD + """\
+""",
+        "a branch needs exactly one of 'to: <State>' or 'stay: true'",
+        "events.go.from.idle[0]",
+    ),
+    "unknown policy reference": (
+        HEAD
+        + """\
 policy:
   limit: {type: integer, default: 3, description: a limit}
 states:
@@ -428,10 +531,13 @@ events:
       idle:
         - guard: {name: at_least, params: {field: count, value: {policy: limt}}}   # <-
           to: done
-""", "unknown policy parameter 'limt'; did you mean 'limit'?",
-        "events.go.from.idle[0].guard.params.value.policy"),
-
-    "policy default out of bounds": (HEAD + """\
+""",
+        "unknown policy parameter 'limt'; did you mean 'limit'?",
+        "events.go.from.idle[0].guard.params.value.policy",
+    ),
+    "policy default out of bounds": (
+        HEAD
+        + """\
 policy:
   threshold:
     type: integer
@@ -448,9 +554,13 @@ events:
     from:
       idle:
         - to: done
-""", "default 180 is above the maximum 100", "policy.threshold.default"),
-
-    "decision without an answer in some state": (HEAD + """\
+""",
+        "default 180 is above the maximum 100",
+        "policy.threshold.default",
+    ),
+    "decision without an answer in some state": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -466,10 +576,13 @@ decisions:
     rules:   # <-
       - states: [idle]
         result: {name: constant, params: {value: go}}
-""", "decision 'ask' has no answer in state(s) done", "decisions.ask.rules"),
-
-    "unknown field type": (HEAD.replace("log: {type: string, list: true}", "log: {type: strng, list: true}   # <-")
-                           + """\
+""",
+        "decision 'ask' has no answer in state(s) done",
+        "decisions.ask.rules",
+    ),
+    "unknown field type": (
+        HEAD.replace("log: {type: string, list: true}", "log: {type: strng, list: true}   # <-")
+        + """\
 states:
   idle: {initial: true, description: waiting}
   done: {terminal: true, description: finished}
@@ -479,12 +592,19 @@ events:
     from:
       idle:
         - to: done
-""", "unknown type 'strng'; did you mean 'string'?", "data.log.type"),
-
-    "not YAML at all": (HEAD + """\
+""",
+        "unknown type 'strng'; did you mean 'string'?",
+        "data.log.type",
+    ),
+    "not YAML at all": (
+        HEAD
+        + """\
 states:
   idle: {initial: true, description: [unclosed}   # <-
-""", "not valid YAML", ""),
+""",
+        "not valid YAML",
+        "",
+    ),
 }
 
 
@@ -500,8 +620,9 @@ def test_bad_file_is_located(case):
 
 
 def test_python_tags_are_refused(tmp_path):
-    text = GOOD.replace("description: a small machine for tests",
-                        "description: !!python/object/apply:os.system ['echo pwned']   # <-")
+    text = GOOD.replace(
+        "description: a small machine for tests", "description: !!python/object/apply:os.system ['echo pwned']   # <-"
+    )
     f = tmp_path / "evil.yaml"
     f.write_text(text)
     with pytest.raises(SpecError) as info:
@@ -513,7 +634,9 @@ def test_python_tags_are_refused(tmp_path):
 
 
 def test_every_error_in_a_file_is_reported_at_once():
-    text = HEAD + """\
+    text = (
+        HEAD
+        + """\
 policy:
   limit: {type: integer, default: -1, minimum: 0, description: a limit}
 states:
@@ -527,6 +650,7 @@ events:
         - to: dnoe
           actions: [bumpp]
 """
+    )
     found = [p for p in problems_of(text) if p.severity == "error"]
     assert [p.line for p in found] == sorted(p.line for p in found)
     msgs = [p.message for p in found]
@@ -544,8 +668,9 @@ def test_unused_registered_guards_are_warnings_not_errors():
 
 
 def test_unknown_registry_is_located():
-    text = GOOD.replace("description: a small machine for tests",
-                        "description: a small machine for tests\nregistry: nonesuch")
+    text = GOOD.replace(
+        "description: a small machine for tests", "description: a small machine for tests\nregistry: nonesuch"
+    )
     with pytest.raises(SpecError) as info:
         parse(text, "m.yaml")
     (err,) = info.value.problems
@@ -557,8 +682,7 @@ def test_schema_validator_is_compiled_once(monkeypatch):
 
     parse(GOOD, "m.yaml", make_registry())  # the first load in a process builds the validator
     calls = []
-    monkeypatch.setattr(Draft202012Validator, "check_schema",
-                        classmethod(lambda cls, s, **kw: calls.append(1)))
+    monkeypatch.setattr(Draft202012Validator, "check_schema", classmethod(lambda cls, s, **kw: calls.append(1)))
     for _ in range(3):
         parse(GOOD, "m.yaml", make_registry())
     assert calls == []  # already built before this test, never rebuilt per load

@@ -110,6 +110,7 @@ def test_missing_graphviz_is_a_clear_error(project, monkeypatch, capsys):
 
     def no_dot(*a, **k):
         raise graphviz.ExecutableNotFound(["dot"])
+
     monkeypatch.setattr(graphviz.Digraph, "pipe", no_dot)
     assert main(["render", "--format", "svg", "-o", "out"]) == 1
     assert "install it (e.g. 'apt-get install -y graphviz')" in capsys.readouterr().err

@@ -113,7 +113,8 @@ def test_a_file_in_a_directory_that_cannot_be_entered(project, capsys):  # pragm
 def test_a_machine_file_linked_to_a_key_is_not_echoed(project, capsys):
     secret = "QyNTUxOQAAACBtkWdWSLN1c38M2lsFc8LLl0cNEqG6bF1R4OWYm5iZ3QAAAJgGQbKeBkGy" * 2
     (project / "id_key").write_text(
-        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n")
+        f"-----BEGIN OPENSSH PRIVATE KEY-----\n{secret}\n-----END OPENSSH PRIVATE KEY-----\n"
+    )
     (project / "machines" / "evil.yaml").symlink_to(project / "id_key")
     for command in (["validate"], ["check"], ["build"], ["render", "-o", "out"]):
         main(command)
@@ -131,8 +132,12 @@ def test_run_script_with_an_unknown_policy_key(project, capsys, tmp_path):
 
 def test_run_script_that_is_hostile_yaml(project, capsys, tmp_path):
     script = tmp_path / "s.yaml"
-    script.write_text("a: &a [" + ",".join(["1"] * 9) + "]\n" + "".join(
-        f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)))
+    script.write_text(
+        "a: &a ["
+        + ",".join(["1"] * 9)
+        + "]\n"
+        + "".join(f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    )
     assert main(["run", "engine_brain", "--script", str(script)]) == 1
     assert "aliases expand" in capsys.readouterr().err
     assert main(["run", "engine_brain", "--script", "/dev/zero"]) == 1

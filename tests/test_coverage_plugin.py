@@ -42,7 +42,7 @@ decisions:
       - {name: grumpy, result: {name: say, params: {word: sad}}}
 """
 
-TEST_FILE = '''
+TEST_FILE = """
 import pytest
 
 GATE = {gate!r}
@@ -67,7 +67,7 @@ def test_friend(gate):
     g.knock(who="ann")
     assert g.state == "open" and g.decide("mood") == "glad"
 {extra}
-'''
+"""
 
 
 def _project(pytester, extra: str = "") -> None:
@@ -81,11 +81,13 @@ def test_report_names_what_was_never_taken(pytester):
     _project(pytester)
     result = pytester.runpytest_subprocess("--loopfsm-coverage", "--loopfsm-machines", "machines")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        "*loopfsm transition coverage*",
-        "gate *3/5 *60.0%, 1 excused",
-        "total *60.0% of branches and rules taken",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*loopfsm transition coverage*",
+            "gate *3/5 *60.0%, 1 excused",
+            "total *60.0% of branches and rules taken",
+        ]
+    )
     out = result.stdout.str()
     assert "    never taken: branch remove/*[0]  (machines/gate.yaml:25)" in out
     assert "    never taken: rule mood/grumpy  (machines/gate.yaml:31)" in out
@@ -99,12 +101,12 @@ def test_fail_under_fails_a_green_session_and_passes_when_reached(pytester):
     result.assert_outcomes(passed=1)
     assert result.ret == 1
     result.stdout.fnmatch_lines(["FAIL: 60.0% of branches and rules taken, required 80%"])
-    _more = '''
+    _more = """
 def test_rest(gate):
     g = gate.new()
     assert g.decide("mood") == "sad"
     g.remove()
-'''
+"""
     (pytester.path / "test_more.py").write_text(TEST_FILE.format(gate=GATE, extra=_more))
     result = pytester.runpytest_subprocess("--loopfsm-coverage-fail-under=100", "--loopfsm-machines", "machines")
     result.assert_outcomes(passed=3)
@@ -113,11 +115,14 @@ def test_rest(gate):
 
 
 def test_without_the_option_nothing_listens(pytester):
-    _project(pytester, extra='''
+    _project(
+        pytester,
+        extra="""
 def test_quiet():
     from loopfsm import tracing
     assert not tracing.ACTIVE
-''')
+""",
+    )
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=2)
     assert "transition coverage" not in result.stdout.str()
@@ -125,8 +130,10 @@ def test_quiet():
 
 def test_a_bad_yaml_string_raises_spec_error(loopfsm_machine, loopfsm_registry):
     from loopfsm.errors import SpecError
+
     with pytest.raises(SpecError, match="unknown state"):
-        loopfsm_machine("""
+        loopfsm_machine(
+            """
             machine: m
             description: d
             states:
@@ -137,16 +144,24 @@ def test_a_bad_yaml_string_raises_spec_error(loopfsm_machine, loopfsm_registry):
                 from:
                   a:
                     - to: b
-            """, loopfsm_registry)
+            """,
+            loopfsm_registry,
+        )
 
 
 def test_collector_counts_by_stable_name():
     import yaml
+
     doc = yaml.safe_load(GATE)
     rows = rows_of(doc)
     assert [(r.kind, r.name) for r in rows] == [
-        ("branch", "friend_enters"), ("branch", "knock/shut[1]"), ("branch", "knock/open[0]"),
-        ("branch", "remove/*[0]"), ("rule", "mood/happy"), ("rule", "mood/grumpy")]
+        ("branch", "friend_enters"),
+        ("branch", "knock/shut[1]"),
+        ("branch", "knock/open[0]"),
+        ("branch", "remove/*[0]"),
+        ("rule", "mood/happy"),
+        ("rule", "mood/grumpy"),
+    ]
     c = Collector()
     c(TransitionRecord("gate", "shut", "knock", "friend_enters", "open"))
     c(TransitionRecord("gate", "open", "knock", "knock/open[0]", "open"))
@@ -161,6 +176,7 @@ def test_collector_counts_by_stable_name():
 
 def test_readme_fixture_example_runs(pytester):
     from pathlib import Path
+
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     block = readme.split("Fixtures for testing your own machines")[1].split("```python\n")[1].split("```")[0]
     pytester.makepyfile(test_readme_example=block)

@@ -63,13 +63,16 @@ def test_policy_still_rides_beside_the_arguments():
     assert m.decide("admit", policy=None, kind="member") == "admitted"
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({}, r"decision 'admit\(kind, tickets=1\)': missing a required argument: 'kind'"),
-    ({"kind": "stranger"}, r"argument 'kind' must be string \(one of 'member', 'guest'\)"),
-    ({"kind": "member", "tickets": "2"}, r"argument 'tickets' must be integer, got str"),
-    ({"kind": "member", "tickets": True}, r"argument 'tickets' must be integer, got bool"),
-    ({"kind": "member", "who": "x"}, r"unexpected keyword argument 'who'"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({}, r"decision 'admit\(kind, tickets=1\)': missing a required argument: 'kind'"),
+        ({"kind": "stranger"}, r"argument 'kind' must be string \(one of 'member', 'guest'\)"),
+        ({"kind": "member", "tickets": "2"}, r"argument 'tickets' must be integer, got str"),
+        ({"kind": "member", "tickets": True}, r"argument 'tickets' must be integer, got bool"),
+        ({"kind": "member", "who": "x"}, r"unexpected keyword argument 'who'"),
+    ],
+)
 def test_bad_arguments_raise_before_any_rule_runs(kwargs, message):
     m = _compiled().new()
     before = m.snapshot()
@@ -79,9 +82,10 @@ def test_bad_arguments_raise_before_any_rule_runs(kwargs, message):
 
 
 def test_checker_refuses_bad_argument_declarations():
-    bad = ADMIT.replace("tickets: {type: integer, default: 1, description: how many}",
-                        "tickets: {type: integr, default: 1, description: how many}\n"
-                        "      policy: {type: integer, default: 0}")
+    bad = ADMIT.replace(
+        "tickets: {type: integer, default: 1, description: how many}",
+        "tickets: {type: integr, default: 1, description: how many}\n      policy: {type: integer, default: 0}",
+    )
     assert "policy: {type" in bad
     with pytest.raises(SpecError) as err:
         _compiled(bad)
@@ -108,7 +112,7 @@ def test_review_sheet_and_charts_show_the_arguments():
     spec = parse(ADMIT, "gate.yaml", reg)
     out = render(spec, ["md", "mermaid", "dot"])
     sheet = out["gate.md"]
-    assert "| `kind` | string (\"member\" \\| \"guest\") | who asks |" in sheet
+    assert '| `kind` | string ("member" \\| "guest") | who asks |' in sheet
     assert "| `tickets` | integer | how many |" in sheet
     assert 'ask["admit(kind, tickets, policy)"]' in out["gate.admit.mmd"]
     assert "admit(kind, tickets, policy)" in out["gate.admit.dot"]

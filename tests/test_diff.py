@@ -26,8 +26,10 @@ def variant(tmp_path: Path, machine: str, *edits: tuple[str, str], name: str = "
 
 
 def changes(tmp_path: Path, machine: str, *edits: tuple[str, str]) -> tuple[list[str], bool, bool]:
-    d = diff_specs(load_for_diff(str(ROOT / "machines" / f"{machine}.yaml")),
-                   load_for_diff(str(variant(tmp_path, machine, *edits))))
+    d = diff_specs(
+        load_for_diff(str(ROOT / "machines" / f"{machine}.yaml")),
+        load_for_diff(str(variant(tmp_path, machine, *edits))),
+    )
     return [c.text for c in d.changes], d.behaviour_changed, d.snapshots_restore
 
 
@@ -62,10 +64,12 @@ def test_policy_bounds(tmp_path):
 
 def test_guard_params_actions_and_targets(tmp_path):
     found, changed, restore = changes(
-        tmp_path, "turnstile",
+        tmp_path,
+        "turnstile",
         ("params: {fare: {policy: fare}}", "params: {fare: 3}"),
         ("actions: [count_passage]", "actions: [count_passage, clear_credit]"),
-        ("        - to: locked\n", "        - to: unlocked\n"))
+        ("        - to: locked\n", "        - to: unlocked\n"),
+    )
     assert "coin from locked [1]: guard fare_paid(fare=policy.fare) -> fare_paid(fare=3)" in found
     assert "push from unlocked [1]: actions count_passage -> count_passage, clear_credit" in found
     assert "push from unlocked [1]: target -> locked -> -> unlocked" in found
@@ -74,19 +78,26 @@ def test_guard_params_actions_and_targets(tmp_path):
 
 def test_branch_inserted_removed_and_feed_states(tmp_path):
     found, _, _ = changes(
-        tmp_path, "turnstile",
+        tmp_path,
+        "turnstile",
         ("      unlocked:\n        - stay: true\n          description: extra coin, no harm\n", ""),
-        ("      locked:\n        - stay: true\n          description: it refuses (that is the point)\n",
-         "      locked:\n        - guard: fare_paid\n          to: unlocked\n"
-         "        - stay: true\n          description: it refuses (that is the point)\n"))
+        (
+            "      locked:\n        - stay: true\n          description: it refuses (that is the point)\n",
+            "      locked:\n        - guard: fare_paid\n          to: unlocked\n"
+            "        - stay: true\n          description: it refuses (that is the point)\n",
+        ),
+    )
     assert "coin from unlocked: no longer accepted" in found
     assert "push from locked [1] added: if fare_paid -> unlocked" in found
 
 
 def test_states_fields_and_shape(tmp_path, capsys):
-    new = variant(tmp_path, "turnstile",
-                  ("  unlocked:\n", "  broken:\n    description: Out of order.\n    terminal: true\n  unlocked:\n"),
-                  ("  passages:\n    type: integer\n", "  passages:\n    type: number\n"))
+    new = variant(
+        tmp_path,
+        "turnstile",
+        ("  unlocked:\n", "  broken:\n    description: Out of order.\n    terminal: true\n  unlocked:\n"),
+        ("  passages:\n    type: integer\n", "  passages:\n    type: number\n"),
+    )
     assert main(["diff", str(ROOT / "machines" / "turnstile.yaml"), str(new)]) == 1
     out = capsys.readouterr().out
     assert "* state broken added (terminal)" in out
@@ -105,21 +116,34 @@ def test_decision_rules_in_order(tmp_path):
     path.write_text(swapped)
     d = diff_specs(load_for_diff(str(ROOT / "machines" / "engine_brain.yaml")), load_for_diff(str(path)))
     texts = [c.text for c in d.changes]
-    assert ("decision next_step: rule order cancelled, terminal, max_turns, emergency, threshold, call_model, "
-            "call_tools, compacting -> cancelled, terminal, max_turns, threshold, emergency, call_model, "
-            "call_tools, compacting (first hit wins)") in texts
-    assert any(t.startswith("decision next_step rule emergency: guard tokens_past_percent(") and
-               "percent=95" in t and "percent=90" in t for t in texts)
+    assert (
+        "decision next_step: rule order cancelled, terminal, max_turns, emergency, threshold, call_model, "
+        "call_tools, compacting -> cancelled, terminal, max_turns, threshold, emergency, call_model, "
+        "call_tools, compacting (first hit wins)"
+    ) in texts
+    assert any(
+        t.startswith("decision next_step rule emergency: guard tokens_past_percent(")
+        and "percent=95" in t
+        and "percent=90" in t
+        for t in texts
+    )
 
 
 def test_feed_added_and_arguments(tmp_path):
     found, _, _ = changes(
-        tmp_path, "tool_breaker",
-        ("  tick:\n    description: Time passed;", "  ping:\n    description: Health check.\n    from:\n"
-         "      Closed:\n        - stay: true\n  tick:\n    description: Time passed;"),
-        ("      call_id: {type: string, description: the call's id}\n    from:\n      Closed:\n        - stay: true",
-         "      call_id: {type: string, description: the call's id}\n      weight: {type: integer, default: 1}\n"
-         "    from:\n      Closed:\n        - stay: true"))
+        tmp_path,
+        "tool_breaker",
+        (
+            "  tick:\n    description: Time passed;",
+            "  ping:\n    description: Health check.\n    from:\n"
+            "      Closed:\n        - stay: true\n  tick:\n    description: Time passed;",
+        ),
+        (
+            "      call_id: {type: string, description: the call's id}\n    from:\n      Closed:\n        - stay: true",
+            "      call_id: {type: string, description: the call's id}\n      weight: {type: integer, default: 1}\n"
+            "    from:\n      Closed:\n        - stay: true",
+        ),
+    )
     assert "feed ping added (from Closed)" in found
     assert "feed acquire arguments: field weight added (integer = 1)" in found
 
@@ -157,14 +181,20 @@ def test_git_diff_driver_recipe(tmp_path):
 
 def test_before_actions_any_guards_and_refusals_are_named(tmp_path):
     found, changed, _ = changes(
-        tmp_path, "tool_breaker",
+        tmp_path,
+        "tool_breaker",
         ("before: [clamp_clock]", "before: [clamp_clock, new_generation]"),
-        ("guard: {any: [stale, {name: holds_lease, negate: true}]}", "guard: {any: [stale, holds_lease]}"))
+        ("guard: {any: [stale, {name: holds_lease, negate: true}]}", "guard: {any: [stale, holds_lease]}"),
+    )
     assert "before every feed: clamp_clock -> clamp_clock, new_generation" in found
     assert any("guard (stale or not holds_lease) -> (stale or holds_lease)" in t for t in found), found
     assert changed
-    found, _, _ = changes(tmp_path, "agent_loop",
-                          ('refuse: "the action named is not the tool call awaiting a decision"',
-                           'refuse: "not that one"'))
-    assert any('target refuse ("the action named is not the tool call awaiting a decision") -> '
-               'refuse ("not that one")' in t for t in found), found
+    found, _, _ = changes(
+        tmp_path,
+        "agent_loop",
+        ('refuse: "the action named is not the tool call awaiting a decision"', 'refuse: "not that one"'),
+    )
+    assert any(
+        'target refuse ("the action named is not the tool call awaiting a decision") -> refuse ("not that one")' in t
+        for t in found
+    ), found

@@ -51,8 +51,11 @@ def feed_compaction_done(m):
     m.compaction_result([Message.user("summary")], 190_000, 20_000)
 
 
-FEEDS = {"model_response": feed_model_reply, "tool_results": feed_tool_results,
-         "compaction_result": feed_compaction_done}
+FEEDS = {
+    "model_response": feed_model_reply,
+    "tool_results": feed_tool_results,
+    "compaction_result": feed_compaction_done,
+}
 
 # Seed 000, "Was in x Feed": None = illegal, "ignored" = terminal, else the new state.
 SEED_TABLE = {
@@ -93,8 +96,10 @@ def test_model_reply_without_tool_calls_completes():
 def test_compaction_without_progress_fails_from_the_table_cell():
     m = brain_in("AwaitingCompaction")
     m.compaction_result([Message.user("summary")], 190_000, 190_000)
-    assert m.state_and_data() == ("Terminal", {"outcome": Failed(ContextExceeded(
-        "compaction made no progress (190000 -> 190000 tokens)"))})
+    assert m.state_and_data() == (
+        "Terminal",
+        {"outcome": Failed(ContextExceeded("compaction made no progress (190000 -> 190000 tokens)"))},
+    )
 
 
 def test_two_turn_walk():
@@ -114,8 +119,14 @@ def test_two_turn_walk():
     seen.append(m.state_and_data())
     m.model_response(Message.assistant("two files"), 900, TOOLS)
     seen.append(m.state_and_data())
-    assert seen == [("Start", {}), ("AwaitingModel", {"turn": 0}), ("AwaitingTools", {"turn": 0}),
-                    ("Start", {}), ("AwaitingModel", {"turn": 1}), ("Terminal", {"outcome": Completed("two files")})]
+    assert seen == [
+        ("Start", {}),
+        ("AwaitingModel", {"turn": 0}),
+        ("AwaitingTools", {"turn": 0}),
+        ("Start", {}),
+        ("AwaitingModel", {"turn": 1}),
+        ("Terminal", {"outcome": Completed("two files")}),
+    ]
     m.commit_pending()
     assert [msg.role for msg in m.history()] == ["user", "assistant", "tool", "assistant"]
 
@@ -212,6 +223,7 @@ def test_compaction_noop_keeps_both_buffers_and_continues():
 
 # -- the guard chain's arithmetic -------------------------------------------------------------
 
+
 def ask(tokens: int, policy=P, **data):
     m = LoopMachine()
     m.accept_input("x")
@@ -221,19 +233,22 @@ def ask(tokens: int, policy=P, **data):
     return m.next_step(policy=policy)
 
 
-@pytest.mark.parametrize("tokens,policy,expected", [
-    (190_000, P, Compact(Emergency)),                       # exactly 95%: inclusive
-    (189_999, P, Compact(ThresholdExceeded)),               # just under the emergency line
-    (160_000, P, CallLLM(0)),                               # exactly at the 80% threshold: served normally
-    (160_001, P, Compact(ThresholdExceeded)),               # threshold + 1
-    (10**9, MachinePolicy(context_window=0), CallLLM(0)),   # window 0 disables both lines
-    (190_000, MachinePolicy(auto_compact=False), Compact(Emergency)),  # emergency ignores auto_compact
-    (189_999, MachinePolicy(auto_compact=False), CallLLM(0)),
-    (189_999, MachinePolicy(context_window=199_999), Compact(Emergency)),  # 199999*95//100 = 189999
-    (159_999, MachinePolicy(context_window=199_999), CallLLM(0)),          # 199999*80//100 = 159999, strict
-    (160_000, MachinePolicy(context_window=199_999), Compact(ThresholdExceeded)),
-    (100, MachinePolicy(compact_threshold=0), Compact(ThresholdExceeded)),
-])
+@pytest.mark.parametrize(
+    "tokens,policy,expected",
+    [
+        (190_000, P, Compact(Emergency)),  # exactly 95%: inclusive
+        (189_999, P, Compact(ThresholdExceeded)),  # just under the emergency line
+        (160_000, P, CallLLM(0)),  # exactly at the 80% threshold: served normally
+        (160_001, P, Compact(ThresholdExceeded)),  # threshold + 1
+        (10**9, MachinePolicy(context_window=0), CallLLM(0)),  # window 0 disables both lines
+        (190_000, MachinePolicy(auto_compact=False), Compact(Emergency)),  # emergency ignores auto_compact
+        (189_999, MachinePolicy(auto_compact=False), CallLLM(0)),
+        (189_999, MachinePolicy(context_window=199_999), Compact(Emergency)),  # 199999*95//100 = 189999
+        (159_999, MachinePolicy(context_window=199_999), CallLLM(0)),  # 199999*80//100 = 159999, strict
+        (160_000, MachinePolicy(context_window=199_999), Compact(ThresholdExceeded)),
+        (100, MachinePolicy(compact_threshold=0), Compact(ThresholdExceeded)),
+    ],
+)
 def test_guard_chain_boundaries(tokens, policy, expected):
     assert ask(tokens, policy) == expected
 
@@ -263,13 +278,16 @@ def test_awaiting_states_answer_their_step_again():
     assert m.next_step(policy=P) == CallTools(0, tuple(m.data.pending_tools))
 
 
-@pytest.mark.parametrize("state,bad", [
-    ("Start", CallLLM(5)),                    # stale turn
-    ("Start", Done(Completed("invented"))),   # Completed only comes from a reply
-    ("AwaitingTools", CallLLM(1)),
-    ("AwaitingTools", CallTools(0, ())),      # not the pending calls
-    ("AwaitingCompaction", CallLLM(0)),
-])
+@pytest.mark.parametrize(
+    "state,bad",
+    [
+        ("Start", CallLLM(5)),  # stale turn
+        ("Start", Done(Completed("invented"))),  # Completed only comes from a reply
+        ("AwaitingTools", CallLLM(1)),
+        ("AwaitingTools", CallTools(0, ())),  # not the pending calls
+        ("AwaitingCompaction", CallLLM(0)),
+    ],
+)
 def test_begin_refuses_steps_the_state_cannot_be_acting_on(state, bad):
     m = brain_in(state)
     before = m.snapshot()
@@ -279,6 +297,7 @@ def test_begin_refuses_steps_the_state_cannot_be_acting_on(state, bad):
 
 
 # -- feeds' postconditions ----------------------------------------------------------------------
+
 
 def test_unknown_tools_are_pre_answered():
     m = brain_in("AwaitingModel")
@@ -312,8 +331,13 @@ def test_inject_does_not_refresh_the_estimate_and_accept_input_resets():
     assert m.data.context_tokens == 1000 and m.full_history()[-1] == Message.user("a" * 1000)
     m.accept_input("new run")
     d = m.data
-    assert (m.state, d.pending, d.pending_tools, d.turns_taken, d.cancelled) == \
-        ("Start", [Message.user("new run")], [], 0, False)
+    assert (m.state, d.pending, d.pending_tools, d.turns_taken, d.cancelled) == (
+        "Start",
+        [Message.user("new run")],
+        [],
+        0,
+        False,
+    )
 
 
 def test_fail_is_instant_and_kept_through_snapshots():
@@ -326,12 +350,15 @@ def test_fail_is_instant_and_kept_through_snapshots():
     assert r.next_step(policy=P) == Done(Failed(err))
 
 
-@pytest.mark.parametrize("outcome,error", [
-    (Completed("x"), None),
-    (Cancelled(), RunCancelled),
-    (MaxTurnsExceeded(), TurnLimitExceeded),
-    (Failed(ContextExceeded("full")), ContextExceeded("full")),
-])
+@pytest.mark.parametrize(
+    "outcome,error",
+    [
+        (Completed("x"), None),
+        (Cancelled(), RunCancelled),
+        (MaxTurnsExceeded(), TurnLimitExceeded),
+        (Failed(ContextExceeded("full")), ContextExceeded("full")),
+    ],
+)
 def test_to_loop_error_is_total(outcome, error):
     m = LoopMachine()
     m._state, m.state_data = "Terminal", {"outcome": outcome}
@@ -354,6 +381,7 @@ def test_commit_and_discard_work_in_terminal():
 
 # -- policy and YAML ----------------------------------------------------------------------------
 
+
 def test_policy_defaults_come_from_the_yaml():
     declared = yaml.safe_load(machine_path("engine_brain").read_text())["policy"]
     p = MachinePolicy()
@@ -372,6 +400,7 @@ def edited_brain(tmp_path: Path, edit) -> type:
 def test_editing_the_threshold_default_changes_behaviour(tmp_path):
     def lower(doc):
         doc["policy"]["compact_threshold"]["default"] = 50
+
     brain = edited_brain(tmp_path, lower)
     m = brain.Instance()
     m.accept_input("x")
@@ -385,6 +414,7 @@ def test_swapping_two_rules_changes_behaviour(tmp_path):
         rules = doc["decisions"]["next_step"]["rules"]
         rules[0], rules[2] = rules[2], rules[0]  # max_turns before cancel
         rules[0], rules[1] = rules[1], rules[0]  # keep the terminal rule first of the two scoped ones
+
     brain = edited_brain(tmp_path, swap)
     m = brain.Instance()
     m.accept_input("x")
@@ -396,6 +426,7 @@ def test_swapping_two_rules_changes_behaviour(tmp_path):
 def test_snapshot_refused_across_edited_specs(tmp_path):
     def lower(doc):
         doc["policy"]["compact_threshold"]["default"] = 50
+
     brain = edited_brain(tmp_path, lower)
     with pytest.raises(SnapshotError):
         LoopMachine.restore(brain.Instance().snapshot())
@@ -440,8 +471,8 @@ def test_brain_pre_answers_calls_whose_breaker_rejects():
     m.model_response(reply_with_tools("shell", "read_file"), 200, TOOLS, tool_health=health, now=2_000)
     shell, read = m.data.pending_tools
     assert shell.answer == Message.tool_result(
-        "c1", "tool 'shell' is temporarily unavailable (open: consecutive_failures); retry at t=31500 ms",
-        is_error=True)
+        "c1", "tool 'shell' is temporarily unavailable (open: consecutive_failures); retry at t=31500 ms", is_error=True
+    )
     assert not read.pre_answered
     # the model sees the refusal in the next request and can adapt
     step(m)

@@ -46,8 +46,7 @@ def draw_op(data, m) -> tuple:
         return (op, data.draw(tokens))
     if op == "model_response":
         names = data.draw(st.lists(st.sampled_from(["shell", "read_file", "ghost"]), max_size=3))
-        reply = Message.assistant("final" if not names else "",
-                                  [ToolCall(f"t{i}", n) for i, n in enumerate(names)])
+        reply = Message.assistant("final" if not names else "", [ToolCall(f"t{i}", n) for i, n in enumerate(names)])
         return (op, reply, data.draw(tokens))
     if op in ("compaction_result", "compaction_noop"):
         before = m.data.context_tokens

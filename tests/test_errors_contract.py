@@ -19,8 +19,11 @@ FIRST = SECTION.split("\n\n", 1)[0]
 
 
 def error_classes() -> dict[str, type]:
-    return {n: c for n, c in vars(errors).items()
-            if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == errors.__name__}
+    return {
+        n: c
+        for n, c in vars(errors).items()
+        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == errors.__name__
+    }
 
 
 def test_the_section_names_exactly_the_error_classes():
@@ -52,9 +55,14 @@ def test_no_module_defines_an_error_class_of_its_own():
         except ImportError:  # an optional extra that is not installed
             continue
         for name, obj in vars(module).items():
-            if (inspect.isclass(obj) and issubclass(obj, BaseException) and obj.__module__ == info.name
-                    and info.name != errors.__name__ and not name.startswith("_")
-                    and not issubclass(obj, (LoopError, Warning))):
+            if (
+                inspect.isclass(obj)
+                and issubclass(obj, BaseException)
+                and obj.__module__ == info.name
+                and info.name != errors.__name__
+                and not name.startswith("_")
+                and not issubclass(obj, (LoopError, Warning))
+            ):
                 stray.append(f"{info.name}.{name}")
     assert stray == []
 

@@ -11,8 +11,16 @@ from hypothesis import strategies as st
 from loopfsm.machines.breaker_values import FailFast, Route
 from loopfsm.machines.fallback_breaker import FallbackBreaker, FallbackBreakerPolicy
 
-P = FallbackBreakerPolicy(trip_after=3, cooldown_ms=1000, cooldown_multiplier=2, max_cooldown_ms=8000,
-                          probe_ttl_ms=100, recover_after=2, fallback_fail_max=2, when_fallback_fails="fail_fast")
+P = FallbackBreakerPolicy(
+    trip_after=3,
+    cooldown_ms=1000,
+    cooldown_multiplier=2,
+    max_cooldown_ms=8000,
+    probe_ttl_ms=100,
+    recover_after=2,
+    fallback_fail_max=2,
+    when_fallback_fails="fail_fast",
+)
 
 
 def send(b, now, outcome, policy=P, **kw):
@@ -150,9 +158,18 @@ def test_snapshot_restore_mid_run(where):
 
 
 @settings(max_examples=150, deadline=None)
-@given(ops=st.lists(st.tuples(st.integers(0, 600), st.sampled_from(
-    ["success", "transient", "rate_limited", "auth", "quota", "context_length", "content_policy"]), st.booleans()),
-    max_size=60))
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.integers(0, 600),
+            st.sampled_from(
+                ["success", "transient", "rate_limited", "auth", "quota", "context_length", "content_policy"]
+            ),
+            st.booleans(),
+        ),
+        max_size=60,
+    )
+)
 def test_recovering_never_has_two_primary_probes_out(ops):
     b = FallbackBreaker()
     now, outstanding = 0, []

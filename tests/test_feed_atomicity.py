@@ -22,18 +22,52 @@ from loopfsm.machines.tool_breaker import ToolBreaker
 from brain_helpers import brain_in, reply_with_tools
 
 JUNK = st.one_of(
-    st.sampled_from([None, -1, 0, 1, -(10**20), 1.5, math.nan, True, "", "x", "c1", [], {}, ["x"], ("x",),
-                     [None], {"a": object()}, object(), b"x", Allow("c1", 0), Route("primary", 0),
-                     LoopError("e"), ["shell"], [1]]),
-    st.integers(-5, 5), st.text(max_size=3),
+    st.sampled_from(
+        [
+            None,
+            -1,
+            0,
+            1,
+            -(10**20),
+            1.5,
+            math.nan,
+            True,
+            "",
+            "x",
+            "c1",
+            [],
+            {},
+            ["x"],
+            ("x",),
+            [None],
+            {"a": object()},
+            object(),
+            b"x",
+            Allow("c1", 0),
+            Route("primary", 0),
+            LoopError("e"),
+            ["shell"],
+            [1],
+        ]
+    ),
+    st.integers(-5, 5),
+    st.text(max_size=3),
 )
 
 
 def messages(draw):
-    return draw(st.one_of(JUNK, st.just(Message.assistant("hi")), st.just(reply_with_tools("shell")),
-                          st.just(Message.tool_result("c1", "ok")), st.just(Message.user("u")),
-                          st.lists(st.one_of(JUNK, st.just(Message.tool_result("c1", "ok")),
-                                             st.just(Message.user("no id"))), max_size=3)))
+    return draw(
+        st.one_of(
+            JUNK,
+            st.just(Message.assistant("hi")),
+            st.just(reply_with_tools("shell")),
+            st.just(Message.tool_result("c1", "ok")),
+            st.just(Message.user("u")),
+            st.lists(
+                st.one_of(JUNK, st.just(Message.tool_result("c1", "ok")), st.just(Message.user("no id"))), max_size=3
+            ),
+        )
+    )
 
 
 def snap_of(m):
@@ -52,9 +86,23 @@ BRAIN_STATES = ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction",
 
 
 @settings(max_examples=int(os.environ.get("LOOPFSM_FUZZ", 200)), deadline=None)
-@given(data=st.data(), state=st.sampled_from(BRAIN_STATES),
-       feed=st.sampled_from(["model_response", "tool_results", "compaction_result", "compaction_noop", "fail",
-                             "begin", "inject", "set_context_tokens", "accept_input"]))
+@given(
+    data=st.data(),
+    state=st.sampled_from(BRAIN_STATES),
+    feed=st.sampled_from(
+        [
+            "model_response",
+            "tool_results",
+            "compaction_result",
+            "compaction_noop",
+            "fail",
+            "begin",
+            "inject",
+            "set_context_tokens",
+            "accept_input",
+        ]
+    ),
+)
 def test_bad_brain_feeds_change_nothing(data, state, feed):
     m = brain_in(state)
     before = snap_of(m)
@@ -86,14 +134,17 @@ def test_bad_breaker_feeds_change_nothing(data, which, n):
     m = {"tool": ToolBreaker, "fallback": FallbackBreaker, "health": ToolHealth}[which]()
     for _ in range(n):
         before = without_refusal_counts(m)
-        call = data.draw(st.sampled_from(["acquire", "record", "tick"] if which != "fallback"
-                                         else ["route", "record", "tick"]))
+        call = data.draw(
+            st.sampled_from(["acquire", "record", "tick"] if which != "fallback" else ["route", "record", "tick"])
+        )
         if which == "health" and call != "tick":
             args = [data.draw(st.one_of(JUNK, st.just("ls")))]
         else:
             args = []
-        args += [data.draw(st.one_of(JUNK, st.integers(0, 10**6))) for _ in range({"acquire": 2, "route": 1,
-                                                                                     "record": 3, "tick": 1}[call])]
+        args += [
+            data.draw(st.one_of(JUNK, st.integers(0, 10**6)))
+            for _ in range({"acquire": 2, "route": 1, "record": 3, "tick": 1}[call])
+        ]
         try:
             getattr(m, call)(*args)
         except LoopFsmError:
@@ -102,13 +153,23 @@ def test_bad_breaker_feeds_change_nothing(data, which, n):
             raise AssertionError(f"{call}{args!r} raised {err!r}") from None
 
 
-@pytest.mark.parametrize("make", [
-    lambda: Message("assistant", 3), lambda: Message("assistant", "x", ("x",)), lambda: Message("bot", "x"),
-    lambda: Message("tool", "x"), lambda: Message("assistant", "x", is_error=1),
-    lambda: ToolCall(1, "ls"), lambda: ToolCall("c", "ls", {"a": math.nan}), lambda: ToolCall("c", "ls", []),
-    lambda: ToolCall("c", "ls", {1: "x"}), lambda: Thinking(text=None), lambda: Message("user", "x", tool_call_id=5),
-    lambda: Message("assistant", "x", thinking=["t"]),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: Message("assistant", 3),
+        lambda: Message("assistant", "x", ("x",)),
+        lambda: Message("bot", "x"),
+        lambda: Message("tool", "x"),
+        lambda: Message("assistant", "x", is_error=1),
+        lambda: ToolCall(1, "ls"),
+        lambda: ToolCall("c", "ls", {"a": math.nan}),
+        lambda: ToolCall("c", "ls", []),
+        lambda: ToolCall("c", "ls", {1: "x"}),
+        lambda: Thinking(text=None),
+        lambda: Message("user", "x", tool_call_id=5),
+        lambda: Message("assistant", "x", thinking=["t"]),
+    ],
+)
 def test_messages_refuse_wrong_field_types(make):
     with pytest.raises(FeedArgumentError):
         make()
@@ -122,9 +183,15 @@ def test_tool_results_with_a_message_without_call_id_is_a_feed_argument_error():
     assert snap_of(m) == before
 
 
-@pytest.mark.parametrize("feed,args", [("model_response", (Message.assistant("x"), -1, [])),
-                                       ("compaction_noop", (-1, 5)), ("compaction_noop", (5, -1)),
-                                       ("set_context_tokens", (-10,))])
+@pytest.mark.parametrize(
+    "feed,args",
+    [
+        ("model_response", (Message.assistant("x"), -1, [])),
+        ("compaction_noop", (-1, 5)),
+        ("compaction_noop", (5, -1)),
+        ("set_context_tokens", (-10,)),
+    ],
+)
 def test_token_counts_are_unsigned(feed, args):
     m = brain_in("AwaitingCompaction" if feed == "compaction_noop" else "AwaitingModel")
     before = snap_of(m)
@@ -134,6 +201,7 @@ def test_token_counts_are_unsigned(feed, args):
 
 
 # -- exact resume of a failed brain ---------------------------------------------------
+
 
 class DriverError(LoopError):
     kind = "DriverError"
@@ -149,9 +217,17 @@ class UnregisteredError(LoopError):
     kind = "Unregistered"
 
 
-@pytest.mark.parametrize("error", [LoopError("boom", kind="ModelError"), ModelError("boom"),
-                                   ModelError("boom", kind="Other"), LoopError("custom kind", kind="Quota"),
-                                   LoopError("plain"), DriverError(7)])
+@pytest.mark.parametrize(
+    "error",
+    [
+        LoopError("boom", kind="ModelError"),
+        ModelError("boom"),
+        ModelError("boom", kind="Other"),
+        LoopError("custom kind", kind="Quota"),
+        LoopError("plain"),
+        DriverError(7),
+    ],
+)
 def test_a_failed_brain_resumes_exactly(error):
     m = brain_in("AwaitingModel")
     m.fail(error)
@@ -180,6 +256,7 @@ def test_a_snapshot_naming_an_unknown_error_class_is_refused():
 
 
 # -- permits name their breaker ---------------------------------------------------------
+
 
 def test_a_permit_recorded_on_another_tools_breaker_is_refused_and_counted():
     health = ToolHealth()

@@ -68,6 +68,7 @@ def laughs(levels: int) -> str:
 
 # -- budgets -------------------------------------------------------------------
 
+
 def test_billion_laughs_is_refused_at_the_alias_that_crossed_the_budget():
     text = laughs(8)
     problem = refusal(text).problems[0]
@@ -189,15 +190,21 @@ def test_second_document_is_refused():
 
 # -- errors inside anchors: once, at the anchor -----------------------------------
 
-ANCHORED = GOOD.replace("events:\n", """\
+ANCHORED = (
+    GOOD.replace(
+        "events:\n",
+        """\
 events:
   a0: &common
     description: shared
     from:
       idle:
         - to: nowhere   # <-
-""") + "".join(f"  a{i}: *common\n" for i in range(1, 6)) + "".join(
-    f"  m{i}: {{<<: *common, description: merged {i}}}\n" for i in range(5))
+""",
+    )
+    + "".join(f"  a{i}: *common\n" for i in range(1, 6))
+    + "".join(f"  m{i}: {{<<: *common, description: merged {i}}}\n" for i in range(5))
+)
 
 
 def test_error_in_anchor_is_reported_once_at_the_anchor():
@@ -216,13 +223,16 @@ def test_schema_error_in_anchor_is_reported_once():
 
 
 def test_a_merged_key_of_its_own_is_located_where_written():
-    text = GOOD.replace("events:\n", "events:\n  base: &b {description: d, from: {idle: [{to: done}]}}\n") + \
-        "  other: {<<: *b, from: {idle: [{to: gone}]}}   # <-\n"
+    text = (
+        GOOD.replace("events:\n", "events:\n  base: &b {description: d, from: {idle: [{to: done}]}}\n")
+        + "  other: {<<: *b, from: {idle: [{to: gone}]}}   # <-\n"
+    )
     problem = one_problem(text)
     assert problem.line == marked_line(text) and problem.path == "events.other.from.idle[0].to"
 
 
 # -- values are never echoed whole ------------------------------------------------
+
 
 def test_a_key_file_is_not_echoed(tmp_path):
     secret = "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW" * 3
@@ -246,8 +256,9 @@ HOSTILE = {
     "long block list": GOOD + "x:\n" + "- 0\n" * 1_300_000,
     "many keys": GOOD + "x:\n" + "".join(f" k{i}: 0\n" for i in range(400_000)),
     "one long string": GOOD + "x: " + "y" * (5 << 20) + "\n",
-    "many states": GOOD.replace("states:\n", "states:\n" + "".join(
-        f"  s{i}: {{description: x}}\n" for i in range(4_000))),
+    "many states": GOOD.replace(
+        "states:\n", "states:\n" + "".join(f"  s{i}: {{description: x}}\n" for i in range(4_000))
+    ),
 }
 
 
@@ -285,6 +296,7 @@ def test_hostile_corpus_stays_within_memory(tmp_path):
 
 # -- fuzz: random anchors, aliases and nesting ------------------------------------
 
+
 def _fragment(draw, depth: int, anchors: list[str], counter: list[int]) -> str:
     kind = draw(st.sampled_from(["scalar", "alias", "list", "map"] if depth < 6 else ["scalar", "alias"]))
     prefix = ""
@@ -307,9 +319,17 @@ def _fragment(draw, depth: int, anchors: list[str], counter: list[int]) -> str:
 def anchored_files(draw):
     anchors: list[str] = []
     counter = [0]
-    extra = [f"{k}: {_fragment(draw, 0, anchors, counter)}" for k in
-             draw(st.lists(st.sampled_from(["x", "y", "z", "data", "policy", "events", "states"]),
-                           min_size=1, max_size=4, unique=True))]
+    extra = [
+        f"{k}: {_fragment(draw, 0, anchors, counter)}"
+        for k in draw(
+            st.lists(
+                st.sampled_from(["x", "y", "z", "data", "policy", "events", "states"]),
+                min_size=1,
+                max_size=4,
+                unique=True,
+            )
+        )
+    ]
     base = GOOD
     for line in extra:
         key = line.split(":")[0]

@@ -20,8 +20,13 @@ from loopfsm.machines.turnstile import TurnstilePolicy
 from loopfsm.registries import known_registries, registry_named
 
 ROOT = Path(__file__).resolve().parent.parent
-CLASSES = {"turnstile": Turnstile, "engine_brain": LoopMachine, "tool_breaker": ToolBreaker,
-           "fallback_breaker": FallbackBreaker, "router_client": RouterClient}
+CLASSES = {
+    "turnstile": Turnstile,
+    "engine_brain": LoopMachine,
+    "tool_breaker": ToolBreaker,
+    "fallback_breaker": FallbackBreaker,
+    "router_client": RouterClient,
+}
 
 
 @pytest.mark.parametrize("name", sorted(CLASSES))
@@ -183,7 +188,10 @@ def test_tool_health_snapshot_has_the_common_envelope():
     health.acquire("t", 0, "c")
     snap = health.snapshot()
     assert {k: snap[k] for k in ("format", "machine", "fingerprint")} == {
-        "format": 1, "machine": "tool_health", "fingerprint": ToolBreaker.compiled.fingerprint}
+        "format": 1,
+        "machine": "tool_health",
+        "fingerprint": ToolBreaker.compiled.fingerprint,
+    }
     assert ToolHealth.restore(snap).states == {"t": "Closed"}
     with pytest.raises(loopfsm.SnapshotError, match="another version"):
         ToolHealth.restore({**snap, "fingerprint": "sha256:0"})

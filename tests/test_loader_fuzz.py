@@ -14,14 +14,23 @@ from loopfsm.machines.engine_brain import REGISTRY as BRAIN
 from loopfsm.machines.tool_breaker import REGISTRY as BREAKER
 from loopfsm.resources import machine_path
 
-DOCS = {name: (yaml.safe_load(machine_path(name).read_text()), reg)
-        for name, reg in (("engine_brain", BRAIN), ("tool_breaker", BREAKER))}
+DOCS = {
+    name: (yaml.safe_load(machine_path(name).read_text()), reg)
+    for name, reg in (("engine_brain", BRAIN), ("tool_breaker", BREAKER))
+}
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.text(max_size=8),
-                    st.sampled_from(["Start", "Terminal", "Closed", "stay", "*", "flag", "policy"]))
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                       st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-                      max_leaves=6)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.text(max_size=8),
+    st.sampled_from(["Start", "Terminal", "Closed", "stay", "*", "flag", "policy"]),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6,
+)
 
 
 def paths(node, prefix=()):
@@ -68,8 +77,10 @@ def test_mutated_machine_files_fail_cleanly(data, which, n):
 
 def brain_snapshots():
     from brain_helpers import brain_in
-    return [brain_in(s).snapshot() for s in ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction",
-                                             "Terminal")]
+
+    return [
+        brain_in(s).snapshot() for s in ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction", "Terminal")
+    ]
 
 
 SNAPS = None

@@ -51,8 +51,19 @@ REFUSED = {
     "data": ["class", "__init__", "__dict__", "__slots__", "_state", "_private", "None", "lambda"],
     "policy": ["class", "self", "__init__", "_state", "__post_init__"],
     "state_data": ["self", "class", "__dict__"],
-    "feed": ["compiled", "state", "snapshot", "restore", "feed", "data", "state_data", "_state", "class",
-             "__init__", "is_terminal"],
+    "feed": [
+        "compiled",
+        "state",
+        "snapshot",
+        "restore",
+        "feed",
+        "data",
+        "state_data",
+        "_state",
+        "class",
+        "__init__",
+        "is_terminal",
+    ],
     "arg": ["self", "policy", "event", "class", "__init__"],
 }
 
@@ -86,9 +97,19 @@ def test_unsafe_name_is_refused_at_its_line(kind, name):
     assert any(p.line == line_of_name for p in errors), "\n".join(map(str, errors))
 
 
-@pytest.mark.parametrize("kind,name", [("data", "self"), ("data", "state"), ("data", "compiled"),
-                                       ("data", "data"), ("policy", "state"), ("arg", "data"),
-                                       ("feed", "self_test"), ("state_data", "state")])
+@pytest.mark.parametrize(
+    "kind,name",
+    [
+        ("data", "self"),
+        ("data", "state"),
+        ("data", "compiled"),
+        ("data", "data"),
+        ("policy", "state"),
+        ("arg", "data"),
+        ("feed", "self_test"),
+        ("state_data", "state"),
+    ],
+)
 def test_names_that_only_look_special_work(kind, name):
     c = compile_text(text_with(**{kind: name}))
     m = c.new()
@@ -110,6 +131,7 @@ def test_guard_parameter_naming_a_data_field_is_checked_at_load():
 def test_brain_flag_guard_names_a_declared_field():
     from loopfsm.machines.engine_brain import REGISTRY
     from loopfsm.resources import machine_path
+
     text = machine_path("engine_brain").read_text().replace("field: cancelled}", "field: canceled}")
     with pytest.raises(SpecError) as info:
         parse(text, "engine_brain.yaml", REGISTRY)
@@ -117,10 +139,32 @@ def test_brain_flag_guard_names_a_declared_field():
 
 
 @settings(max_examples=60, deadline=None)
-@given(kind=st.sampled_from(sorted(SAFE)),
-       name=st.one_of(st.from_regex(r"\A[a-z_][a-z0-9_]{0,12}\Z"),
-                      st.sampled_from(["self", "class", "def", "state", "compiled", "snapshot", "policy", "event",
-                                       "feed", "_", "__", "match", "case", "type", "print", "restore"])))
+@given(
+    kind=st.sampled_from(sorted(SAFE)),
+    name=st.one_of(
+        st.from_regex(r"\A[a-z_][a-z0-9_]{0,12}\Z"),
+        st.sampled_from(
+            [
+                "self",
+                "class",
+                "def",
+                "state",
+                "compiled",
+                "snapshot",
+                "policy",
+                "event",
+                "feed",
+                "_",
+                "__",
+                "match",
+                "case",
+                "type",
+                "print",
+                "restore",
+            ]
+        ),
+    ),
+)
 def test_any_accepted_name_compiles_and_runs(kind, name):
     """A name either is refused by `check`, or the machine compiles, runs a feed and round-trips."""
     names = dict(SAFE, **{kind: name})

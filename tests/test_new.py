@@ -33,7 +33,9 @@ def test_scaffold_checks_renders_and_passes_its_test_end_to_end(tmp_path):
     made = loopfsm(tmp_path, "new", "job")
     assert made.returncode == 0, made.stderr
     assert made.stdout.splitlines() == [
-        "wrote machines/job.yaml", "wrote job.py", "wrote tests/test_job.py",
+        "wrote machines/job.yaml",
+        "wrote job.py",
+        "wrote tests/test_job.py",
         "wrote machines/machine.schema.json (for editors: the machine file's modeline points at it)",
         'wrote pyproject.toml: [tool.loopfsm] registries job = "job:REGISTRY"',
     ]
@@ -50,7 +52,12 @@ def test_scaffold_checks_renders_and_passes_its_test_end_to_end(tmp_path):
     built = loopfsm(tmp_path, "build")
     assert built.returncode == 0 and built.stderr == "", built.stderr
     assert sorted(p.name for p in (tmp_path / "diagrams").iterdir()) == [
-        ".loopfsm-generated", "job.dot", "job.md", "job.mmd", "job.svg"]
+        ".loopfsm-generated",
+        "job.dot",
+        "job.md",
+        "job.mmd",
+        "job.svg",
+    ]
     assert loopfsm(tmp_path, "build", "--check").returncode == 0
     tested = sh(tmp_path, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider")
     assert tested.returncode == 0, tested.stdout + tested.stderr
@@ -71,13 +78,16 @@ def test_new_refuses_to_overwrite_and_writes_nothing(tmp_path, monkeypatch, caps
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["test_job.py", "tests"]
 
 
-@pytest.mark.parametrize("name, message", [
-    ("Job", "not a snake_case identifier"),
-    ("class", "not a snake_case identifier"),
-    ("json", "would shadow the Python module of that name"),
-    ("yaml", "a module named 'yaml' is already importable"),
-    ("turnstile", "a registry named 'turnstile' is already installed"),
-])
+@pytest.mark.parametrize(
+    "name, message",
+    [
+        ("Job", "not a snake_case identifier"),
+        ("class", "not a snake_case identifier"),
+        ("json", "would shadow the Python module of that name"),
+        ("yaml", "a module named 'yaml' is already importable"),
+        ("turnstile", "a registry named 'turnstile' is already installed"),
+    ],
+)
 def test_new_refuses_names_that_would_shadow_something(tmp_path, monkeypatch, capsys, name, message):
     monkeypatch.chdir(tmp_path)
     assert main(["new", name]) == 2
@@ -88,8 +98,8 @@ def test_new_refuses_names_that_would_shadow_something(tmp_path, monkeypatch, ca
 def test_new_declares_into_an_existing_project(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pyproject.toml").write_text(
-        '[project]\nname = "app"\n\n[tool.loopfsm]\nmachines = "fsm"  # our tables\n'
-        'registries = {door = "door:REG"}\n')
+        '[project]\nname = "app"\n\n[tool.loopfsm]\nmachines = "fsm"  # our tables\nregistries = {door = "door:REG"}\n'
+    )
     assert main(["new", "job"]) == 0
     out = capsys.readouterr().out
     assert "wrote fsm/job.yaml" in out
@@ -101,15 +111,20 @@ def test_new_declares_into_an_existing_project(tmp_path, monkeypatch, capsys):
     assert main(["new", "job"]) == 2  # declared now (and its files exist)
 
 
-@pytest.mark.parametrize("before, registries", [
-    ("", {"job": "job:REGISTRY"}),
-    ('[project]\nname = "x"', {"job": "job:REGISTRY"}),
-    ('[tool.loopfsm]\ndiagrams = "docs"\n', {"job": "job:REGISTRY"}),
-    ('[tool.loopfsm]\nregistries = {}\n', {"job": "job:REGISTRY"}),
-    ('[tool.loopfsm]\nregistries = { a = "a:R" }\n', {"a": "a:R", "job": "job:REGISTRY"}),
-    ('[tool.loopfsm.registries]  # mine\na = "a:R"\n\n[tool.ruff]\nline-length = 99\n',
-     {"a": "a:R", "job": "job:REGISTRY"}),
-])
+@pytest.mark.parametrize(
+    "before, registries",
+    [
+        ("", {"job": "job:REGISTRY"}),
+        ('[project]\nname = "x"', {"job": "job:REGISTRY"}),
+        ('[tool.loopfsm]\ndiagrams = "docs"\n', {"job": "job:REGISTRY"}),
+        ("[tool.loopfsm]\nregistries = {}\n", {"job": "job:REGISTRY"}),
+        ('[tool.loopfsm]\nregistries = { a = "a:R" }\n', {"a": "a:R", "job": "job:REGISTRY"}),
+        (
+            '[tool.loopfsm.registries]  # mine\na = "a:R"\n\n[tool.ruff]\nline-length = 99\n',
+            {"a": "a:R", "job": "job:REGISTRY"},
+        ),
+    ],
+)
 def test_declaring_keeps_everything_else(tmp_path, before, registries):
     path = tmp_path / "pyproject.toml"
     path.write_text(before)
@@ -130,8 +145,7 @@ def test_an_unusual_pyproject_is_left_alone_with_instructions(tmp_path, monkeypa
     (tmp_path / "pyproject.toml").write_text('tool.loopfsm.registries.a = "a:R"\n')
     before = (tmp_path / "pyproject.toml").read_text()
     assert main(["new", "job"]) == 0
-    assert ('add to [tool.loopfsm] registries in pyproject.toml: job = "job:REGISTRY"'
-            in capsys.readouterr().out)
+    assert 'add to [tool.loopfsm] registries in pyproject.toml: job = "job:REGISTRY"' in capsys.readouterr().out
     assert (tmp_path / "pyproject.toml").read_text() == before
 
 
@@ -172,4 +186,5 @@ def test_a_symlinked_pyproject_keeps_its_link(tmp_path, monkeypatch):
     assert main(["new", "job"]) == 0
     assert (tmp_path / "pyproject.toml").is_symlink()
     assert tomllib.loads((tmp_path / "shared.toml").read_text())["tool"]["loopfsm"]["registries"] == {
-        "job": "job:REGISTRY"}
+        "job": "job:REGISTRY"
+    }

@@ -53,32 +53,79 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
     with tracing.global_sink(OtelEventSink(provider)), tracer.start_as_current_span("agent run") as span:
         drive_example()
     events = exported(exporter)
-    run = {"agent_loop.run_id": "run_93a7", "agent_loop.owner": "support_agent", "gen_ai.tool.name": "issue_refund",
-           "agent_loop.attempts": 0, "agent_loop.tool.idempotent": False}
+    run = {
+        "agent_loop.run_id": "run_93a7",
+        "agent_loop.owner": "support_agent",
+        "gen_ai.tool.name": "issue_refund",
+        "agent_loop.attempts": 0,
+        "agent_loop.tool.idempotent": False,
+    }
     approval = {"agent_loop.policy_reason": "payment", "agent_loop.approval.expires_at": 900_000}
     assert events == [
-        ("loopfsm.transition", {"loopfsm.machine": "agent_loop", "loopfsm.state.from": "planning",
-                                "loopfsm.state.to": "awaiting_tool", "loopfsm.feed": "tool_proposed",
-                                "loopfsm.branch": "proposed", **run,
-                                "agent_loop.deadline.remaining_ms": 3_600_000}),
-        ("loopfsm.transition", {"loopfsm.machine": "agent_loop", "loopfsm.state.from": "awaiting_tool",
-                                "loopfsm.state.to": "awaiting_approval", "loopfsm.feed": "approval_required",
-                                "loopfsm.branch": "ask", **run, **approval,
-                                "agent_loop.deadline.remaining_ms": 3_599_500}),
-        ("loopfsm.decision", {"loopfsm.machine": "agent_loop", "loopfsm.state.from": "awaiting_approval",
-                              "loopfsm.state.to": "awaiting_approval", "loopfsm.decision": "resume",
-                              "loopfsm.rule": "wait_for_approval", **run, **approval,
-                              "agent_loop.deadline.remaining_ms": 3_000_000}),
-        ("loopfsm.transition", {"loopfsm.machine": "agent_loop", "loopfsm.state.from": "awaiting_approval",
-                                "loopfsm.state.to": "expired", "loopfsm.feed": "approval_decided",
-                                "loopfsm.branch": "approval_lapsed", **run,
-                                "agent_loop.expired.reason": "approval",
-                                "agent_loop.deadline.remaining_ms": 2_400_000}),
-        ("loopfsm.decision", {"loopfsm.machine": "agent_loop", "loopfsm.state.from": "expired",
-                              "loopfsm.state.to": "expired", "loopfsm.decision": "resume",
-                              "loopfsm.rule": "terminal_is_forever", **run,
-                              "agent_loop.expired.reason": "approval",
-                              "agent_loop.deadline.remaining_ms": 2_400_000}),
+        (
+            "loopfsm.transition",
+            {
+                "loopfsm.machine": "agent_loop",
+                "loopfsm.state.from": "planning",
+                "loopfsm.state.to": "awaiting_tool",
+                "loopfsm.feed": "tool_proposed",
+                "loopfsm.branch": "proposed",
+                **run,
+                "agent_loop.deadline.remaining_ms": 3_600_000,
+            },
+        ),
+        (
+            "loopfsm.transition",
+            {
+                "loopfsm.machine": "agent_loop",
+                "loopfsm.state.from": "awaiting_tool",
+                "loopfsm.state.to": "awaiting_approval",
+                "loopfsm.feed": "approval_required",
+                "loopfsm.branch": "ask",
+                **run,
+                **approval,
+                "agent_loop.deadline.remaining_ms": 3_599_500,
+            },
+        ),
+        (
+            "loopfsm.decision",
+            {
+                "loopfsm.machine": "agent_loop",
+                "loopfsm.state.from": "awaiting_approval",
+                "loopfsm.state.to": "awaiting_approval",
+                "loopfsm.decision": "resume",
+                "loopfsm.rule": "wait_for_approval",
+                **run,
+                **approval,
+                "agent_loop.deadline.remaining_ms": 3_000_000,
+            },
+        ),
+        (
+            "loopfsm.transition",
+            {
+                "loopfsm.machine": "agent_loop",
+                "loopfsm.state.from": "awaiting_approval",
+                "loopfsm.state.to": "expired",
+                "loopfsm.feed": "approval_decided",
+                "loopfsm.branch": "approval_lapsed",
+                **run,
+                "agent_loop.expired.reason": "approval",
+                "agent_loop.deadline.remaining_ms": 2_400_000,
+            },
+        ),
+        (
+            "loopfsm.decision",
+            {
+                "loopfsm.machine": "agent_loop",
+                "loopfsm.state.from": "expired",
+                "loopfsm.state.to": "expired",
+                "loopfsm.decision": "resume",
+                "loopfsm.rule": "terminal_is_forever",
+                **run,
+                "agent_loop.expired.reason": "approval",
+                "agent_loop.deadline.remaining_ms": 2_400_000,
+            },
+        ),
     ]
     trace_ids = {r.log_record.trace_id for r in exporter.get_finished_logs()}
     assert trace_ids == {span.get_span_context().trace_id}  # correlated with the active span
@@ -115,21 +162,41 @@ def test_brain_run_events(logs):
         step(m)
         m.tool_results(answers(m))
     events = exported(exporter)
-    assert [name for name, _ in events] == ["loopfsm.transition", "loopfsm.decision", "loopfsm.transition",
-                                            "loopfsm.transition", "loopfsm.decision", "loopfsm.transition",
-                                            "loopfsm.transition"]
-    moves = [(a["loopfsm.state.from"], a.get("loopfsm.feed") or a["loopfsm.decision"], a["loopfsm.state.to"])
-             for _, a in events]
-    assert moves == [("Start", "accept_input", "Start"), ("Start", "next_step", "Start"),
-                     ("Start", "begin", "AwaitingModel"), ("AwaitingModel", "model_response", "AwaitingTools"),
-                     ("AwaitingTools", "next_step", "AwaitingTools"), ("AwaitingTools", "begin", "AwaitingTools"),
-                     ("AwaitingTools", "tool_results", "Start")]
+    assert [name for name, _ in events] == [
+        "loopfsm.transition",
+        "loopfsm.decision",
+        "loopfsm.transition",
+        "loopfsm.transition",
+        "loopfsm.decision",
+        "loopfsm.transition",
+        "loopfsm.transition",
+    ]
+    moves = [
+        (a["loopfsm.state.from"], a.get("loopfsm.feed") or a["loopfsm.decision"], a["loopfsm.state.to"])
+        for _, a in events
+    ]
+    assert moves == [
+        ("Start", "accept_input", "Start"),
+        ("Start", "next_step", "Start"),
+        ("Start", "begin", "AwaitingModel"),
+        ("AwaitingModel", "model_response", "AwaitingTools"),
+        ("AwaitingTools", "next_step", "AwaitingTools"),
+        ("AwaitingTools", "begin", "AwaitingTools"),
+        ("AwaitingTools", "tool_results", "Start"),
+    ]
     assert all(a["loopfsm.machine"] == "engine_brain" and a["engine_brain.cancelled"] is False for _, a in events)
     assert [(a["engine_brain.turns_taken"], a["engine_brain.context_tokens"]) for _, a in events] == (
-        [(0, 0)] * 3 + [(1, 1000)] * 4)
+        [(0, 0)] * 3 + [(1, 1000)] * 4
+    )
     assert [a.get("loopfsm.branch") or a["loopfsm.rule"] for _, a in events] == [
-        "accept_input/*[0]", "call_model", "begin/Start[0]", "model_response/AwaitingModel[1]", "call_tools",
-        "begin/AwaitingTools[0]", "tool_results/AwaitingTools[0]"]
+        "accept_input/*[0]",
+        "call_model",
+        "begin/Start[0]",
+        "model_response/AwaitingModel[1]",
+        "call_tools",
+        "begin/AwaitingTools[0]",
+        "tool_results/AwaitingTools[0]",
+    ]
     assert events[1][1]["loopfsm.rule"] and "loopfsm.branch" not in events[1][1]
     assert "fix the failing tests" not in repr(events)
 

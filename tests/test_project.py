@@ -86,7 +86,7 @@ def test_render_and_build_need_no_registry(door, capsys):
     code, out, err = run(capsys, "render", "--format", "dot,mermaid,md")
     assert code == 0, err
     assert "diagrams/door.dot" in out
-    assert "code_ok(code=\"1234\" (policy.code))" in (door / "diagrams" / "door.md").read_text()
+    assert 'code_ok(code="1234" (policy.code))' in (door / "diagrams" / "door.md").read_text()
     code, out, err = run(capsys, "build")
     assert code == 0, err
     assert "not declared" in err and "not checked: guards code_ok; actions count_wrong" in err
@@ -97,9 +97,11 @@ def test_check_without_registry_says_what_it_could_not_check(door, capsys):
     code, out, err = run(capsys, "check")
     assert code == 0
     assert "machines/door.yaml: ok" in out
-    assert ("machines/door.yaml:3:11: registry: [note] registry 'door' is not declared "
-            "(add door = \"MODULE:ATTR\" to [tool.loopfsm] registries in pyproject.toml, "
-            "or pass --registry door=MODULE:ATTR); not checked: guards code_ok; actions count_wrong") in err
+    assert (
+        "machines/door.yaml:3:11: registry: [note] registry 'door' is not declared "
+        '(add door = "MODULE:ATTR" to [tool.loopfsm] registries in pyproject.toml, '
+        "or pass --registry door=MODULE:ATTR); not checked: guards code_ok; actions count_wrong"
+    ) in err
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     pasted = next(line for line in readme.splitlines() if line.startswith("machines/door.yaml:3:11: registry: [note]"))
     assert pasted in err.splitlines()
@@ -118,12 +120,15 @@ def test_structural_problems_are_found_without_the_registry(door, capsys):
 
 
 def test_pyproject_declares_registry_and_folders_found_from_a_subfolder(door, capsys, monkeypatch):
-    declare(door, """\
+    declare(
+        door,
+        """\
         [tool.loopfsm]
         machines = "machines"
         diagrams = "docs/diagrams"
         registries = {door = "door:REG"}
-        """)
+        """,
+    )
     (door / "src").mkdir()
     monkeypatch.chdir(door / "src")
     code, out, err = run(capsys, "check", "--require-registry")
@@ -147,11 +152,11 @@ def test_command_line_registry_overrides_and_repeats(door, capsys):
     declare(door, '[tool.loopfsm]\nregistries = {door = "nowhere:REG"}\n')
     code, _, err = run(capsys, "check")
     assert code == 1
-    assert ("registry 'door' (nowhere:REG, from pyproject.toml [tool.loopfsm]): no module named 'nowhere'"
-            in err)
+    assert "registry 'door' (nowhere:REG, from pyproject.toml [tool.loopfsm]): no module named 'nowhere'" in err
     (door / "other.py").write_text("from loopfsm import Registry\nOTHER = Registry('other')\n")
-    code, _, err = run(capsys, "check", "--registry", "other=other:OTHER", "--registry", "door=door:REG",
-                       "--require-registry")
+    code, _, err = run(
+        capsys, "check", "--registry", "other=other:OTHER", "--registry", "door=door:REG", "--require-registry"
+    )
     assert code == 0, err
 
 
@@ -180,16 +185,21 @@ def test_broken_declared_registry_fails_check_but_not_render(door, capsys):
     assert "(door:REG, from pyproject.toml [tool.loopfsm]) is a int, not a loopfsm Registry" in run(capsys, "check")[2]
 
 
-@pytest.mark.parametrize("config, message", [
-    ('[tool.loopfsm]\nmachine = "m"\n', "[tool.loopfsm] has no setting 'machine'; did you mean 'machines'?"),
-    ('[tool.loopfsm\n', "pyproject.toml: not valid TOML: Expected ']'"),
-    ('[tool.loopfsm]\nregistries = {door = "door"}\n',
-     "registries.door: expected 'module:attribute' (e.g. 'door:REGISTRY'), got 'door'"),
-    ('[tool.loopfsm]\nregistries = {Door = "door:REG"}\n', "registry name 'Door' is not a snake_case identifier"),
-    ('[tool.loopfsm]\nregistries = ["door:REG"]\n', "registries must be a table"),
-    ('[tool.loopfsm]\ndiagrams = 3\n', "diagrams must be a folder name (a string), got 3"),
-    ('tool = {loopfsm = 3}\n', "[tool.loopfsm] must be a table"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ('[tool.loopfsm]\nmachine = "m"\n', "[tool.loopfsm] has no setting 'machine'; did you mean 'machines'?"),
+        ("[tool.loopfsm\n", "pyproject.toml: not valid TOML: Expected ']'"),
+        (
+            '[tool.loopfsm]\nregistries = {door = "door"}\n',
+            "registries.door: expected 'module:attribute' (e.g. 'door:REGISTRY'), got 'door'",
+        ),
+        ('[tool.loopfsm]\nregistries = {Door = "door:REG"}\n', "registry name 'Door' is not a snake_case identifier"),
+        ('[tool.loopfsm]\nregistries = ["door:REG"]\n', "registries must be a table"),
+        ("[tool.loopfsm]\ndiagrams = 3\n", "diagrams must be a folder name (a string), got 3"),
+        ("tool = {loopfsm = 3}\n", "[tool.loopfsm] must be a table"),
+    ],
+)
 def test_bad_settings_are_usage_errors(door, capsys, config, message):
     (door / "pyproject.toml").write_text(config)
     code, _, err = run(capsys, "check")
@@ -197,12 +207,15 @@ def test_bad_settings_are_usage_errors(door, capsys, config, message):
     assert message in err and err.startswith("loopfsm check: pyproject.toml")
 
 
-@pytest.mark.parametrize("option, message", [
-    ("door", "expected NAME=MODULE:ATTR"),
-    ("door=door", "expected 'module:attribute'"),
-    ("door=door:REG;rm", "expected 'module:attribute'"),
-    ("Door=door:REG", "is not a snake_case identifier"),
-])
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("door", "expected NAME=MODULE:ATTR"),
+        ("door=door", "expected 'module:attribute'"),
+        ("door=door:REG;rm", "expected 'module:attribute'"),
+        ("Door=door:REG", "is not a snake_case identifier"),
+    ],
+)
 def test_bad_registry_options_are_usage_errors(door, capsys, option, message):
     code, _, err = run(capsys, "check", "--registry", option)
     assert code == 2 and message in err
@@ -221,8 +234,9 @@ def test_nearest_pyproject_with_the_table_wins(tmp_path):
 
 
 def test_a_registry_module_that_compiles_a_bad_machine_on_import_is_reported(door, capsys):
-    (door / "door.py").write_text(DOOR_PY + "\nfrom loopfsm import compile_file\n"
-                                  "DOOR = compile_file('machines/broken.yaml', REG)\n")
+    (door / "door.py").write_text(
+        DOOR_PY + "\nfrom loopfsm import compile_file\nDOOR = compile_file('machines/broken.yaml', REG)\n"
+    )
     (door / "machines" / "broken.yaml").write_text("machine: broken\ndescription: d\nstates: {}\n")
     declare(door, '[tool.loopfsm]\nregistries = {door = "door:REG"}\n')
     code, _, err = run(capsys, "check", "machines/door.yaml")

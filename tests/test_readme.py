@@ -37,8 +37,10 @@ def test_driven_run_example_runs_and_fits_in_40_lines(capsys):
     assert len(block.strip().splitlines()) < 40
     exec(compile(block, "README-driven-run", "exec"), {})
     out = capsys.readouterr().out.splitlines()
-    assert out == ["Completed(final_text='The folder holds a.txt and b.txt.')",
-                   "['user', 'assistant', 'tool', 'assistant']"]
+    assert out == [
+        "Completed(final_text='The folder holds a.txt and b.txt.')",
+        "['user', 'assistant', 'tool', 'assistant']",
+    ]
 
 
 def test_quickstart_python_runs():
@@ -80,9 +82,15 @@ def test_run_refuses_a_bad_script(tmp_path, capsys):
 def test_benchmark_output_is_pasted():
     """The README shows the benchmark's current output: every goal line the script prints, with its goal."""
     bench = (ROOT / "benchmarks" / "bench.py").read_text()
-    for label in ("feed (alternating coin / push)", "restore (validated)", "create an instance",
-                  "driven 10-turn run (feeds + next_step)", "acquire + record(success)",
-                  "cold start (CPU above a bare interpreter)", "compile per state (10..5000 states)"):
+    for label in (
+        "feed (alternating coin / push)",
+        "restore (validated)",
+        "create an instance",
+        "driven 10-turn run (feeds + next_step)",
+        "acquire + record(success)",
+        "cold start (CPU above a bare interpreter)",
+        "compile per state (10..5000 states)",
+    ):
         assert label in bench, label
         assert label in README, label
     assert README.count("goal <= ") >= 6 and "goals:" in README
@@ -104,13 +112,17 @@ def test_tool_breaker_example_trips_on_a_real_failing_command(capsys):
 def test_fallback_breaker_example_switches_models(capsys):
     exec(compile(example("fallback-breaker"), "README-fallback-breaker", "exec"), {})
     assert capsys.readouterr().out.splitlines() == [
-        "primary timed out Primary", "primary timed out Fallback", "fallback answers 'hi' Fallback"]
+        "primary timed out Primary",
+        "primary timed out Fallback",
+        "fallback answers 'hi' Fallback",
+    ]
 
 
 def test_script_can_cancel_mid_run(tmp_path, capsys):
     script = tmp_path / "cancel.yaml"
-    script.write_text("input: go\ntools: [t]\ncancel_after_turn: 1\n"
-                      "model: [{tool_calls: [{id: a, name: t}], context_tokens: 5}]\n")
+    script.write_text(
+        "input: go\ntools: [t]\ncancel_after_turn: 1\nmodel: [{tool_calls: [{id: a, name: t}], context_tokens: 5}]\n"
+    )
     assert main(["run", "engine_brain", "--script", str(script)]) == 0
     rows = capsys.readouterr().out.splitlines()
     assert any("cancel()" in r for r in rows)
@@ -130,7 +142,7 @@ def walkthrough() -> list[tuple[str, ...]]:
             file, old, new = (part.strip("\n") for part in mark.group(2).split(" | "))
             steps.append(("edit", file.strip(), old, new))
             continue
-        block = README[mark.end():].split("```console\n", 1)[1].split("```", 1)[0]
+        block = README[mark.end() :].split("```console\n", 1)[1].split("```", 1)[0]
         command, output = None, []
         for line in block.splitlines() + ["$ "]:
             if line.startswith("$ "):
@@ -152,8 +164,10 @@ def test_first_machine_walkthrough_runs_as_written(tmp_path):
     for tool, how in (("loopfsm", "-m loopfsm"), ("python3", "")):
         (bin_dir / tool).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {how} "$@"\n')
         (bin_dir / tool).chmod(0o755)
-    edit = ("import pathlib, sys; p = pathlib.Path(sys.argv[1]); t = p.read_text(); "
-            "assert sys.argv[2] in t, sys.argv[2]; p.write_text(t.replace(sys.argv[2], sys.argv[3], 1))")
+    edit = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); t = p.read_text(); "
+        "assert sys.argv[2] in t, sys.argv[2]; p.write_text(t.replace(sys.argv[2], sys.argv[3], 1))"
+    )
     script = ["set -u"]
     for i, step in enumerate(steps):
         if step[0] == "edit":
@@ -162,8 +176,9 @@ def test_first_machine_walkthrough_runs_as_written(tmp_path):
             script += [f"echo '@@step {i}'", "{", step[1], "} 2>&1", f'echo "@@exit {i} $?"']
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", PYTHONUNBUFFERED="1", COLUMNS="80")
-    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = subprocess.run(
+        ["bash", "-c", "\n".join(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     timing = re.compile(r" in [0-9.]+s$", re.M)
     # pytest's short summary shows the failure's message cut to the terminal width in some releases
@@ -199,7 +214,9 @@ def test_stream_driver_example_feeds_a_recording_into_the_brain(capsys, monkeypa
     monkeypatch.chdir(ROOT)
     exec(compile(example("stream-driver"), "README-stream-driver", "exec"), {})
     assert capsys.readouterr().out.splitlines() == [
-        "tool_use AwaitingTools [{'city': 'Paris', 'unit': 'celsius'}]", "EqQBCgIYAhIM True"]
+        "tool_use AwaitingTools [{'city': 'Paris', 'unit': 'celsius'}]",
+        "EqQBCgIYAhIM True",
+    ]
 
 
 def test_pasted_stream_replay_is_what_the_command_prints(monkeypatch):
@@ -210,3 +227,9 @@ def test_pasted_stream_replay_is_what_the_command_prints(monkeypatch):
     with contextlib.redirect_stdout(out):
         assert main(["run", "stream_assembly", "--events", "examples/weather_anthropic.jsonl"]) == 0
     assert out.getvalue() == pasted
+
+
+def test_ci_gates_types_lint_and_format():
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    for gate in ("python3 -m mypy", "python3 -m ruff check .", "python3 -m ruff format --check ."):
+        assert gate in ci and gate in README

@@ -70,7 +70,8 @@ def test_turnstile_overview_is_exactly_the_seed_picture():
         "    locked --> unlocked: coin (it clicks open)\n"
         "    locked --> locked: coin, push\n"
         "    unlocked --> locked: push (one person passes, it re-locks)\n"
-        "    unlocked --> unlocked: coin\n")
+        "    unlocked --> unlocked: coin\n"
+    )
 
 
 def test_edge_words_come_from_descriptions_then_guards():
@@ -101,6 +102,7 @@ def test_detailed_view_keeps_every_branch_with_guards_and_actions():
 
 def test_live_instance_highlights_its_state():
     from loopfsm.machines import ToolBreaker
+
     b = ToolBreaker()
     b.feed("force_open", now=1)
     src = b.diagram("dot")

@@ -58,6 +58,7 @@ def test_pre_commit_hooks_run_the_commands_they_name(tmp_path, monkeypatch, caps
     assert run("loopfsm-check") == 1
     assert "unknown state 'unlockd'" in capsys.readouterr().err
     import re
+
     pattern = re.compile(hooks["loopfsm-check"]["files"])
     assert pattern.search("machines/turnstile.yaml") and pattern.search("sub/machines/x.yml")
     assert not pattern.search(".github/workflows/ci.yaml")
@@ -77,9 +78,16 @@ def test_check_format_json(tmp_path, capsys):
     assert out.err == ""
     report = json.loads(out.out)
     assert report["ok"] is False
-    assert report["problems"] == [{"file": str(bad), "line": 41, "column": 15,
-                                   "path": "events.coin.from.locked[0].to", "severity": "error",
-                                   "message": "unknown state 'unlockd'; did you mean 'unlocked'?"}]
+    assert report["problems"] == [
+        {
+            "file": str(bad),
+            "line": 41,
+            "column": 15,
+            "path": "events.coin.from.locked[0].to",
+            "severity": "error",
+            "message": "unknown state 'unlockd'; did you mean 'unlocked'?",
+        }
+    ]
     assert [f["file"] for f in report["files"]] == [str(good)] and report["files"][0]["states"] == 2
     assert main(["check", "--format", "json", str(good)]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
@@ -90,9 +98,11 @@ def test_check_format_github_annotations(tmp_path, capsys):
     assert main(["check", "--format", "github", str(bad)]) == 1
     line = capsys.readouterr().out.splitlines()[0]
     # Properties escape ',' and ':' so a comma in a file name cannot end the file= property.
-    assert line == (f"::error file={str(bad).replace(',', '%2C')},line=41,col=15,"
-                    "title=loopfsm check events.coin.from.locked[0].to::"
-                    "unknown state 'unlockd'; did you mean 'unlocked'?")
+    assert line == (
+        f"::error file={str(bad).replace(',', '%2C')},line=41,col=15,"
+        "title=loopfsm check events.coin.from.locked[0].to::"
+        "unknown state 'unlockd'; did you mean 'unlocked'?"
+    )
 
 
 def test_check_format_is_checked(capsys):

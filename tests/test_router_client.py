@@ -179,8 +179,12 @@ STATUSES = st.sampled_from(["completed", "awaiting_tool", "awaiting_approval", "
 STEP = st.one_of(
     st.tuples(st.just("send"), MESSAGES),
     st.tuples(
-        st.just("response"), STATUSES, st.lists(st.sampled_from(ALL), max_size=3, unique=True), st.booleans(),
-        st.booleans(), st.booleans(),
+        st.just("response"),
+        STATUSES,
+        st.lists(st.sampled_from(ALL), max_size=3, unique=True),
+        st.booleans(),
+        st.booleans(),
+        st.booleans(),
     ),
 )
 

@@ -20,14 +20,17 @@ def test_store_example_prints_what_the_readme_says(capsys):
 
 def test_admission_table_in_the_readme_lists_the_yaml_rules_in_order():
     from loopfsm.machines.router_run import ROUTER_RUN
+
     rules = [r.name for r in ROUTER_RUN.spec.decisions["admit"].rules]
     answers = [r.result.params["value"] for r in ROUTER_RUN.spec.decisions["admit"].rules]
     section = README.split("**Admission**")[1].split("**Pause states**")[0]
-    table = [line.split("|")[3].strip() for line in section.splitlines() if line.startswith("| ") and
-             line[2].isdigit()]
+    table = [line.split("|")[3].strip() for line in section.splitlines() if line.startswith("| ") and line[2].isdigit()]
     # the README merges the five per-phase 'admit' rules into one row
-    merged = [a for i, a in enumerate(answers) if not (rules[i].endswith("_answer") and rules[i] != "decrypt_answer")
-              and rules[i] != "new_prompt"]
+    merged = [
+        a
+        for i, a in enumerate(answers)
+        if not (rules[i].endswith("_answer") and rules[i] != "decrypt_answer") and rules[i] != "new_prompt"
+    ]
     assert [re.search(r"`(\w+)`", t).group(1) for t in table] == merged
 
 

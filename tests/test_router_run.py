@@ -50,8 +50,9 @@ def feed(m, request, outcome, dest, encrypted=False):
     return m.feed(request, outcome, 20, pause=pause_for(dest))
 
 
-@pytest.mark.parametrize("src, dst, label, req, outcome, encrypted", SEED_EDGES,
-                         ids=[f"{e[0]}-{e[1]}-{e[2]}" for e in SEED_EDGES])
+@pytest.mark.parametrize(
+    "src, dst, label, req, outcome, encrypted", SEED_EDGES, ids=[f"{e[0]}-{e[1]}-{e[2]}" for e in SEED_EDGES]
+)
 def test_every_seed_edge(src, dst, label, req, outcome, encrypted):
     m = RouterRun() if src == "Idle" else at(src, encrypted=encrypted)
     if src == "AwaitingDecrypt" and not encrypted:  # only an encrypted run decrypts; flip to test plaintext end
@@ -86,12 +87,15 @@ def test_aborted_approval_ends_the_run():
     assert (m.state, m.data.ended, m.data.run_id, m.data.last_run_id) == ("Idle", "aborted", None, "r1")
 
 
-@pytest.mark.parametrize("src, req, outcome", [
-    ("AwaitingDecrypt", "decrypted", "needs_decrypt"),
-    ("AwaitingApproval", "approval_decisions", "gate"),
-    ("AwaitingApproval", "approval_decisions", "needs_decrypt"),
-    ("AwaitingTool", "tool_results", "needs_decrypt"),
-])
+@pytest.mark.parametrize(
+    "src, req, outcome",
+    [
+        ("AwaitingDecrypt", "decrypted", "needs_decrypt"),
+        ("AwaitingApproval", "approval_decisions", "gate"),
+        ("AwaitingApproval", "approval_decisions", "needs_decrypt"),
+        ("AwaitingTool", "tool_results", "needs_decrypt"),
+    ],
+)
 def test_outcomes_without_an_edge_are_refused(src, req, outcome):
     m = at(src)
     before = m.snapshot()
@@ -126,12 +130,15 @@ def test_break_in_awaiting_encrypt_drops_the_output():
         RouterRun().break_run(1)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"to_decrypt": ["the secret prompt"], "input_ref": "input:i1", "pending_seal": []}, "list of kind:id"),
-    ({"to_decrypt": [], "input_ref": "input:i1"}, "missing pending_seal"),
-    ({"to_decrypt": [], "input_ref": "input:i1", "pending_seal": [], "content": "hi"}, "unknown content"),
-    ({"to_decrypt": [], "input_ref": "blob:1", "pending_seal": []}, "'input_ref' must be a kind:id"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"to_decrypt": ["the secret prompt"], "input_ref": "input:i1", "pending_seal": []}, "list of kind:id"),
+        ({"to_decrypt": [], "input_ref": "input:i1"}, "missing pending_seal"),
+        ({"to_decrypt": [], "input_ref": "input:i1", "pending_seal": [], "content": "hi"}, "unknown content"),
+        ({"to_decrypt": [], "input_ref": "blob:1", "pending_seal": []}, "'input_ref' must be a kind:id"),
+    ],
+)
 def test_a_pause_carries_references_only(bad, message):
     m = RouterRun()
     before = m.snapshot()
@@ -158,6 +165,7 @@ def test_snapshot_round_trip_in_every_phase():
 
 # -- the rebuilt admission table, against an oracle written from the README's table ------------
 
+
 def oracle(phase, request, lock, replay):
     if replay:
         return "replay"
@@ -169,8 +177,13 @@ def oracle(phase, request, lock, replay):
         return "idle"
     if lock == "held":
         return "busy"
-    wanted = {"Idle": "execute", "AwaitingDecrypt": "decrypted", "AwaitingApproval": "approval_decisions",
-              "AwaitingTool": "tool_results", "AwaitingEncrypt": "sealed"}
+    wanted = {
+        "Idle": "execute",
+        "AwaitingDecrypt": "decrypted",
+        "AwaitingApproval": "approval_decisions",
+        "AwaitingTool": "tool_results",
+        "AwaitingEncrypt": "sealed",
+    }
     if request == wanted[phase]:
         return "admit"
     if request == "inject":
@@ -186,18 +199,25 @@ REQUESTS = ["execute", "decrypted", "approval_decisions", "tool_results", "seale
 
 
 def test_admission_table_matches_the_oracle_in_every_cell():
-    for phase, request, lock, replay in itertools.product(PHASES, REQUESTS, ["free", "held", "expired"],
-                                                          [False, True]):
+    for phase, request, lock, replay in itertools.product(PHASES, REQUESTS, ["free", "held", "expired"], [False, True]):
         m = at(phase)
-        assert m.decide("admit", request=request, lock=lock, replay=replay) == oracle(phase, request, lock, replay), \
-            (phase, request, lock, replay)
+        assert m.decide("admit", request=request, lock=lock, replay=replay) == oracle(phase, request, lock, replay), (
+            phase,
+            request,
+            lock,
+            replay,
+        )
 
 
 def test_respond_and_continuations():
-    assert at("AwaitingTool").decide("respond") == {"status": "awaiting_tool",
-                                                    "allowed_continuations": ["tool_results", "inject", "break"]}
-    assert at("AwaitingEncrypt").decide("respond") == {"status": "completed",
-                                                       "allowed_continuations": ["sealed", "break"]}
+    assert at("AwaitingTool").decide("respond") == {
+        "status": "awaiting_tool",
+        "allowed_continuations": ["tool_results", "inject", "break"],
+    }
+    assert at("AwaitingEncrypt").decide("respond") == {
+        "status": "completed",
+        "allowed_continuations": ["sealed", "break"],
+    }
     assert RouterRun().decide("respond", ended="completed") == {"status": "completed", "allowed_continuations": []}
     assert RouterRun().decide("respond", ended="user")["status"] == "idle"
     for phase in LIVE:
@@ -230,5 +250,6 @@ def test_admission_expires_an_old_pause_but_not_a_break():
     assert m.decide("admit", request="break", lock="free", pause_age_ms=ttl) == "admit"
     assert m.decide("admit", request="tool_results", lock="held", pause_age_ms=ttl) == "busy"
     assert RouterRun().decide("admit", request="execute", lock="free", pause_age_ms=ttl) == "admit"
-    assert m.decide("admit", request="tool_results", lock="free", pause_age_ms=10,
-                    policy={"pause_ttl_ms": 10}) == "expire"
+    assert (
+        m.decide("admit", request="tool_results", lock="free", pause_age_ms=10, policy={"pause_ttl_ms": 10}) == "expire"
+    )

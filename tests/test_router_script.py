@@ -18,8 +18,13 @@ EXPECTED = [
     ("AwaitingApproval", "approval_decisions q6", "admitted [approval_answer]", "AwaitingApproval", "(still"),
     ("AwaitingApproval", "break q7", "admitted (preempted) [escape_preempts]", "Idle", "idle []"),
     ("Idle", "execute q8", "admitted [new_prompt]", "AwaitingDecrypt", "awaiting_decrypt"),
-    ("AwaitingDecrypt", "decrypted q9", "admitted [decrypt_answer]", "AwaitingEncrypt",
-     "completed ['sealed', 'break']"),
+    (
+        "AwaitingDecrypt",
+        "decrypted q9",
+        "admitted [decrypt_answer]",
+        "AwaitingEncrypt",
+        "completed ['sealed', 'break']",
+    ),
     ("AwaitingEncrypt", "inject q10", "refused [no_inject_while_sealing]", "AwaitingEncrypt", "error not_allowed"),
     ("AwaitingEncrypt", "sealed q11", "admitted [seal_answer]", "Idle", "completed []"),
     ("Idle", "execute q12", "admitted [new_prompt]", "Idle", "(still processing"),
@@ -37,8 +42,9 @@ def test_example_trace(capsys):
         cols = [c.strip() for c in line.split("  ") if c.strip()]
         assert cols[2] == phase and cols[3].startswith(req) and cols[4] == adm and cols[5] == new, line
         assert cols[7].startswith(resp), line
-    assert "    events: lock.acquired, run.started, tool.requested, lock.released  mediated: shell:ask, rm_rf:deny" \
-        in out
+    assert (
+        "    events: lock.acquired, run.started, tool.requested, lock.released  mediated: shell:ask, rm_rf:deny" in out
+    )
     assert "    events: lock.preempted, run.broken, lock.released" in out
 
 

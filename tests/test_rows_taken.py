@@ -16,10 +16,23 @@ from loopfsm.machines.fallback_breaker import FallbackBreaker, FallbackBreakerPo
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy
 from loopfsm.tracing import TransitionRecord
 
-TP = ToolBreakerPolicy(trip_after=3, failure_rate_percent=0, cooldown_ms=1000, max_probes=1, probe_ttl_ms=100,
-                       recover_after=2, half_open_max_ms=500)
-FP = FallbackBreakerPolicy(trip_after=3, cooldown_ms=1000, probe_ttl_ms=100, recover_after=2, fallback_fail_max=2,
-                           when_fallback_fails="fail_fast")
+TP = ToolBreakerPolicy(
+    trip_after=3,
+    failure_rate_percent=0,
+    cooldown_ms=1000,
+    max_probes=1,
+    probe_ttl_ms=100,
+    recover_after=2,
+    half_open_max_ms=500,
+)
+FP = FallbackBreakerPolicy(
+    trip_after=3,
+    cooldown_ms=1000,
+    probe_ttl_ms=100,
+    recover_after=2,
+    fallback_fail_max=2,
+    when_fallback_fails="fail_fast",
+)
 
 
 def traced(machine, feed: str, *args, **kw) -> tuple[TransitionRecord, object]:
@@ -141,7 +154,10 @@ def test_brain_begin_while_compacting_repolls_or_ends():
         m.cancel()
         m.begin(m.next_step())
     assert [r.branch for r in records if r.kind == "feed"] == [
-        "begin/AwaitingCompaction[0]", "cancel/*[0]", "begin/AwaitingCompaction[1]"]
+        "begin/AwaitingCompaction[0]",
+        "cancel/*[0]",
+        "begin/AwaitingCompaction[1]",
+    ]
     assert m.state == "Terminal"
 
 
@@ -196,5 +212,6 @@ def test_stream_usage_mid_stream_and_a_repeated_message_start_after_stop():
     rec, _ = traced(s, "restate_message", "msg_1", "assistant")
     assert rec.branch == "restate_message/Stopped[0]" and s.state == "Stopped"
     from loopfsm.errors import StreamProtocolError
+
     with pytest.raises(StreamProtocolError):
         s.restate_message("msg_2")  # another message's start is refused

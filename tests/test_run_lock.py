@@ -91,8 +91,15 @@ def test_time_going_backwards_is_clamped():
     assert m.state_data["started_at"] == 1010 and m.state_data["lease_expires_at"] == 1060
 
 
-OPS = st.lists(st.tuples(st.sampled_from(["acquire", "preempt", "renew", "release", "expire", "recover", "reset"]),
-                         st.integers(0, 400), st.sampled_from(["A", "B", "C"]), st.integers(0, 6)), max_size=30)
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["acquire", "preempt", "renew", "release", "expire", "recover", "reset"]),
+        st.integers(0, 400),
+        st.sampled_from(["A", "B", "C"]),
+        st.integers(0, 6),
+    ),
+    max_size=30,
+)
 
 
 @given(OPS)

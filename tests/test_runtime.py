@@ -128,7 +128,7 @@ def test_swapping_branch_order_in_yaml_changes_behaviour():
     lines = COUNTER.splitlines(keepends=True)
     i = next(k for k, line in enumerate(lines) if "value: {policy: limit}}}" in line and "guard" in line)
     j = next(k for k, line in enumerate(lines) if "value: 0}}" in line and "guard" in line)
-    swapped = lines[:i] + lines[j:j + 3] + lines[i:j] + lines[j + 3:]
+    swapped = lines[:i] + lines[j : j + 3] + lines[i:j] + lines[j + 3 :]
     C2 = compiled("".join(swapped))
     m = C2.new()
     m.start()
@@ -282,17 +282,20 @@ def corrupt(snap, path, value):
     return s
 
 
-@pytest.mark.parametrize("path,value,message", [
-    (("data", "count"), "three", "data.count must be integer"),
-    (("data", "log"), [1], "data.log[0] must be string"),
-    (("data", "count"), KeyError, "data must contain ['count'] properties"),
-    (("data", "extra"), 1, "data must not contain {'extra'} properties"),
-    (("state",), "flying", "unknown state 'flying'"),
-    (("state_data", "n"), KeyError, "state_data must contain ['n'] properties (in state 'counting')"),
-    (("format",), 99, "format 99 is not the supported format 1"),
-    (("machine",), "turnstile", "it is of machine 'turnstile'"),
-    (("fingerprint",), "sha256:0", "taken under another version of the spec"),
-])
+@pytest.mark.parametrize(
+    "path,value,message",
+    [
+        (("data", "count"), "three", "data.count must be integer"),
+        (("data", "log"), [1], "data.log[0] must be string"),
+        (("data", "count"), KeyError, "data must contain ['count'] properties"),
+        (("data", "extra"), 1, "data must not contain {'extra'} properties"),
+        (("state",), "flying", "unknown state 'flying'"),
+        (("state_data", "n"), KeyError, "state_data must contain ['n'] properties (in state 'counting')"),
+        (("format",), 99, "format 99 is not the supported format 1"),
+        (("machine",), "turnstile", "it is of machine 'turnstile'"),
+        (("fingerprint",), "sha256:0", "taken under another version of the spec"),
+    ],
+)
 def test_corrupt_snapshots_are_refused(C, path, value, message):
     m = C.new()
     m.start(1)
@@ -319,8 +322,9 @@ def test_descriptions_do_not_change_the_fingerprint(C):
 def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
     calls = []
     orig_init = transitions.Machine.__init__
-    monkeypatch.setattr(transitions.Machine, "__init__",
-                        lambda self, *a, **k: (calls.append("init"), orig_init(self, *a, **k))[1])
+    monkeypatch.setattr(
+        transitions.Machine, "__init__", lambda self, *a, **k: (calls.append("init"), orig_init(self, *a, **k))[1]
+    )
     monkeypatch.setattr(transitions.Machine, "add_model", lambda *a, **k: calls.append("add_model"))
     snaps = []
     for i in range(50):
@@ -347,8 +351,9 @@ def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
 
     custom = make_registry()
     eps = [FakeEntryPoint("custom", custom), FakeEntryPoint("broken", object())]
-    monkeypatch.setattr(registries_module, "entry_points",
-                        lambda group, name=None: [e for e in eps if name in (None, e.name)])
+    monkeypatch.setattr(
+        registries_module, "entry_points", lambda group, name=None: [e for e in eps if name in (None, e.name)]
+    )
     spec = parse(COUNTER.replace("machine: counter\n", "machine: counter\nregistry: custom\n"), "c.yaml")
     assert spec.registry == "custom" and compile_spec(spec).registry is custom
     with pytest.raises(SpecError, match="not a loopfsm Registry"):
@@ -368,8 +373,8 @@ def test_a_decision_may_declare_states_without_an_answer():
     m.start()
     with pytest.raises(DecisionError, match="decision 'what_next' has no answer in state 'counting'"):
         m.decide("what_next")
-    assert 'no answer (raises)' in render(C2.spec, ["mermaid"])["counter.what_next.mmd"]
-    assert 'no answer (raises)' not in render(compiled().spec, ["mermaid"])["counter.what_next.mmd"]
+    assert "no answer (raises)" in render(C2.spec, ["mermaid"])["counter.what_next.mmd"]
+    assert "no answer (raises)" not in render(compiled().spec, ["mermaid"])["counter.what_next.mmd"]
 
 
 def test_policy_enums_are_enforced_for_defaults_and_fed_values():
@@ -378,8 +383,9 @@ def test_policy_enums_are_enforced_for_defaults_and_fed_values():
 
     with pytest.raises(PE, match="when_fallback_fails' = 'panic' is not one of \\['fail_fast', 'try_primary'\\]"):
         FallbackBreakerPolicy(when_fallback_fails="panic")
-    text = COUNTER.replace("policy:\n", "policy:\n  mode: {type: string, default: slow, enum: [fast, careful], "
-                                         "description: how}\n")
+    text = COUNTER.replace(
+        "policy:\n", "policy:\n  mode: {type: string, default: slow, enum: [fast, careful], description: how}\n"
+    )
     assert "mode:" in text
     with pytest.raises(SpecError, match="default 'slow' is not one of \\['fast', 'careful'\\]"):
         compiled(text)

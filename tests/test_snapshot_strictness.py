@@ -53,8 +53,10 @@ def samples():
     out = [("turnstile", Turnstile())]
     out += [(f"tool_breaker/{s}", tool_breaker_in(s)) for s in ("Closed", "Open", "HalfOpen")]
     out += [(f"fallback/{s}", fallback_in(s)) for s in ("Primary", "Fallback", "Recovering")]
-    out += [(f"brain/{s}", brain_in(s)) for s in ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction",
-                                                   "Terminal")]
+    out += [
+        (f"brain/{s}", brain_in(s))
+        for s in ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction", "Terminal")
+    ]
     return out
 
 
@@ -69,8 +71,12 @@ def test_samples_reach_their_states():
 def next_feeds(m) -> None:
     """Drive a restored machine a few steps; only a LoopFsmError may come out."""
     calls = {
-        ToolBreaker: lambda: [m.tick(10**7), m.record(10**7 + 1, m.acquire(10**7, "n"), "failure")
-                              if isinstance(p := m.acquire(10**7, "n2"), Allow) else p],
+        ToolBreaker: lambda: [
+            m.tick(10**7),
+            m.record(10**7 + 1, m.acquire(10**7, "n"), "failure")
+            if isinstance(p := m.acquire(10**7, "n2"), Allow)
+            else p,
+        ],
         FallbackBreaker: lambda: [m.tick(10**9), m.route(10**9)],
         Turnstile: lambda: [m.coin(), m.push()],
     }
@@ -93,9 +99,20 @@ def refuses(cls, snap) -> str:
 
 # -- the envelope ----------------------------------------------------------------
 
-@pytest.mark.parametrize("key,value", [("format", True), ("format", 1.0), ("format", "1"), ("machine", None),
-                                       ("fingerprint", 1), ("state", ["Closed"]), ("data", None),
-                                       ("state_data", [])])
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("format", True),
+        ("format", 1.0),
+        ("format", "1"),
+        ("machine", None),
+        ("fingerprint", 1),
+        ("state", ["Closed"]),
+        ("data", None),
+        ("state_data", []),
+    ],
+)
 def test_envelope_values_are_exact(key, value):
     snap = tool_breaker_in("Open").snapshot()
     snap[key] = value
@@ -111,12 +128,28 @@ def test_extra_and_missing_top_level_keys_are_refused():
 
 # -- fields -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("field,value", [
-    ("trips", 1.0), ("trips", True), ("trips", -1), ("generation", -5), ("consecutive_failures", "1"),
-    ("stats", None), ("stats", {"allowed": -1}), ("stats", {"allowed": 1.5}), ("stats", {"allowed": math.nan}),
-    ("stats", []), ("leases", [1]), ("leases", [{"call_id": "x"}]), ("leases", [{"call_id": 1, "expires_at": 1}]),
-    ("leases", [{"call_id": "x", "expires_at": 1, "more": 2}]), ("window", ["maybe"]), ("tool", None),
-])
+
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("trips", 1.0),
+        ("trips", True),
+        ("trips", -1),
+        ("generation", -5),
+        ("consecutive_failures", "1"),
+        ("stats", None),
+        ("stats", {"allowed": -1}),
+        ("stats", {"allowed": 1.5}),
+        ("stats", {"allowed": math.nan}),
+        ("stats", []),
+        ("leases", [1]),
+        ("leases", [{"call_id": "x"}]),
+        ("leases", [{"call_id": 1, "expires_at": 1}]),
+        ("leases", [{"call_id": "x", "expires_at": 1, "more": 2}]),
+        ("window", ["maybe"]),
+        ("tool", None),
+    ],
+)
 def test_breaker_fields_are_typed(field, value):
     snap = tool_breaker_in("HalfOpen").snapshot()
     snap["data"][field] = value
@@ -130,9 +163,16 @@ def test_state_data_is_typed(field, value):
     refuses(ToolBreaker, snap)
 
 
-@pytest.mark.parametrize("path,value", [(("data", "turns_taken"), -1), (("data", "context_tokens"), -3),
-                                        (("data", "context_tokens"), 1.0), (("state_data", "turn"), -1),
-                                        (("data", "cancelled"), 0)])
+@pytest.mark.parametrize(
+    "path,value",
+    [
+        (("data", "turns_taken"), -1),
+        (("data", "context_tokens"), -3),
+        (("data", "context_tokens"), 1.0),
+        (("state_data", "turn"), -1),
+        (("data", "cancelled"), 0),
+    ],
+)
 def test_brain_counters_honour_their_minimums(path, value):
     m = brain_in("AwaitingModel")
     snap = m.snapshot()
@@ -166,10 +206,39 @@ def test_tool_health_restore_refuses_bad_breakers(breakers):
 
 # -- fuzz: every corruption restores whole, exactly, and runs on; or is refused ----
 
-HOSTILE = st.one_of(st.sampled_from([-1, 0, 1, 1.0, -1.5, True, False, None, "", "x", [], {}, [1], {"a": 1},
-                                     10**30, -(10**30), math.nan, math.inf, -math.inf, [None], {"": []},
-                                     "Closed", "Open", "primary", [{"call_id": "x", "expires_at": -1}]]),
-                    st.integers(), st.text(max_size=5))
+HOSTILE = st.one_of(
+    st.sampled_from(
+        [
+            -1,
+            0,
+            1,
+            1.0,
+            -1.5,
+            True,
+            False,
+            None,
+            "",
+            "x",
+            [],
+            {},
+            [1],
+            {"a": 1},
+            10**30,
+            -(10**30),
+            math.nan,
+            math.inf,
+            -math.inf,
+            [None],
+            {"": []},
+            "Closed",
+            "Open",
+            "primary",
+            [{"call_id": "x", "expires_at": -1}],
+        ]
+    ),
+    st.integers(),
+    st.text(max_size=5),
+)
 
 
 def leaves(node, prefix=()):
@@ -214,6 +283,7 @@ def test_corrupted_snapshots_of_every_machine(data, which, n):
 
 # -- ToolHealth under threads ------------------------------------------------------
 
+
 def test_tool_health_shared_by_eight_threads_counts_exactly():
     health = ToolHealth(ToolBreakerPolicy(trip_after=0, failure_rate_percent=0))
     per_thread, threads = 5_000, 8
@@ -243,8 +313,11 @@ def test_tool_health_shared_by_eight_threads_counts_exactly():
     for b in snap.values():
         for k in total:
             total[k] += b["data"]["stats"].get(k, 0)
-    assert total == {"allowed": threads * per_thread, "success": threads * per_thread * 3 // 4,
-                     "failure": threads * per_thread // 4}
+    assert total == {
+        "allowed": threads * per_thread,
+        "success": threads * per_thread * 3 // 4,
+        "failure": threads * per_thread // 4,
+    }
 
 
 def test_tool_health_refuses_a_tool_name_that_is_not_a_string():

@@ -55,6 +55,7 @@ def forbid_parsing(monkeypatch) -> None:
 
     def boom(*a, **k):
         raise AssertionError("the file was parsed although its cache entry is good")
+
     monkeypatch.setattr(source, "read_file", boom)
     monkeypatch.setattr(loader, "schema_problems", boom)
 
@@ -99,10 +100,20 @@ def test_warnings_survive_the_cache_and_problems_from_a_hit_are_located(cache, t
     assert second.source.locate(("states", "busy")) == first.source.locate(("states", "busy"))
 
 
-@pytest.mark.parametrize("damage", [
-    b"", b"not json", b"[]", b'{"format": 1}', b"{" * 100000,
-    "wrong key", "doc not a mapping", "bad warnings", "doc the schema would refuse",
-])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"",
+        b"not json",
+        b"[]",
+        b'{"format": 1}',
+        b"{" * 100000,
+        "wrong key",
+        "doc not a mapping",
+        "bad warnings",
+        "doc the schema would refuse",
+    ],
+)
 def test_a_damaged_or_forged_entry_is_ignored_and_replaced(cache, tmp_path, damage):
     path, reg = write(tmp_path), make_registry()
     good = load(path, reg)
@@ -162,9 +173,11 @@ def test_entries_are_json_and_private(cache, tmp_path):
 
 
 def test_a_warm_cold_start_imports_neither_yaml_nor_jsonschema(cache):
-    code = ("import sys\nimport loopfsm.machines as m\nfor n in m.__all__: getattr(m, n)\n"
-            "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'importlib.metadata') "
-            "if x in sys.modules))")
+    code = (
+        "import sys\nimport loopfsm.machines as m\nfor n in m.__all__: getattr(m, n)\n"
+        "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'importlib.metadata') "
+        "if x in sys.modules))"
+    )
     env = dict(os.environ, **{speccache.ENV_VAR: str(cache)})
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
     warm = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
@@ -174,6 +187,7 @@ def test_a_warm_cold_start_imports_neither_yaml_nor_jsonschema(cache):
 
 def test_shipped_machines_load_the_same_from_the_cache(cache):
     from loopfsm.machines import engine_brain
+
     path = machine_path("engine_brain")
     first = load(path, engine_brain.REGISTRY)
     second = load(path, engine_brain.REGISTRY)
@@ -193,6 +207,7 @@ def _mutations(doc, rng, n):
         elif isinstance(node, list):
             for i, v in enumerate(node):
                 yield from nodes(v, path + (i,))
+
     every = list(nodes(doc))
     for _ in range(n):
         out = copy.deepcopy(doc)

@@ -47,6 +47,7 @@ def test_schema_version_is_recorded_and_checked(store_url):  # noqa: F811
 def _raw(url, prefix):
     from loopfsm.store.backends import connect
     from loopfsm.store.runstore import RunStore
+
     return RunStore(connect(url), prefix=prefix)
 
 
@@ -58,8 +59,9 @@ def test_bad_urls_are_store_errors():
 
 
 def test_admission_replay_and_refusals(store):
-    r = serve(store, "s", "execute", "q1", holder="A", process=Outcome("tools", pause=pause_for("AwaitingTool")),
-              now_ms=1000)
+    r = serve(
+        store, "s", "execute", "q1", holder="A", process=Outcome("tools", pause=pause_for("AwaitingTool")), now_ms=1000
+    )
     assert r.response["status"] == "awaiting_tool"
     assert r.response["allowed_continuations"] == ["tool_results", "inject", "break"]
     assert r.events == ["lock.acquired", "run.started", "tool.requested", "lock.released"]
@@ -123,8 +125,9 @@ def test_a_failing_step_writes_nothing_and_keeps_the_lock(store_url):  # noqa: F
         phase = a.record.phase_machine()
         phase.execute("r", "completed", False, 1001, {})
         with pytest.raises(RuntimeError):
-            s.checkpoint(a.lease, phase, request_id="q1", response={}, rows=[Row("message", "a", {}),
-                                                                            Row("message", "b", {})])
+            s.checkpoint(
+                a.lease, phase, request_id="q1", response={}, rows=[Row("message", "a", {}), Row("message", "b", {})]
+            )
         rec = s.load("s")
         assert (rec.phase, rec.version, rec.holder, s.rows("s")) == ("Idle", 0, "A", [])
 
@@ -143,7 +146,8 @@ def test_rerun_of_a_step_overwrites_rows_under_deterministic_ids(store):
     assert [(r.kind, r.row_id) for r in stored] == [
         ("message", ids.row_id("s", ids.run_id("s", "q1"), 1, "assistant")),
         ("tool_call", ids.row_id("s", ids.run_id("s", "q1"), 1, "tool_call/0")),
-        ("trace", ids.row_id("s", ids.run_id("s", "q1"), 1, "trace/0"))]
+        ("trace", ids.row_id("s", ids.run_id("s", "q1"), 1, "trace/0")),
+    ]
     assert ids.run_id("s", "q1") == ids.run_id("s", "q1") != ids.run_id("s", "q2")
 
 
@@ -173,9 +177,20 @@ def test_escape_hatches_from_every_live_phase_without_a_running_turn(store, phas
 @pytest.mark.parametrize("hatch", ["break", "inject"])
 def test_escape_hatches_preempt_a_running_turn(store, phase, hatch):
     to_phase(store, "s", phase)
-    running = store.admit("s", "execute" if phase == "Idle" else {
-        "AwaitingDecrypt": "decrypted", "AwaitingApproval": "approval_decisions", "AwaitingTool": "tool_results",
-        "AwaitingEncrypt": "sealed"}[phase], "busy-one", holder="A", now_ms=2000)
+    running = store.admit(
+        "s",
+        "execute"
+        if phase == "Idle"
+        else {
+            "AwaitingDecrypt": "decrypted",
+            "AwaitingApproval": "approval_decisions",
+            "AwaitingTool": "tool_results",
+            "AwaitingEncrypt": "sealed",
+        }[phase],
+        "busy-one",
+        holder="A",
+        now_ms=2000,
+    )
     assert running.outcome == "admitted"
     out = Outcome("tools", pause=pause_for("AwaitingTool"))
     r = serve(store, "s", hatch, "h", holder="B", process=out, now_ms=2001)
@@ -193,29 +208,44 @@ def test_escape_hatches_preempt_a_running_turn(store, phase, hatch):
 
 
 def test_every_continuation_moves_the_phase_through_serve(store):
-    steps = [("execute", Outcome("needs_decrypt", encrypted=True, pause=pause_for("AwaitingDecrypt")),
-              "AwaitingDecrypt"),
-             ("decrypted", Outcome("gate", pause=pause_for("AwaitingApproval")), "AwaitingApproval"),
-             ("approval_decisions", Outcome("tools", pause=pause_for("AwaitingTool")), "AwaitingTool"),
-             ("tool_results", Outcome("completed", pause=pause_for("AwaitingEncrypt")), "AwaitingEncrypt"),
-             ("sealed", Outcome(), "Idle")]
+    steps = [
+        ("execute", Outcome("needs_decrypt", encrypted=True, pause=pause_for("AwaitingDecrypt")), "AwaitingDecrypt"),
+        ("decrypted", Outcome("gate", pause=pause_for("AwaitingApproval")), "AwaitingApproval"),
+        ("approval_decisions", Outcome("tools", pause=pause_for("AwaitingTool")), "AwaitingTool"),
+        ("tool_results", Outcome("completed", pause=pause_for("AwaitingEncrypt")), "AwaitingEncrypt"),
+        ("sealed", Outcome(), "Idle"),
+    ]
     for i, (request, out, phase) in enumerate(steps):
         r = serve(store, "s", request, f"q{i}", holder="A", process=out, now_ms=1000 + i)
         assert store.load("s").phase == phase, r.response
     assert store.load("s").version == len(steps)
-    assert serve(store, "s", "execute", "bad", holder="A", process=Outcome("tools", pause={"calls": "x"}),
-                 now_ms=2000).response["data"]["code"] == "invalid"
+    assert (
+        serve(
+            store, "s", "execute", "bad", holder="A", process=Outcome("tools", pause={"calls": "x"}), now_ms=2000
+        ).response["data"]["code"]
+        == "invalid"
+    )
     assert store.load("s").holder is None  # a refused payload gives the lock back
 
 
 def test_a_pause_past_its_ttl_is_expired_by_the_next_request(store):
     to_phase(store, "s", "AwaitingTool", now=1000)
     ttl = 86_400_000
-    early = serve(store, "s", "tool_results", "q1", holder="A", process=Outcome("completed",
-                  pause=pause_for("AwaitingEncrypt")), now_ms=1000 + ttl - 1)
+    early = serve(
+        store,
+        "s",
+        "tool_results",
+        "q1",
+        holder="A",
+        process=Outcome("completed", pause=pause_for("AwaitingEncrypt")),
+        now_ms=1000 + ttl - 1,
+    )
     assert early.admission.answer == "admit"
     to_phase(store, "t", "AwaitingApproval", now=1000)
     late = serve(store, "t", "approval_decisions", "q2", holder="A", process=Outcome("tools"), now_ms=1000 + ttl)
-    assert (late.admission.answer, late.response["status"], late.response["data"]["ended"]) == \
-        ("expire", "idle", "expired")
+    assert (late.admission.answer, late.response["status"], late.response["data"]["ended"]) == (
+        "expire",
+        "idle",
+        "expired",
+    )
     assert store.load("t").phase == "Idle" and "run.broken" in late.events

@@ -25,8 +25,13 @@ from router_helpers import pause_for
 from store_support import PG_URL, need_pg
 
 LEASE = 100
-WAITS = {"Idle": "execute", "AwaitingDecrypt": "decrypted", "AwaitingApproval": "approval_decisions",
-         "AwaitingTool": "tool_results", "AwaitingEncrypt": "sealed"}
+WAITS = {
+    "Idle": "execute",
+    "AwaitingDecrypt": "decrypted",
+    "AwaitingApproval": "approval_decisions",
+    "AwaitingTool": "tool_results",
+    "AwaitingEncrypt": "sealed",
+}
 TARGET = {"needs_decrypt": "AwaitingDecrypt", "gate": "AwaitingApproval", "tools": "AwaitingTool"}
 
 
@@ -88,9 +93,14 @@ class StoreModel(RuleBasedStateMachine):
     def tick(self, dt):
         self.now += dt
 
-    @rule(target=leases, request=st.sampled_from(["execute", "decrypted", "approval_decisions", "tool_results",
-                                                  "sealed", "inject", "break"]),
-          holder=st.sampled_from(["A", "B"]), resend=st.booleans())
+    @rule(
+        target=leases,
+        request=st.sampled_from(
+            ["execute", "decrypted", "approval_decisions", "tool_results", "sealed", "inject", "break"]
+        ),
+        holder=st.sampled_from(["A", "B"]),
+        resend=st.booleans(),
+    )
     def admit(self, request, holder, resend):
         if not (resend and self.last_request):
             self.seq += 1
@@ -103,8 +113,9 @@ class StoreModel(RuleBasedStateMachine):
             return (adm, request, rid)
         return None
 
-    @rule(held=leases, outcome=st.sampled_from(["needs_decrypt", "gate", "tools", "completed"]),
-          encrypted=st.booleans())
+    @rule(
+        held=leases, outcome=st.sampled_from(["needs_decrypt", "gate", "tools", "completed"]), encrypted=st.booleans()
+    )
     def checkpoint(self, held, outcome, encrypted):
         if held is None:
             return
@@ -118,8 +129,14 @@ class StoreModel(RuleBasedStateMachine):
         else:
             nxt = model_next(phase.state, request, outcome, enc)
             try:
-                feed_phase(phase, "s", request, rid, Outcome(outcome, encrypted=encrypted,
-                                                             pause=pause_for(nxt or "")), self.now)
+                feed_phase(
+                    phase,
+                    "s",
+                    request,
+                    rid,
+                    Outcome(outcome, encrypted=encrypted, pause=pause_for(nxt or "")),
+                    self.now,
+                )
             except LoopFsmError:
                 assert nxt is None, (phase.state, request, outcome)
                 return
@@ -130,8 +147,7 @@ class StoreModel(RuleBasedStateMachine):
             assert not current
             return
         assert current
-        self.phase, self.holder, self.expires, self.version, self.last_request = nxt, None, None, \
-            self.version + 1, rid
+        self.phase, self.holder, self.expires, self.version, self.last_request = nxt, None, None, self.version + 1, rid
         if request in ("execute", "inject"):
             self.encrypted = enc
 
@@ -166,8 +182,9 @@ class StoreModel(RuleBasedStateMachine):
         assert rec.phase_machine().state == rec.phase
 
 
-SETTINGS = settings(max_examples=int(os.environ.get("LOOPFSM_STORE_EXAMPLES", "30")), stateful_step_count=25,
-                    deadline=None)
+SETTINGS = settings(
+    max_examples=int(os.environ.get("LOOPFSM_STORE_EXAMPLES", "30")), stateful_step_count=25, deadline=None
+)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -29,8 +29,13 @@ def _racer(url, prefix, idx, barrier, q):
             if adm.outcome == "admitted":
                 phase = adm.record.phase_machine()
                 phase.execute(f"run{r}", "completed", False, s.now(), {})
-                s.checkpoint(adm.lease, phase, request_id=f"p{idx}-r{r}", response={"r": r},
-                             rows=[Row("message", "assistant", {"by": idx})])
+                s.checkpoint(
+                    adm.lease,
+                    phase,
+                    request_id=f"p{idx}-r{r}",
+                    response={"r": r},
+                    rows=[Row("message", "assistant", {"by": idx})],
+                )
                 q.put(("win", r, idx, adm.lease.fence))
             else:
                 q.put(("lose", r, idx, adm.answer))
@@ -116,8 +121,10 @@ def test_critical_sections_never_overlap(store_url, tmp_path):  # noqa: F811
 # -- kill -9 at each point of a step, then restart and the client's re-send ----------------------
 
 POINTS = ["after_admit", "before_transaction", "between_rows", "before_commit", "after_commit"]
-ROWS = [Row("message", "assistant", {"role": "assistant"}, body="the answer"),
-        Row("tool_call", "tool_call/0", {"name": "shell"}, body={"args": {}})]
+ROWS = [
+    Row("message", "assistant", {"role": "assistant"}, body="the answer"),
+    Row("tool_call", "tool_call/0", {"name": "shell"}, body={"args": {}}),
+]
 STEP = Outcome("tools", pause=pause_for("AwaitingTool"), rows=ROWS)
 
 
@@ -163,6 +170,7 @@ def test_kill_9_at_each_point_then_restart_and_resend(store_url, point):  # noqa
 
 # -- a holder frozen past its lease ------------------------------------------------------------
 
+
 def _frozen(url, prefix, go, _i, q):
     with open_store(url, prefix=prefix) as s:
         adm = s.admit("z", "execute", "slow", holder="A", lease_ms=300)
@@ -171,10 +179,13 @@ def _frozen(url, prefix, go, _i, q):
         phase = adm.record.phase_machine()
         phase.execute("run-a", "completed", False, s.now(), {})
         results = []
-        for call in (lambda: s.renew(adm.lease),
-                     lambda: s.checkpoint(adm.lease, phase, request_id="slow", response={"from": "A"},
-                                          rows=[Row("message", "a", {"by": "A"})]),
-                     lambda: s.release(adm.lease)):
+        for call in (
+            lambda: s.renew(adm.lease),
+            lambda: s.checkpoint(
+                adm.lease, phase, request_id="slow", response={"from": "A"}, rows=[Row("message", "a", {"by": "A"})]
+            ),
+            lambda: s.release(adm.lease),
+        ):
             try:
                 call()
                 results.append("written")

@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.errors import (FeedArgumentError, IllegalFeed, LoopFsmError, StreamEventError, StreamFailed,
-                            StreamProtocolError)
+from loopfsm.errors import (
+    FeedArgumentError,
+    IllegalFeed,
+    LoopFsmError,
+    StreamEventError,
+    StreamFailed,
+    StreamProtocolError,
+)
 from loopfsm.machines.json_prefix import classify
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
@@ -19,8 +25,17 @@ from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every
 
 from stream_oracles import anthropic_sdk, openai_sdk
 
-START = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m",
-                                              "content": [], "usage": {"input_tokens": 3, "output_tokens": 1}}}
+START = {
+    "type": "message_start",
+    "message": {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "m",
+        "content": [],
+        "usage": {"input_tokens": 3, "output_tokens": 1},
+    },
+}
 
 
 def text_start(i):
@@ -28,8 +43,11 @@ def text_start(i):
 
 
 def tool_start(i, call_id="toolu_1", name="get"):
-    return {"type": "content_block_start", "index": i,
-            "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}}}
+    return {
+        "type": "content_block_start",
+        "index": i,
+        "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
+    }
 
 
 def text_delta(i, text="hi"):
@@ -45,8 +63,11 @@ def stop(i):
 
 
 def message_delta(reason="end_turn"):
-    return {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None},
-            "usage": {"output_tokens": 7}}
+    return {
+        "type": "message_delta",
+        "delta": {"stop_reason": reason, "stop_sequence": None},
+        "usage": {"output_tokens": 7},
+    }
 
 
 MESSAGE_STOP = {"type": "message_stop"}
@@ -62,30 +83,47 @@ def refused(stream, event, rule: str) -> None:
 
 # Each: events that are fine, then the violating one, the rule we name, and what the Anthropic SDK does.
 ANTHROPIC_VIOLATIONS = {
-    "block placed by wrong index": ([START], text_start(1), "block 1 started where the next block is 0",
-                                    "placed at 0"),
-    "duplicate start": ([START, text_start(0), text_delta(0)], text_start(0), "block 0 was already started",
-                        "adds an empty block"),
-    "delta after block stop": ([START, text_start(0), text_delta(0), stop(0)], text_delta(0, "late"),
-                               "block 0 already closed", "appends"),
+    "block placed by wrong index": ([START], text_start(1), "block 1 started where the next block is 0", "placed at 0"),
+    "duplicate start": (
+        [START, text_start(0), text_delta(0)],
+        text_start(0),
+        "block 0 was already started",
+        "adds an empty block",
+    ),
+    "delta after block stop": (
+        [START, text_start(0), text_delta(0), stop(0)],
+        text_delta(0, "late"),
+        "block 0 already closed",
+        "appends",
+    ),
     "delta for unstarted block": ([START], text_delta(0), "never started", "IndexError"),
-    "delta of another lane": ([START, tool_start(0)], text_delta(0), "a text fragment for tool block 0",
-                              "dropped"),
+    "delta of another lane": ([START, tool_start(0)], text_delta(0), "a text fragment for tool block 0", "dropped"),
     "second message_start": ([START], START, "illegal in state 'Streaming'", None),
     "stop with a block open": ([START, text_start(0)], message_delta(), r"blocks still open \(text \[0\]\)", None),
     "second stop": ([START, message_delta()], message_delta(), "stop reason already arrived", None),
     "block after the stop": ([START, message_delta()], text_start(0), "stop reason already arrived", None),
     "message_stop before the stop reason": ([START], MESSAGE_STOP, "illegal in state 'Streaming'", None),
-    "event after message_stop": ([START, message_delta(), MESSAGE_STOP], {"type": "ping"},
-                                 "message already finished", None),
+    "event after message_stop": (
+        [START, message_delta(), MESSAGE_STOP],
+        {"type": "ping"},
+        "message already finished",
+        None,
+    ),
     "event before message_start": ([], text_start(0), "message has not started", None),
-    "second signature": ([START, {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "thinking", "thinking": "", "signature": ""}},
-                          {"type": "content_block_delta", "index": 0,
-                           "delta": {"type": "signature_delta", "signature": "s1"}}],
-                         {"type": "content_block_delta", "index": 0,
-                          "delta": {"type": "signature_delta", "signature": "s2"}},
-                         "already signed", "keeps the last"),
+    "second signature": (
+        [
+            START,
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            },
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s1"}},
+        ],
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s2"}},
+        "already signed",
+        "keeps the last",
+    ),
 }
 
 
@@ -107,15 +145,22 @@ def test_the_sdk_repairs_what_we_refuse():
     assert sdk.content[0].text == "alate"  # appended after its stop
     with pytest.raises(IndexError):
         anthropic_sdk([START, text_delta(0)])
-    chunks = [_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", "{")]}),
-              _chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", None, "}")]})]
+    chunks = [
+        _chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", "{")]}),
+        _chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", None, "}")]}),
+    ]
     msg = openai_sdk(chunks).choices[0].message
     assert msg.role == "assistantassistant" and msg.tool_calls[0].id == "call_Acall_A"
 
 
 def _chunk(delta, finish=None, chunk_id="chatcmpl-1"):
-    return {"id": chunk_id, "object": "chat.completion.chunk", "created": 0, "model": "gpt",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "gpt",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    }
 
 
 def _call(index, call_id=None, name=None, args=None):
@@ -133,13 +178,16 @@ def test_openai_restated_header_equal_is_accepted_never_concatenated():
     assert (call.id, call.name, call.arguments) == ("call_A", "f", {"a": 1})
 
 
-@pytest.mark.parametrize("chunk,rule", [
-    (_chunk({"tool_calls": [_call(0, "call_B", None, "}")]}), "announced as id 'call_A'.*restated as id 'call_B'"),
-    (_chunk({"tool_calls": [_call(0, None, "g", "}")]}), "name 'f'.*restated as id None, name 'g'"),
-    (_chunk({"role": "user"}), "role 'assistant'.*restated as id None, role 'user'"),
-    (_chunk({"content": "x"}, chunk_id="chatcmpl-2"), "restated as id 'chatcmpl-2'"),
-    (_chunk({"tool_calls": [_call(1, None, None, '{"x": 1}')]}), "argument fragment for block 1, which was never"),
-])
+@pytest.mark.parametrize(
+    "chunk,rule",
+    [
+        (_chunk({"tool_calls": [_call(0, "call_B", None, "}")]}), "announced as id 'call_A'.*restated as id 'call_B'"),
+        (_chunk({"tool_calls": [_call(0, None, "g", "}")]}), "name 'f'.*restated as id None, name 'g'"),
+        (_chunk({"role": "user"}), "role 'assistant'.*restated as id None, role 'user'"),
+        (_chunk({"content": "x"}, chunk_id="chatcmpl-2"), "restated as id 'chatcmpl-2'"),
+        (_chunk({"tool_calls": [_call(1, None, None, '{"x": 1}')]}), "argument fragment for block 1, which was never"),
+    ],
+)
 def test_openai_violation_is_refused_and_changes_nothing(chunk, rule):
     s = OpenAIChatStream()
     s.feed(_chunk({"role": "assistant", "tool_calls": [_call(0, "call_A", "f", "{")]}))
@@ -147,8 +195,13 @@ def test_openai_violation_is_refused_and_changes_nothing(chunk, rule):
 
 
 def test_openai_sdk_fills_calls_with_none_for_arguments_before_their_header():
-    msg = openai_sdk([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]}),
-                      _chunk({}, "tool_calls")]).choices[0].message
+    msg = (
+        openai_sdk(
+            [_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]}), _chunk({}, "tool_calls")]
+        )
+        .choices[0]
+        .message
+    )
     assert msg.tool_calls[0].id is None and msg.tool_calls[0].function.name is None
     with pytest.raises(StreamProtocolError, match="never started"):
         assemble_openai_chat([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]})])
@@ -164,8 +217,13 @@ def test_openai_second_choice_and_gap_in_tool_indices_are_refused():
 
 
 def test_max_tokens_cut_arguments_are_reported_not_cut_to_what_parses():
-    reply = Reply((Block("text", "Let me look."), Block("tool", '{"path": "a.txt", "mode": "re', "toolu_1", "read"),),
-                  "max_tokens")
+    reply = Reply(
+        (
+            Block("text", "Let me look."),
+            Block("tool", '{"path": "a.txt", "mode": "re', "toolu_1", "read"),
+        ),
+        "max_tokens",
+    )
     events = list(anthropic_events(reply, every(5)))
     result = assemble_anthropic(events)
     assert not result.ok and result.message.tool_calls == ()
@@ -176,11 +234,19 @@ def test_max_tokens_cut_arguments_are_reported_not_cut_to_what_parses():
     assert sdk.content[1].input == {"path": "a.txt"}  # what the SDK would have handed on
 
 
-@pytest.mark.parametrize("args,kind", [('{"a": 1}}', "invalid"), ("[1, 2]", "invalid"), ('"text"', "invalid"),
-                                       ("[" * 100_000, "incomplete"), ("[" * 100_000 + "]" * 100_001, "invalid"),
-                                       ('{"a": "\\ud83d', "incomplete"), ('{"a": tru', "incomplete")],
-                         ids=["extra brace", "array", "string", "deep open", "deep over-closed", "cut escape",
-                              "cut literal"])
+@pytest.mark.parametrize(
+    "args,kind",
+    [
+        ('{"a": 1}}', "invalid"),
+        ("[1, 2]", "invalid"),
+        ('"text"', "invalid"),
+        ("[" * 100_000, "incomplete"),
+        ("[" * 100_000 + "]" * 100_001, "invalid"),
+        ('{"a": "\\ud83d', "incomplete"),
+        ('{"a": tru', "incomplete"),
+    ],
+    ids=["extra brace", "array", "string", "deep open", "deep over-closed", "cut escape", "cut literal"],
+)
 def test_arguments_that_are_not_one_object_are_problems(args, kind):
     result = assemble_anthropic(anthropic_events(Reply((Block("tool", args, "t1", "f"),), "end_turn"), every(7)))
     assert [p.kind for p in result.problems] == [kind]
@@ -192,10 +258,18 @@ def test_empty_arguments_mean_an_empty_object():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.dictionaries(st.text(max_size=5), st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
-    max_leaves=8), max_size=4), st.booleans())
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+            max_leaves=8,
+        ),
+        max_size=4,
+    ),
+    st.booleans(),
+)
 def test_every_proper_prefix_of_an_object_is_incomplete(value, ascii_only):
     text = json.dumps(value, ensure_ascii=ascii_only)
     assert classify(text) == "complete"
@@ -232,14 +306,17 @@ def test_result_before_the_stop_reason_raises():
         s.result()
 
 
-@pytest.mark.parametrize("event,fragment", [
-    ({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}, "KeyError"),
-    ({"type": "content_block_delta", "index": 0, "delta": {"type": "bogus_delta"}}, "unsupported delta"),
-    ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
-    ({"type": "surprise"}, "unknown event type"),
-    (["not", "a", "dict"], "malformed list event"),
-    ({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": 5}, "usage is not an object"),
-])
+@pytest.mark.parametrize(
+    "event,fragment",
+    [
+        ({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}, "KeyError"),
+        ({"type": "content_block_delta", "index": 0, "delta": {"type": "bogus_delta"}}, "unsupported delta"),
+        ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
+        ({"type": "surprise"}, "unknown event type"),
+        (["not", "a", "dict"], "malformed list event"),
+        ({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": 5}, "usage is not an object"),
+    ],
+)
 def test_malformed_events_raise_typed_errors_and_change_nothing(event, fragment):
     s = AnthropicStream()
     s.feed_all([START, text_start(0)])
@@ -288,9 +365,15 @@ def test_open_slots_per_lane_and_interleaved_parallel_calls():
 
 
 def test_snapshot_mid_stream_resumes_exactly():
-    reply = Reply((Block("thinking", "hmm " * 50, signature="sig"), Block("text", "answer " * 300),
-                   Block("tool", json.dumps({"q": "é😀" * 100}), "toolu_9", "search")), "tool_use",
-                  {"input_tokens": 5, "output_tokens": 9})
+    reply = Reply(
+        (
+            Block("thinking", "hmm " * 50, signature="sig"),
+            Block("text", "answer " * 300),
+            Block("tool", json.dumps({"q": "é😀" * 100}), "toolu_9", "search"),
+        ),
+        "tool_use",
+        {"input_tokens": 5, "output_tokens": 9},
+    )
     events = list(anthropic_events(reply, every(3)))
     whole = assemble_anthropic(events)
     for cut_at in (1, 5, 200, len(events) // 2, len(events) - 2):
@@ -336,6 +419,7 @@ def test_illegal_feed_hierarchy():
 
 def test_thinking_travels_with_the_message_through_json():
     from loopfsm.machines.messages import Message, Thinking
+
     msg = Message.assistant("hi", thinking=[Thinking("because", "sig"), Thinking("", None, "opaque")])
     assert Message.from_json(json.loads(json.dumps(msg.to_json()))) == msg
     assert "thinking" not in Message.assistant("hi").to_json()
@@ -345,8 +429,11 @@ def test_a_chunk_is_refused_whole():
     s = OpenAIChatStream()
     s.feed(_chunk({"role": "assistant", "content": "hi", "tool_calls": [_call(0, "call_A", "f", "{")]}))
     # text fragment and a new call's header are fine, the restated id is not: none of it stays
-    refused(s, _chunk({"content": " there", "tool_calls": [_call(1, "call_B", "g", "{}"), _call(0, "call_X")]}),
-            "restated as id 'call_X'")
+    refused(
+        s,
+        _chunk({"content": " there", "tool_calls": [_call(1, "call_B", "g", "{}"), _call(0, "call_X")]}),
+        "restated as id 'call_X'",
+    )
     s.feed(_chunk({"content": " there"}))
     s.feed(_chunk({"tool_calls": [_call(0, None, None, "}")]}, "tool_calls"))
     s.finish()
@@ -354,8 +441,11 @@ def test_a_chunk_is_refused_whole():
 
 
 def test_citations_are_checked_like_text_and_dropped():
-    citation = {"type": "content_block_delta", "index": 0,
-                "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}}}
+    citation = {
+        "type": "content_block_delta",
+        "index": 0,
+        "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}},
+    }
     s = AnthropicStream()
     s.feed_all([START, text_start(0), text_delta(0, "Paris"), citation, stop(0), message_delta(), MESSAGE_STOP])
     assert s.result().message.text == "Paris"

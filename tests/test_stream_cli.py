@@ -23,8 +23,11 @@ def test_anthropic_recording_prints_slots_as_they_open_and_close(capsys):
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "anthropic messages stream"
-    assert lines[1:4] == ["    3  open   #0 thinking", "    8  close  #0 thinking 77 chars, signed",
-                          "    9  open   #1 text"]
+    assert lines[1:4] == [
+        "    3  open   #0 thinking",
+        "    8  close  #0 thinking 77 chars, signed",
+        "    9  open   #1 text",
+    ]
     assert "   19  stop   tool_use" in lines and "   20  done" in lines
     message = json.loads(lines[-1].removeprefix("message: "))
     assert message["tool_calls"][0]["arguments"] == {"city": "Paris", "unit": "celsius"}
@@ -34,7 +37,7 @@ def test_openai_sse_capture_with_parallel_calls(capsys):
     code, out, _ = run(capsys, "--events", str(ROOT / "examples" / "weather_openai.sse"))
     assert code == 0
     assert "    9  open   #1 tool get_weather (call_ABC8gk2mWZd0kQy7zrx9Bq4N)" in out
-    assert "stop reason: tool_calls; usage: {\"completion_tokens\": 46" in out
+    assert 'stop reason: tool_calls; usage: {"completion_tokens": 46' in out
 
 
 def write(tmp_path: Path, lines: list) -> str:
@@ -46,20 +49,33 @@ def write(tmp_path: Path, lines: list) -> str:
 START = {"type": "message_start", "message": {"id": "m", "model": "x", "role": "assistant", "usage": {}}}
 
 
-@pytest.mark.parametrize("lines,code,message", [
-    ([START, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "secret"}}],
-     1, ":2: stream_assembly: feed 'delta' is illegal in state 'Streaming': a fragment for block 0, which was never"),
-    ([START, "{not json"], 1, ":2: not JSON"),
-    ([START, "[1, 2]"], 1, "an event must be a JSON object"),
-    ([START, "[" * 100_000], 1, ":2: JSON that cannot be read"),
-    ([START, '{"type": "ping", "n": ' + "1" * 5000 + "}"], 1, ":2: JSON that cannot be read"),
-    ([{"hello": 1}], 1, "neither an Anthropic event nor an OpenAI chunk"),
-    ([], 1, "no events in the file"),
-    ([START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}], 1,
-     "ended in state Streaming"),
-    ([START, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}], 1,
-     "the provider failed the stream"),
-])
+@pytest.mark.parametrize(
+    "lines,code,message",
+    [
+        (
+            [START, {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "secret"}}],
+            1,
+            ":2: stream_assembly: feed 'delta' is illegal in state 'Streaming': "
+            "a fragment for block 0, which was never",
+        ),
+        ([START, "{not json"], 1, ":2: not JSON"),
+        ([START, "[1, 2]"], 1, "an event must be a JSON object"),
+        ([START, "[" * 100_000], 1, ":2: JSON that cannot be read"),
+        ([START, '{"type": "ping", "n": ' + "1" * 5000 + "}"], 1, ":2: JSON that cannot be read"),
+        ([{"hello": 1}], 1, "neither an Anthropic event nor an OpenAI chunk"),
+        ([], 1, "no events in the file"),
+        (
+            [START, {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}],
+            1,
+            "ended in state Streaming",
+        ),
+        (
+            [START, {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}],
+            1,
+            "the provider failed the stream",
+        ),
+    ],
+)
 def test_bad_recordings_fail_with_a_located_message(tmp_path, capsys, lines, code, message):
     got, _, err = run(capsys, "--events", write(tmp_path, lines))
     assert got == code and message in err and "Traceback" not in err
@@ -67,13 +83,18 @@ def test_bad_recordings_fail_with_a_located_message(tmp_path, capsys, lines, cod
 
 
 def test_cut_arguments_are_reported_and_fail(tmp_path, capsys):
-    lines = [START, {"type": "content_block_start", "index": 0,
-                     "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}}},
-             {"type": "content_block_delta", "index": 0,
-              "delta": {"type": "input_json_delta", "partial_json": '{"a": "b'}},
-             {"type": "content_block_stop", "index": 0},
-             {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 5}},
-             {"type": "message_stop"}]
+    lines = [
+        START,
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+        },
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"a": "b'}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ]
     code, out, _ = run(capsys, "--events", write(tmp_path, lines))
     assert code == 1
     assert "close  #0 tool f (t1): arguments incomplete after 8 chars" in out

@@ -10,18 +10,56 @@ from loopfsm.streams import AnthropicStream, OpenAIChatStream
 from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 3) | st.text(max_size=4) | st.sampled_from(
-        ["text", "tool_use", "thinking", "text_delta", "input_json_delta", "end_turn", "assistant", "user"]),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(
-        ["type", "index", "delta", "text", "partial_json", "id", "name", "function", "arguments", "role",
-         "content", "tool_calls", "choices", "finish_reason", "usage", "message", "content_block",
-         "stop_reason", "error"]), inner, max_size=4),
-    max_leaves=10)
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 3)
+    | st.text(max_size=4)
+    | st.sampled_from(
+        ["text", "tool_use", "thinking", "text_delta", "input_json_delta", "end_turn", "assistant", "user"]
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "type",
+                    "index",
+                    "delta",
+                    "text",
+                    "partial_json",
+                    "id",
+                    "name",
+                    "function",
+                    "arguments",
+                    "role",
+                    "content",
+                    "tool_calls",
+                    "choices",
+                    "finish_reason",
+                    "usage",
+                    "message",
+                    "content_block",
+                    "stop_reason",
+                    "error",
+                ]
+            ),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
 
-REPLY = Reply((Block("thinking", "hm", signature="s"), Block("text", "hello"),
-               Block("tool", '{"a": [1, "x"]}', "t1", "f")), "tool_use", {"input_tokens": 1, "output_tokens": 2})
-OPENAI_REPLY = Reply((Block("text", "hello"), Block("tool", '{"a": 1}', "c1", "f"), Block("tool", "{}", "c2", "g")),
-                     "tool_calls", {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})
+REPLY = Reply(
+    (Block("thinking", "hm", signature="s"), Block("text", "hello"), Block("tool", '{"a": [1, "x"]}', "t1", "f")),
+    "tool_use",
+    {"input_tokens": 1, "output_tokens": 2},
+)
+OPENAI_REPLY = Reply(
+    (Block("text", "hello"), Block("tool", '{"a": 1}', "c1", "f"), Block("tool", "{}", "c2", "g")),
+    "tool_calls",
+    {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+)
 
 
 def mutate(events: list, data) -> list:

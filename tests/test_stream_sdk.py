@@ -24,12 +24,20 @@ OPENAI_STOPS = ["stop", "length", "tool_calls", "content_filter", "function_call
 
 # Text that exercises escapes and multi-byte characters when dumped as JSON.  No lone
 # surrogates: they cannot travel in a UTF-8 stream (the SDKs refuse them too).
-tricky_text = st.text(alphabet=st.sampled_from(list('ab "\\/\n\t\x01é€😀\u2028{}[]:,'))
-                      | st.characters(exclude_categories=("Cs",)), max_size=30)
-scalars = st.none() | st.booleans() | st.integers(-2**53, 2**53) | tricky_text | st.floats(
-    allow_nan=False, allow_infinity=False)
-json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-    tricky_text, inner, max_size=4), max_leaves=12)
+tricky_text = st.text(
+    alphabet=st.sampled_from(list('ab "\\/\n\t\x01é€😀\u2028{}[]:,')) | st.characters(exclude_categories=("Cs",)),
+    max_size=30,
+)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | tricky_text
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(tricky_text, inner, max_size=4), max_leaves=12
+)
 
 
 @st.composite
@@ -37,7 +45,7 @@ def argument_texts(draw, truncate: bool) -> str:
     args = draw(st.dictionaries(tricky_text, json_values, max_size=5))
     text = json.dumps(args, ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 1])))
     if truncate and len(text) > 1 and draw(st.booleans()):
-        text = text[:draw(st.integers(1, len(text) - 1))]
+        text = text[: draw(st.integers(1, len(text) - 1))]
     return text
 
 
@@ -49,10 +57,11 @@ def cuts(draw):
         out, pos, i = [], 0, 0
         while pos < len(text):
             n = sizes[i % len(sizes)]
-            out.append(text[pos:pos + n])
+            out.append(text[pos : pos + n])
             pos += n
             i += 1
         return out
+
     return cut
 
 
@@ -63,8 +72,14 @@ def anthropic_replies(draw) -> Reply:
     for i in range(draw(st.integers(0, 6))):
         lane = draw(st.sampled_from(["text", "tool", "thinking", "redacted_thinking"]))
         if lane == "tool":
-            blocks.append(Block("tool", draw(argument_texts(stop == "max_tokens")), f"toolu_{i}",
-                                draw(st.sampled_from(["get_weather", "shell", "a"]))))
+            blocks.append(
+                Block(
+                    "tool",
+                    draw(argument_texts(stop == "max_tokens")),
+                    f"toolu_{i}",
+                    draw(st.sampled_from(["get_weather", "shell", "a"])),
+                )
+            )
         elif lane == "thinking":
             blocks.append(Block("thinking", draw(tricky_text), signature=draw(st.none() | st.text(max_size=8))))
         else:
@@ -86,8 +101,11 @@ def test_anthropic_agrees_with_the_sdk(reply, cut, pings):
     assert ours.usage["output_tokens"] == sdk.usage.output_tokens
     assert ours.message.text == "".join(b.text for b in sdk.content if b.type == "text")
     thinking = [(t.text, t.signature or None, t.redacted) for t in ours.message.thinking]
-    assert thinking == [(b.thinking, b.signature or None, None) if b.type == "thinking" else ("", None, b.data)
-                        for b in sdk.content if b.type in ("thinking", "redacted_thinking")]
+    assert thinking == [
+        (b.thinking, b.signature or None, None) if b.type == "thinking" else ("", None, b.data)
+        for b in sdk.content
+        if b.type in ("thinking", "redacted_thinking")
+    ]
     calls = iter(ours.message.tool_calls)
     problems = {p.index: p for p in ours.problems}
     for index, b in enumerate(sdk.content):
@@ -112,8 +130,14 @@ def openai_replies(draw) -> tuple[Reply, list[int]]:
     if draw(st.booleans()):
         blocks.append(Block("text", draw(tricky_text)))
     for i in range(draw(st.integers(0, 5))):
-        blocks.append(Block("tool", draw(argument_texts(stop == "length")), f"call_{i}",
-                            draw(st.sampled_from(["get_weather", "shell", "a"]))))
+        blocks.append(
+            Block(
+                "tool",
+                draw(argument_texts(stop == "length")),
+                f"call_{i}",
+                draw(st.sampled_from(["get_weather", "shell", "a"])),
+            )
+        )
     if draw(st.booleans()):
         blocks.insert(draw(st.integers(0, len(blocks))), Block("refusal", draw(tricky_text)))
     order = draw(st.lists(st.integers(0, max(len(blocks) - 1, 0)), max_size=40))

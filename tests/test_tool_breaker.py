@@ -13,9 +13,21 @@ from loopfsm.machines.breaker_values import Allow, Reject
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy, ToolHealth, jitter_ms
 
 # Small numbers so every boundary is easy to reach: trips on 3 in a row, or 50% of >= 4 calls.
-P = ToolBreakerPolicy(trip_after=3, failure_rate_percent=50, slow_rate_percent=0, window_size=4,
-                      minimum_calls=4, cooldown_ms=1000, cooldown_multiplier=2, max_cooldown_ms=5000, jitter_percent=0,
-                      max_probes=1, probe_ttl_ms=100, recover_after=2, half_open_max_ms=500)
+P = ToolBreakerPolicy(
+    trip_after=3,
+    failure_rate_percent=50,
+    slow_rate_percent=0,
+    window_size=4,
+    minimum_calls=4,
+    cooldown_ms=1000,
+    cooldown_multiplier=2,
+    max_cooldown_ms=5000,
+    jitter_percent=0,
+    max_probes=1,
+    probe_ttl_ms=100,
+    recover_after=2,
+    half_open_max_ms=500,
+)
 
 
 def call(b, now, outcome, policy=P, call_id="c", **kw):
@@ -42,6 +54,7 @@ def half_open(policy=P):
 
 # -- arrows ---------------------------------------------------------------------------
 
+
 def test_closed_to_open_on_consecutive_failures_exactly_at_k():
     b = ToolBreaker()
     call(b, 0, "failure")
@@ -63,11 +76,11 @@ def test_failure_rate_exactly_at_the_line_trips_and_below_does_not():
     for o in ["failure", "success", "success"]:
         call(b, 0, o)
     assert b.state == "Closed"  # 1 of 3: below minimum_calls anyway
-    call(b, 0, "failure")       # 2 of 4 = 50%: exactly the rate
+    call(b, 0, "failure")  # 2 of 4 = 50%: exactly the rate
     assert b.state == "Open" and b.state_data["reason"] == "failure_rate"
     b2 = ToolBreaker()
     for o in ["failure", "success", "success", "success"]:
-        call(b2, 0, o)          # 25%
+        call(b2, 0, o)  # 25%
     assert b2.state == "Closed"
 
 
@@ -82,8 +95,7 @@ def test_minimum_calls_gate_the_rate():
 
 
 def test_slow_rate_trips_and_slow_is_not_a_failure():
-    p = ToolBreakerPolicy(trip_after=2, failure_rate_percent=0, slow_rate_percent=75,
-                          window_size=4, minimum_calls=4)
+    p = ToolBreakerPolicy(trip_after=2, failure_rate_percent=0, slow_rate_percent=75, window_size=4, minimum_calls=4)
     b = ToolBreaker()
     for o in ["failure", "slow", "failure", "slow"]:  # slow resets the consecutive count
         call(b, 0, o, p)
@@ -180,6 +192,7 @@ def test_admin_arrows():
 
 # -- the four faults of the well-known breakers ------------------------------------------------
 
+
 def test_a_probe_that_never_reports_cannot_leave_it_stuck_half_open():
     b, probe = half_open()
     b.tick(1099, policy=P)
@@ -261,6 +274,7 @@ def test_snapshot_restore_mid_open_and_half_open_gives_the_same_future(where):
 
 # -- ToolHealth ----------------------------------------------------------------------------------
 
+
 def test_tool_health_creates_breakers_lazily_and_snapshots_as_one_value():
     health = ToolHealth(P, overrides={"flaky": ToolBreakerPolicy(trip_after=1, cooldown_ms=10)})
     assert health.states == {}
@@ -276,18 +290,23 @@ def test_tool_health_creates_breakers_lazily_and_snapshots_as_one_value():
 
 # -- against pybreaker --------------------------------------------------------------------------
 
+
 class FakeClock:
     def __init__(self):
         self.t = 0.0
 
     def now(self, tz=None):
         import datetime
+
         return datetime.datetime(2026, 1, 1, tzinfo=tz) + datetime.timedelta(milliseconds=self.t)
 
 
 @settings(max_examples=150, deadline=None)
-@given(steps=st.lists(st.tuples(st.integers(0, 700), st.booleans()), min_size=1, max_size=40),
-       k=st.integers(1, 4), r=st.integers(1, 3))
+@given(
+    steps=st.lists(st.tuples(st.integers(0, 700), st.booleans()), min_size=1, max_size=40),
+    k=st.integers(1, 4),
+    r=st.integers(1, 3),
+)
 def test_state_sequence_matches_pybreaker(steps, k, r):
     import pybreaker
 
@@ -297,9 +316,18 @@ def test_state_sequence_matches_pybreaker(steps, k, r):
     try:
         cb = pybreaker.CircuitBreaker(fail_max=k, reset_timeout=1.0, success_threshold=r)
         ours = ToolBreaker()
-        p = ToolBreakerPolicy(trip_after=k, failure_rate_percent=0, slow_rate_percent=0, cooldown_ms=1000,
-                              cooldown_multiplier=1, max_cooldown_ms=1000, max_probes=1, probe_ttl_ms=10_000,
-                              recover_after=r, half_open_max_ms=10**9)
+        p = ToolBreakerPolicy(
+            trip_after=k,
+            failure_rate_percent=0,
+            slow_rate_percent=0,
+            cooldown_ms=1000,
+            cooldown_multiplier=1,
+            max_cooldown_ms=1000,
+            max_probes=1,
+            probe_ttl_ms=10_000,
+            recover_after=r,
+            half_open_max_ms=10**9,
+        )
         now, theirs_seq, ours_seq = 0, [], []
 
         def fail():
@@ -324,16 +352,30 @@ def test_state_sequence_matches_pybreaker(steps, k, r):
 
 # -- properties -----------------------------------------------------------------------------------
 
-ops = st.lists(st.tuples(st.sampled_from(["acquire", "record", "tick"]), st.integers(-50, 400),
-                         st.sampled_from(["success", "failure", "slow", "ignored"])), max_size=80)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["acquire", "record", "tick"]),
+        st.integers(-50, 400),
+        st.sampled_from(["success", "failure", "slow", "ignored"]),
+    ),
+    max_size=80,
+)
 
 
 @settings(max_examples=200, deadline=None)
 @given(ops=ops, max_probes=st.integers(1, 3))
 def test_never_more_probes_than_allowed_and_never_stuck_half_open(ops, max_probes):
-    p = ToolBreakerPolicy(trip_after=2, failure_rate_percent=50, window_size=4, minimum_calls=2,
-                          cooldown_ms=300, max_probes=max_probes, probe_ttl_ms=150, recover_after=2,
-                          half_open_max_ms=400)
+    p = ToolBreakerPolicy(
+        trip_after=2,
+        failure_rate_percent=50,
+        window_size=4,
+        minimum_calls=2,
+        cooldown_ms=300,
+        max_probes=max_probes,
+        probe_ttl_ms=150,
+        recover_after=2,
+        half_open_max_ms=400,
+    )
     b = ToolBreaker()
     now, permits, n = 0, [], 0
     for op, dt, outcome in ops:

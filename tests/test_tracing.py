@@ -112,7 +112,13 @@ def test_decisions_record_the_rule_that_answered():
     assert (rule, answer) == ("keep_going", "tick")
     (r,) = records
     assert (r.kind, r.feed, r.branch, r.from_state, r.to_state, r.moved) == (
-        "decision", "what_next", "keep_going", "idle", "idle", False)
+        "decision",
+        "what_next",
+        "keep_going",
+        "idle",
+        "idle",
+        False,
+    )
 
 
 def test_brain_next_step_is_traced_with_the_rule_explain_gives():
@@ -168,8 +174,15 @@ def test_every_branch_of_a_shipped_machine_has_a_unique_name(compiled_machine):
 def test_record_text_and_dict():
     r = TransitionRecord("m", "a", "go", "go/a[0]", "b", attributes={"attempts": 2})
     assert str(r) == "m: go [go/a[0]] a -> b  attempts=2"
-    assert r.as_dict() == {"machine": "m", "kind": "feed", "from": "a", "feed": "go", "branch": "go/a[0]",
-                           "to": "b", "attributes": {"attempts": 2}}
+    assert r.as_dict() == {
+        "machine": "m",
+        "kind": "feed",
+        "from": "a",
+        "feed": "go",
+        "branch": "go/a[0]",
+        "to": "b",
+        "attributes": {"attempts": 2},
+    }
 
 
 TRACED = COUNTER + dedent("""
@@ -201,13 +214,16 @@ def test_the_trace_table_does_not_change_the_fingerprint():
     assert compiled(TRACED).fingerprint == compiled(COUNTER).fingerprint
 
 
-@pytest.mark.parametrize("entry,message", [
-    ("log: {data: log}", r"trace.log.data: trace attribute 'log': 'log' is a list of string"),
-    ("nope: {data: nope}", r"trace.nope.data: trace attribute 'nope': no field 'nope' in the machine's data"),
-    ("n: {arg: n2}", r"no field 'n2' in the arguments of any feed or decision"),
-    ("loopfsm.count: {data: count}", r"'loopfsm.' prefix is reserved"),
-    ("x: {result: nothing_here}", r"unknown result 'nothing_here'"),
-])
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        ("log: {data: log}", r"trace.log.data: trace attribute 'log': 'log' is a list of string"),
+        ("nope: {data: nope}", r"trace.nope.data: trace attribute 'nope': no field 'nope' in the machine's data"),
+        ("n: {arg: n2}", r"no field 'n2' in the arguments of any feed or decision"),
+        ("loopfsm.count: {data: count}", r"'loopfsm.' prefix is reserved"),
+        ("x: {result: nothing_here}", r"unknown result 'nothing_here'"),
+    ],
+)
 def test_bad_trace_attributes_are_refused_with_a_location(entry, message):
     text = COUNTER + "trace:\n  " + entry + "\n"
     with pytest.raises(SpecError, match=r"counter.yaml:\d+:\d+: " + message if "trace." in message else message):
@@ -222,6 +238,7 @@ def test_a_result_attribute_that_is_not_a_scalar_is_left_out_loudly():
         return {"prompt": "secret"}
 
     from loopfsm import compile_spec
+
     C = compile_spec(parse(COUNTER + "trace:\n  leak: {result: everything}\n", "counter.yaml", reg), reg)
     records: list[TransitionRecord] = []
     with tracing.global_sink(records.append), pytest.warns(tracing.TraceSinkWarning, match="not a scalar"):
@@ -229,8 +246,11 @@ def test_a_result_attribute_that_is_not_a_scalar_is_left_out_loudly():
     assert dict(records[0].attributes) == {}
 
 
-REFUSING = COUNTER.replace("""          stay: true
-          actions: [{name: log, params: {text: a}}]""", """          refuse: "kind a is not accepted here\"""")
+REFUSING = COUNTER.replace(
+    """          stay: true
+          actions: [{name: log, params: {text: a}}]""",
+    """          refuse: "kind a is not accepted here\"""",
+)
 
 
 def test_a_refuse_branch_raises_its_words_changes_nothing_and_records_nothing():
@@ -248,9 +268,12 @@ def test_a_refuse_branch_raises_its_words_changes_nothing_and_records_nothing():
 
 
 def test_a_refusal_runs_no_actions():
-    text = COUNTER.replace("""          stay: true
-          actions: [{name: log, params: {text: a}}]""", """          refuse: "no"
-          actions: [{name: log, params: {text: a}}]""")
+    text = COUNTER.replace(
+        """          stay: true
+          actions: [{name: log, params: {text: a}}]""",
+        """          refuse: "no"
+          actions: [{name: log, params: {text: a}}]""",
+    )
     with pytest.raises(SpecError, match=r"events.label.from.idle\[0\].actions: a refusal changes nothing"):
         parse(text, "counter.yaml", make_registry())
 

@@ -51,9 +51,17 @@ BAD = {
 def run_mypy(tmp_path: Path, source: str) -> tuple[str, int]:
     script = tmp_path / "driver.py"
     script.write_text(textwrap.dedent(source))
-    out, err, status = mypy_api.run([
-        "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / ".mypy_cache"),
-        "--config-file", str(ROOT / "pyproject.toml"), str(script)])
+    out, err, status = mypy_api.run(
+        [
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            str(script),
+        ]
+    )
     return out + err, status
 
 

@@ -125,8 +125,9 @@ def test_labels_show_any_and_before():
     spec = parse(MACHINE, "gate.yaml", make_registry())
     b = spec.events["knock"].sources["idle"][0]
     label = guards_label(spec, b.guards)
-    assert label == ("(arg_is(name=who, value=owner) or "
-                     "arg_is(name=who, value=guest) and at_least(field=count, value=2))")
+    assert label == (
+        "(arg_is(name=who, value=owner) or arg_is(name=who, value=guest) and at_least(field=count, value=2))"
+    )
     assert branch_label(spec, "knock", b).endswith("/ log, log, log")
     sheet = review_sheet(spec)
     assert "Before the actions of every branch taken, of any feed: `log(text=machine)`" in sheet
@@ -135,7 +136,8 @@ def test_labels_show_any_and_before():
 
 def test_unknown_names_inside_any_and_before_are_located():
     text = MACHINE.replace("value: owner}}", "value: owner}}   # <-").replace(
-        "{name: arg_is, params: {name: who, value: owner}}", "{name: arg_iz, params: {name: who, value: owner}}")
+        "{name: arg_is, params: {name: who, value: owner}}", "{name: arg_iz, params: {name: who, value: owner}}"
+    )
     with pytest.raises(SpecError) as err:
         parse(text, "gate.yaml", make_registry())
     (p,) = [p for p in err.value.problems if p.severity == "error"]

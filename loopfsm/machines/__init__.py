@@ -10,13 +10,23 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Turnstile": "turnstile", "TurnstilePolicy": "turnstile",
-    "LoopMachine": "engine_brain", "MachinePolicy": "engine_brain",
-    "ToolBreaker": "tool_breaker", "ToolBreakerPolicy": "tool_breaker", "ToolHealth": "tool_breaker",
-    "FallbackBreaker": "fallback_breaker", "FallbackBreakerPolicy": "fallback_breaker",
-    "AgentLoop": "agent_loop", "AgentLoopPolicy": "agent_loop",
-    "StreamAssembly": "stream_assembly", "StreamAssemblyPolicy": "stream_assembly",
-    "Allow": "breaker_values", "Reject": "breaker_values", "Route": "breaker_values", "FailFast": "breaker_values",
+    "Turnstile": "turnstile",
+    "TurnstilePolicy": "turnstile",
+    "LoopMachine": "engine_brain",
+    "MachinePolicy": "engine_brain",
+    "ToolBreaker": "tool_breaker",
+    "ToolBreakerPolicy": "tool_breaker",
+    "ToolHealth": "tool_breaker",
+    "FallbackBreaker": "fallback_breaker",
+    "FallbackBreakerPolicy": "fallback_breaker",
+    "AgentLoop": "agent_loop",
+    "AgentLoopPolicy": "agent_loop",
+    "StreamAssembly": "stream_assembly",
+    "StreamAssemblyPolicy": "stream_assembly",
+    "Allow": "breaker_values",
+    "Reject": "breaker_values",
+    "Route": "breaker_values",
+    "FailFast": "breaker_values",
 }
 
 __all__ = sorted(_EXPORTS)

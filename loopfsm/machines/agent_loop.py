@@ -53,6 +53,7 @@ def now_of(m: Any, ctx: Any) -> int:
 
 # -- guards ----------------------------------------------------------------------------------------
 
+
 @REGISTRY.guard
 def deadline_passed(m: Any, ctx: Any) -> bool:
     """At or after the run's deadline (never, without one)."""
@@ -131,6 +132,7 @@ def checks_passed(m: Any, ctx: Any, *, required: list[str]) -> bool:
 
 # -- actions ---------------------------------------------------------------------------------------
 
+
 @REGISTRY.action
 def clamp_clock(m: Any, ctx: Any) -> None:
     m.data.last_now = now_of(m, ctx)
@@ -170,8 +172,13 @@ def clear_proposal(m: Any, ctx: Any) -> None:
 @REGISTRY.action
 def request_approval(m: Any, ctx: Any) -> None:
     a = ctx.args
-    ctx.enter(approver=a["approver"], expires_at=a["expires_at"], policy_reason=a["policy_reason"],
-              allowed_outcomes=list(a["allowed_outcomes"]), requested_at=now_of(m, ctx))
+    ctx.enter(
+        approver=a["approver"],
+        expires_at=a["expires_at"],
+        policy_reason=a["policy_reason"],
+        allowed_outcomes=list(a["allowed_outcomes"]),
+        requested_at=now_of(m, ctx),
+    )
 
 
 @REGISTRY.action
@@ -194,6 +201,7 @@ def take_ownership(m: Any, ctx: Any) -> None:
 
 
 # -- results ---------------------------------------------------------------------------------------
+
 
 @REGISTRY.result
 def answer(m: Any, q: Any, *, value: str) -> str:
@@ -226,21 +234,42 @@ class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy
         inst.data.run_id, inst.data.owner, inst.data.deadline_at = run_id, owner, deadline_at
         return inst
 
-    def tool_proposed(self, tool: str, arguments_hash: str, idempotent: bool, now: int, *,
-                      policy: PolicyArg = None) -> None:
+    def tool_proposed(
+        self, tool: str, arguments_hash: str, idempotent: bool, now: int, *, policy: PolicyArg = None
+    ) -> None:
         """The model asks for a tool call (its arguments stay with the driver; see :func:`arguments_hash`)."""
         self.feed("tool_proposed", tool, arguments_hash, idempotent, now, policy=policy)
 
-    def approval_required(self, approver: str, expires_at: int, policy_reason: str, now: int, *,
-                          allowed_outcomes: Iterable[Outcome] = ("approve", "deny"), tool: str | None = None,
-                          arguments_hash: str | None = None, idempotent: bool = False,
-                          policy: PolicyArg = None) -> None:
+    def approval_required(
+        self,
+        approver: str,
+        expires_at: int,
+        policy_reason: str,
+        now: int,
+        *,
+        allowed_outcomes: Iterable[Outcome] = ("approve", "deny"),
+        tool: str | None = None,
+        arguments_hash: str | None = None,
+        idempotent: bool = False,
+        policy: PolicyArg = None,
+    ) -> None:
         """The runtime's policy asks ``approver`` to decide about the action before it runs."""
-        self.feed("approval_required", approver, expires_at, policy_reason, now, list(allowed_outcomes), tool,
-                  arguments_hash, idempotent, policy=policy)
+        self.feed(
+            "approval_required",
+            approver,
+            expires_at,
+            policy_reason,
+            now,
+            list(allowed_outcomes),
+            tool,
+            arguments_hash,
+            idempotent,
+            policy=policy,
+        )
 
-    def approval_decided(self, outcome: Outcome, approver: str, arguments_hash: str, now: int, *,
-                         policy: PolicyArg = None) -> None:
+    def approval_decided(
+        self, outcome: Outcome, approver: str, arguments_hash: str, now: int, *, policy: PolicyArg = None
+    ) -> None:
         """The approver's decision; refused loudly (:class:`FeedRefused`) unless it answers the request."""
         self.feed("approval_decided", outcome, approver, arguments_hash, now, policy=policy)
 

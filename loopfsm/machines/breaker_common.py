@@ -53,15 +53,18 @@ def count_probe_success(m: Any, ctx: Any) -> None:
 
 
 def _counters_from_json(value: object) -> dict[str, int]:
-    if not isinstance(value, dict) or not all(
-            type(k) is str and type(v) is int and v >= 0 for k, v in value.items()):
+    if not isinstance(value, dict) or not all(type(k) is str and type(v) is int and v >= 0 for k, v in value.items()):
         raise ValueError("counters must map names to non-negative integers")
     return dict(value)
 
 
 def _lease_from_json(value: object) -> dict[str, object]:
-    if (not isinstance(value, dict) or set(value) != {"call_id", "expires_at"}
-            or type(value["call_id"]) is not str or type(value["expires_at"]) is not int):
+    if (
+        not isinstance(value, dict)
+        or set(value) != {"call_id", "expires_at"}
+        or type(value["call_id"]) is not str
+        or type(value["expires_at"]) is not int
+    ):
         raise ValueError("a lease is {call_id: string, expires_at: integer}")
     return dict(value)
 
@@ -69,11 +72,25 @@ def _lease_from_json(value: object) -> dict[str, object]:
 def register_common(registry: Registry) -> None:
     # The breakers' internals are typed, not free JSON: a snapshot cannot slip a
     # string into a counter or a number into a lease and break the next feed.
-    registry.codec("counters", dict, dict, _counters_from_json,
-                   {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}})
-    registry.codec("lease", dict, dict, _lease_from_json,
-                   {"type": "object", "required": ["call_id", "expires_at"], "additionalProperties": False,
-                    "properties": {"call_id": {"type": "string"}, "expires_at": {"type": "integer"}}})
+    registry.codec(
+        "counters",
+        dict,
+        dict,
+        _counters_from_json,
+        {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+    )
+    registry.codec(
+        "lease",
+        dict,
+        dict,
+        _lease_from_json,
+        {
+            "type": "object",
+            "required": ["call_id", "expires_at"],
+            "additionalProperties": False,
+            "properties": {"call_id": {"type": "string"}, "expires_at": {"type": "integer"}},
+        },
+    )
     for guard in (stale, outcome_in, cooldown_over, probe_successes_reach):
         registry.guard(guard)
     for action in (clamp_clock, count, count_probe_success):

@@ -52,12 +52,31 @@ from .messages import MESSAGE_SCHEMA, Message, ToolCall
 from .tool_breaker import ToolHealth
 
 __all__ = [
-    "LoopMachine", "MachinePolicy", "REGISTRY",  # noqa: F822 (MachinePolicy comes from __getattr__)
-    "CallLLM", "CallTools", "Compact", "Done", "Step",
-    "Completed", "Cancelled", "MaxTurnsExceeded", "Failed", "Outcome",
-    "Emergency", "ThresholdExceeded", "CompactionReason",
-    "LoopError", "RunCancelled", "TurnLimitExceeded", "ContextExceeded", "register_loop_error",
-    "Message", "ToolCall", "PendingToolCall", "ToolHealth",
+    "LoopMachine",
+    "MachinePolicy",  # noqa: F822 (it comes from __getattr__: built from the YAML on first use)
+    "REGISTRY",
+    "CallLLM",
+    "CallTools",
+    "Compact",
+    "Done",
+    "Step",
+    "Completed",
+    "Cancelled",
+    "MaxTurnsExceeded",
+    "Failed",
+    "Outcome",
+    "Emergency",
+    "ThresholdExceeded",
+    "CompactionReason",
+    "LoopError",
+    "RunCancelled",
+    "TurnLimitExceeded",
+    "ContextExceeded",
+    "register_loop_error",
+    "Message",
+    "ToolCall",
+    "PendingToolCall",
+    "ToolHealth",
 ]
 
 REGISTRY = Registry("engine_brain")
@@ -68,12 +87,16 @@ def _refuse(_: Any) -> Any:
 
 
 REGISTRY.codec("message", Message, Message.to_json, Message.from_json, MESSAGE_SCHEMA)
-REGISTRY.codec("pending_tool", PendingToolCall, PendingToolCall.to_json, PendingToolCall.from_json,
-               PENDING_TOOL_SCHEMA)
+REGISTRY.codec("pending_tool", PendingToolCall, PendingToolCall.to_json, PendingToolCall.from_json, PENDING_TOOL_SCHEMA)
 REGISTRY.codec("outcome", tuple(OUTCOMES.values()), outcome_to_json, outcome_from_json, OUTCOME_SCHEMA)
 REGISTRY.codec("loop_error", LoopError, LoopError.to_json, LoopError.from_json, LOOP_ERROR_SCHEMA)
-REGISTRY.codec("compaction_reason", CompactionReason, lambda r: r.value, CompactionReason,
-               {"enum": [r.value for r in CompactionReason]})
+REGISTRY.codec(
+    "compaction_reason",
+    CompactionReason,
+    lambda r: r.value,
+    CompactionReason,
+    {"enum": [r.value for r in CompactionReason]},
+)
 REGISTRY.codec("step", STEP_TYPES, _refuse, _refuse)
 REGISTRY.codec("tool_health", ToolHealth, _refuse, _refuse)
 REGISTRY.error(RunCancelled)
@@ -147,6 +170,7 @@ def policy_switch(m: Any, q: Any, *, enabled: bool) -> bool:
 
 # -- actions ------------------------------------------------------------------------------
 
+
 @REGISTRY.action
 def enter_model_turn(m: Any, ctx: Any) -> None:
     ctx.enter(turn=m.data.turns_taken)
@@ -178,8 +202,9 @@ def record_reply(m: Any, ctx: Any) -> None:
     response = ctx.args["response"]
     # Checked here, in the feed's first action, so a refused reply changes nothing.
     if response.role != "assistant":
-        raise FeedArgumentError("engine_brain: model_response needs an assistant message, "
-                                f"got role {shown(response.role)}")
+        raise FeedArgumentError(
+            f"engine_brain: model_response needs an assistant message, got role {shown(response.role)}"
+        )
     if ctx.args.get("tool_health") is not None and ctx.args.get("now") is None:
         raise FeedArgumentError("engine_brain: model_response needs 'now' to consult tool_health")
     d = m.data
@@ -234,7 +259,9 @@ def consume_tool_results(m: Any, ctx: Any) -> None:
         raise FeedArgumentError(
             "engine_brain: tool_results must answer each pending call exactly once with a tool message "
             f"(pending: {shown(wanted, 200)}; missing: {shown(missing, 200)}; unexpected: {shown(extra, 200)}"
-            + (f"; not tool messages: {', '.join(not_tool)}" if not_tool else "") + ")")
+            + (f"; not tool messages: {', '.join(not_tool)}" if not_tool else "")
+            + ")"
+        )
     m.data.pending.extend(results)
     m.data.pending_tools = []
 
@@ -295,6 +322,7 @@ def discard(m: Any, ctx: Any) -> None:
 
 # -- results of next_step ---------------------------------------------------------------------
 
+
 @REGISTRY.result
 def done(m: Any, q: Any, *, outcome: Literal["Cancelled", "MaxTurnsExceeded"]) -> Done:
     return Done(OUTCOMES[outcome]())
@@ -327,6 +355,7 @@ def compact_in_flight(m: Any, q: Any) -> Compact:
 
 # -- the typed API ------------------------------------------------------------------------------
 
+
 class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, policy="MachinePolicy"):
     """The engine brain, with a typed method per feed; compiled from ``machines/engine_brain.yaml`` on first use."""
 
@@ -343,16 +372,24 @@ class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, po
     def accept_input(self, text: str, *, policy: PolicyArg = None) -> None:
         self.feed("accept_input", text, policy=policy)
 
-    def model_response(self, response: Message, context_tokens: int, available_tools: Iterable[str],
-                       tool_health: ToolHealth | None = None, now: int | None = None, *,
-                       policy: PolicyArg = None) -> None:
+    def model_response(
+        self,
+        response: Message,
+        context_tokens: int,
+        available_tools: Iterable[str],
+        tool_health: ToolHealth | None = None,
+        now: int | None = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> None:
         self.feed("model_response", response, context_tokens, list(available_tools), tool_health, now, policy=policy)
 
     def tool_results(self, results: Iterable[Message], *, policy: PolicyArg = None) -> None:
         self.feed("tool_results", list(results), policy=policy)
 
-    def compaction_result(self, compacted: Iterable[Message], before: int, after: int, *,
-                          policy: PolicyArg = None) -> None:
+    def compaction_result(
+        self, compacted: Iterable[Message], before: int, after: int, *, policy: PolicyArg = None
+    ) -> None:
         self.feed("compaction_result", list(compacted), before, after, policy=policy)
 
     def compaction_noop(self, before: int, after: int, *, policy: PolicyArg = None) -> None:

@@ -25,6 +25,7 @@ ThresholdExceeded = CompactionReason.ThresholdExceeded
 
 # -- errors a finished run maps to ------------------------------------------------------
 
+
 class LoopError(Exception):
     """An agent run's failure, as the driver reports it to its caller.
 
@@ -89,9 +90,9 @@ class ToolError(LoopError):
     kind = "ToolError"
 
 
-ERROR_KINDS: dict[str, type[LoopError]] = {c.kind: c for c in
-                                           (LoopError, RunCancelled, TurnLimitExceeded, ContextExceeded,
-                                            ModelError, ToolError)}
+ERROR_KINDS: dict[str, type[LoopError]] = {
+    c.kind: c for c in (LoopError, RunCancelled, TurnLimitExceeded, ContextExceeded, ModelError, ToolError)
+}
 
 #: Every LoopError class a snapshot may name, by class name: these, and the drivers' own.
 ERROR_CLASSES: dict[str, type[LoopError]] = {c.__name__: c for c in ERROR_KINDS.values()}
@@ -113,19 +114,25 @@ def loop_error_problem(err: Any) -> str | None:
     if not isinstance(err, LoopError):
         return f"expected a LoopError, got {type(err).__name__}"
     if ERROR_CLASSES.get(type(err).__name__) is not type(err):
-        return (f"{type(err).__name__} is not a registered LoopError class, so a restored brain could not "
-                "rebuild it: declare it with register_loop_error")
+        return (
+            f"{type(err).__name__} is not a registered LoopError class, so a restored brain could not "
+            "rebuild it: declare it with register_loop_error"
+        )
     if type(err.kind) is not str or type(err.message) is not str:
         return "a LoopError's kind and message must be strings"
     return None
 
 
-LOOP_ERROR_SCHEMA = {"type": "object", "required": ["kind", "message"], "additionalProperties": False,
-                     "properties": {"kind": {"type": "string"}, "message": {"type": "string"},
-                                    "class": {"type": "string"}}}
+LOOP_ERROR_SCHEMA = {
+    "type": "object",
+    "required": ["kind", "message"],
+    "additionalProperties": False,
+    "properties": {"kind": {"type": "string"}, "message": {"type": "string"}, "class": {"type": "string"}},
+}
 
 
 # -- outcomes -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Completed:
@@ -174,16 +181,23 @@ OUTCOME_SCHEMA = {
     "type": "object",
     "required": ["kind"],
     "oneOf": [
-        {"properties": {"kind": {"const": "Completed"}, "final_text": {"type": "string"}},
-         "required": ["final_text"], "additionalProperties": False},
-        {"properties": {"kind": {"const": "Failed"}, "error": LOOP_ERROR_SCHEMA},
-         "required": ["error"], "additionalProperties": False},
+        {
+            "properties": {"kind": {"const": "Completed"}, "final_text": {"type": "string"}},
+            "required": ["final_text"],
+            "additionalProperties": False,
+        },
+        {
+            "properties": {"kind": {"const": "Failed"}, "error": LOOP_ERROR_SCHEMA},
+            "required": ["error"],
+            "additionalProperties": False,
+        },
         {"properties": {"kind": {"enum": ["Cancelled", "MaxTurnsExceeded"]}}, "additionalProperties": False},
     ],
 }
 
 
 # -- tool calls awaiting dispatch --------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PendingToolCall:
@@ -203,25 +217,39 @@ class PendingToolCall:
         if self.generation is None:
             return None
         from .breaker_values import Allow
+
         return Allow(self.call.id, self.generation, tool=self.call.name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"call": self.call.to_json(), "answer": None if self.answer is None else self.answer.to_json(),
-                "generation": self.generation}
+        return {
+            "call": self.call.to_json(),
+            "answer": None if self.answer is None else self.answer.to_json(),
+            "generation": self.generation,
+        }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PendingToolCall:
-        return cls(ToolCall.from_json(d["call"]), None if d["answer"] is None else Message.from_json(d["answer"]),
-                   d.get("generation"))
+        return cls(
+            ToolCall.from_json(d["call"]),
+            None if d["answer"] is None else Message.from_json(d["answer"]),
+            d.get("generation"),
+        )
 
 
-PENDING_TOOL_SCHEMA = {"type": "object", "required": ["call", "answer"], "additionalProperties": False,
-                       "properties": {"call": TOOL_CALL_SCHEMA,
-                                      "answer": {"anyOf": [{"type": "null"}, MESSAGE_SCHEMA]},
-                                      "generation": {"type": ["integer", "null"]}}}
+PENDING_TOOL_SCHEMA = {
+    "type": "object",
+    "required": ["call", "answer"],
+    "additionalProperties": False,
+    "properties": {
+        "call": TOOL_CALL_SCHEMA,
+        "answer": {"anyOf": [{"type": "null"}, MESSAGE_SCHEMA]},
+        "generation": {"type": ["integer", "null"]},
+    },
+}
 
 
 # -- steps: the brain's answers to "what next?" ------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CallLLM:

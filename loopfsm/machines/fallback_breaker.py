@@ -26,6 +26,7 @@ def _new_generation(d: Any) -> None:
 
 # -- guards -------------------------------------------------------------------------------
 
+
 @REGISTRY.guard
 def fallback_failing(m: Any, ctx: Any, *, max_failures: int) -> bool:
     return bool(m.data.fallback_failures >= max_failures)
@@ -60,6 +61,7 @@ def primary_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
 
 
 # -- actions ------------------------------------------------------------------------------
+
 
 @REGISTRY.action
 def route_to(m: Any, ctx: Any, *, model: Literal["primary", "fallback"]) -> None:
@@ -137,8 +139,7 @@ def fallback_failed(m: Any, ctx: Any) -> None:
     bump(m.data.stats, "fallback_failed")
 
 
-class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY,
-                      policy="FallbackBreakerPolicy"):
+class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY, policy="FallbackBreakerPolicy"):
     """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use."""
 
     __slots__ = ()
@@ -146,11 +147,20 @@ class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGI
     def route(self, now: int, *, policy: PolicyArg = None) -> Route | FailFast:
         return self.feed("route", now, policy=policy)  # type: ignore[no-any-return]
 
-    def record(self, now: int, route: Route, outcome: FallbackOutcome, *, retry_after: int | None = None,
-               policy: PolicyArg = None) -> None:
+    def record(
+        self,
+        now: int,
+        route: Route,
+        outcome: FallbackOutcome,
+        *,
+        retry_after: int | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
         if type(route) is not Route:
-            raise FeedArgumentError(f"fallback_breaker: record takes the Route that route() answered, "
-                                    f"got {type(route).__name__} {shown(route)}")
+            raise FeedArgumentError(
+                f"fallback_breaker: record takes the Route that route() answered, "
+                f"got {type(route).__name__} {shown(route)}"
+            )
         self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:

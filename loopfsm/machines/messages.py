@@ -95,22 +95,28 @@ class Message:
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 if not isinstance(value, list):
-                    raise FeedArgumentError(f"Message.{name} must be a tuple or list of {cls.__name__}, "
-                                            f"got {type(value).__name__}")
+                    raise FeedArgumentError(
+                        f"Message.{name} must be a tuple or list of {cls.__name__}, got {type(value).__name__}"
+                    )
                 value = tuple(value)
                 object.__setattr__(self, name, value)
             for item in value:
                 if type(item) is not cls:
-                    raise FeedArgumentError(f"Message.{name} must hold {cls.__name__} values, "
-                                            f"got {type(item).__name__} {shown(item)}")
+                    raise FeedArgumentError(
+                        f"Message.{name} must hold {cls.__name__} values, got {type(item).__name__} {shown(item)}"
+                    )
 
     @classmethod
     def user(cls, text: str) -> Message:
         return cls("user", text)
 
     @classmethod
-    def assistant(cls, text: str = "", tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
-                  thinking: tuple[Thinking, ...] | list[Thinking] = ()) -> Message:
+    def assistant(
+        cls,
+        text: str = "",
+        tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
+        thinking: tuple[Thinking, ...] | list[Thinking] = (),
+    ) -> Message:
         return cls("assistant", text, tuple(tool_calls), thinking=tuple(thinking))
 
     @classmethod
@@ -130,17 +136,24 @@ class Message:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Message:
-        return cls(d["role"], d.get("text", ""), tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
-                   d.get("tool_call_id"), bool(d.get("is_error", False)),
-                   tuple(Thinking.from_json(t) for t in d.get("thinking", ())))
+        return cls(
+            d["role"],
+            d.get("text", ""),
+            tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
+            d.get("tool_call_id"),
+            bool(d.get("is_error", False)),
+            tuple(Thinking.from_json(t) for t in d.get("thinking", ())),
+        )
 
 
 def _need(obj: object, name: str, typ: type, *, nullable: bool = False) -> None:
     value = getattr(obj, name)
     if (nullable and value is None) or type(value) is typ:
         return
-    raise FeedArgumentError(f"{type(obj).__name__}.{name} must be {typ.__name__}"
-                            f"{' or None' if nullable else ''}, got {type(value).__name__} {shown(value)}")
+    raise FeedArgumentError(
+        f"{type(obj).__name__}.{name} must be {typ.__name__}"
+        f"{' or None' if nullable else ''}, got {type(value).__name__} {shown(value)}"
+    )
 
 
 TOOL_CALL_SCHEMA = {

@@ -80,7 +80,15 @@ class RouterClient(MachineInstance, machine="router_client", registry=REGISTRY, 
         """The client puts a message on the wire."""
         self.feed("send", type, request_id, policy=policy)
 
-    def response(self, request_id: str, status: Status, allowed: Iterable[str], has_to_encrypt: bool = False,
-                 retryable: bool = False, *, policy: PolicyArg = None) -> None:
+    def response(
+        self,
+        request_id: str,
+        status: Status,
+        allowed: Iterable[str],
+        has_to_encrypt: bool = False,
+        retryable: bool = False,
+        *,
+        policy: PolicyArg = None,
+    ) -> None:
         """The router's response to a request arrives."""
         self.feed("response", request_id, status, list(allowed), has_to_encrypt, retryable, policy=policy)

@@ -27,16 +27,28 @@ REF = re.compile("^(?:" + "|".join(KINDS) + r"):[A-Za-z0-9][A-Za-z0-9_.\-]{0,127
 _IS_REF = ("a kind:id reference", lambda v: isinstance(v, str) and REF.match(v) is not None)
 _IS_ID = ("a non-empty string", lambda v: isinstance(v, str) and 0 < len(v) <= 200)
 _IS_INT = ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
-_IS_META = ("an object of scalars", lambda v: isinstance(v, dict) and all(
-    isinstance(k, str) and (v[k] is None or isinstance(v[k], (str, int, float, bool))) for k in v))
+_IS_META = (
+    "an object of scalars",
+    lambda v: (
+        isinstance(v, dict)
+        and all(isinstance(k, str) and (v[k] is None or isinstance(v[k], (str, int, float, bool))) for k in v)
+    ),
+)
 _ITEMS: dict[str, dict[str, tuple[bool, tuple[str, Any]]]] = {
-    "calls": {"call_id": (True, _IS_ID), "ref": (True, _IS_REF), "args_hash": (True, _IS_ID),
-              "requires_approval": (True, ("allow or ask", lambda v: v in ("allow", "ask"))),
-              "diff_ref": (False, _IS_REF)},
-    "approvals": {"approval_id": (True, _IS_ID), "args_hash": (True, _IS_ID), "expires_at": (True, _IS_INT),
-                  "kind": (True, ("disclosure, cost_ceiling or plan",
-                                  lambda v: v in ("disclosure", "cost_ceiling", "plan"))),
-                  "ref": (False, _IS_REF)},
+    "calls": {
+        "call_id": (True, _IS_ID),
+        "ref": (True, _IS_REF),
+        "args_hash": (True, _IS_ID),
+        "requires_approval": (True, ("allow or ask", lambda v: v in ("allow", "ask"))),
+        "diff_ref": (False, _IS_REF),
+    },
+    "approvals": {
+        "approval_id": (True, _IS_ID),
+        "args_hash": (True, _IS_ID),
+        "expires_at": (True, _IS_INT),
+        "kind": (True, ("disclosure, cost_ceiling or plan", lambda v: v in ("disclosure", "cost_ceiling", "plan"))),
+        "ref": (False, _IS_REF),
+    },
     "to_seal": {"ref": (True, _IS_REF), "meta": (True, _IS_META)},
 }
 _REF_FIELDS = {"input_ref", "assistant_ref"}
@@ -54,9 +66,12 @@ def check_pause(ctx: Any, dest: str, fields: dict[str, Any], pause: Any) -> None
     want = set(fields) - {"resume_step", "since"}
     if set(pause) != want:
         missing, extra = sorted(want - set(pause)), sorted(set(pause) - want)
-        raise _bad(ctx, f"{dest} carries {', '.join(sorted(want))}"
-                   + (f"; missing {', '.join(missing)}" if missing else "")
-                   + (f"; unknown {', '.join(extra)}" if extra else ""))
+        raise _bad(
+            ctx,
+            f"{dest} carries {', '.join(sorted(want))}"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(extra)}" if extra else ""),
+        )
     for key, value in pause.items():
         if key in _REF_FIELDS and not _IS_REF[1](value):
             raise _bad(ctx, f"'{key}' must be a kind:id reference (kind one of {', '.join(KINDS)})")
@@ -72,8 +87,11 @@ def check_pause(ctx: Any, dest: str, fields: dict[str, Any], pause: Any) -> None
                 raise _bad(ctx, f"'{key}[{i}]' must be an object")
             extra = sorted(set(item) - set(shape))
             if extra:
-                raise _bad(ctx, f"'{key}[{i}]' has unknown key(s) {', '.join(extra)}: a pause holds "
-                                "references and non-secret metadata only")
+                raise _bad(
+                    ctx,
+                    f"'{key}[{i}]' has unknown key(s) {', '.join(extra)}: a pause holds "
+                    "references and non-secret metadata only",
+                )
             for name, (required, (what, ok)) in shape.items():
                 if name not in item:
                     if required:
@@ -87,6 +105,7 @@ def _now(m: Any, ctx: Any) -> int:
 
 
 # -- guards -------------------------------------------------------------------------------
+
 
 @REGISTRY.guard
 def outcome_is(m: Any, ctx: Any, *, value: str) -> bool:
@@ -127,6 +146,7 @@ def arg_true(m: Any, ctx: Any, *, name: str) -> bool:
 
 
 # -- actions ------------------------------------------------------------------------------
+
 
 @REGISTRY.action
 def pause(m: Any, ctx: Any, *, resume_step: str) -> None:
@@ -181,6 +201,7 @@ def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
 
 # -- results ------------------------------------------------------------------------------
 
+
 @REGISTRY.result
 def answer(m: Any, q: Any, *, value: Any) -> Any:
     """The table's answer itself (a copy: callers may keep and change it)."""
@@ -198,14 +219,26 @@ def mediation(m: Any, q: Any, *, permission: str) -> dict[str, Any]:
     """The mediation row of a permission; ``arg`` takes the call's own permission."""
     p = q.args["permission"] if permission == "arg" else permission
     if p == "unknown":
-        return {"route": "pre_answered", "reaches_client": False,
-                "record": "tool_call row with the brain's unknown-tool error", "trace": "tool.mediated"}
+        return {
+            "route": "pre_answered",
+            "reaches_client": False,
+            "record": "tool_call row with the brain's unknown-tool error",
+            "trace": "tool.mediated",
+        }
     if p == "deny":
-        return {"route": "deny", "reaches_client": False,
-                "record": "tool_call row with a denial result (is_error true, naming the rule)",
-                "trace": "tool.denied"}
-    return {"route": p, "reaches_client": True, "requires_approval": p, "record": "listed in AwaitingTool",
-            "trace": "tool.mediated"}
+        return {
+            "route": "deny",
+            "reaches_client": False,
+            "record": "tool_call row with a denial result (is_error true, naming the rule)",
+            "trace": "tool.denied",
+        }
+    return {
+        "route": p,
+        "reaches_client": True,
+        "requires_approval": p,
+        "record": "listed in AwaitingTool",
+        "trace": "tool.mediated",
+    }
 
 
 ROUTER_RUN = compile_file(machine_path("router_run"), REGISTRY)

@@ -48,8 +48,9 @@ def grant(m: Any, ctx: Any) -> None:
     """A new grant: the fence grows, so every earlier holder is refused from now on."""
     m.data.fence += 1
     now = m.data.last_now
-    ctx.enter(holder=ctx.args["holder"], started_at=now, lease_expires_at=now + ctx.args["lease_ms"],
-              cancel_requested=None)
+    ctx.enter(
+        holder=ctx.args["holder"], started_at=now, lease_expires_at=now + ctx.args["lease_ms"], cancel_requested=None
+    )
 
 
 @REGISTRY.action
@@ -66,8 +67,9 @@ def mark_cancel(m: Any, ctx: Any) -> None:
 @REGISTRY.action
 def fenced_out(m: Any, ctx: Any) -> None:
     """Refuse a stale holder before anything changes."""
-    raise FencedOut(f"run_lock: fence {ctx.args['fence']} is not current (current fence {m.data.fence}, "
-                    f"lock {m.state})")
+    raise FencedOut(
+        f"run_lock: fence {ctx.args['fence']} is not current (current fence {m.data.fence}, lock {m.state})"
+    )
 
 
 @REGISTRY.action

@@ -16,8 +16,14 @@ from ..runtime import MachineInstance, PolicyArg
 from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
 __all__ = [
-    "StreamAssembly", "StreamAssemblyPolicy", "REGISTRY",  # noqa: F822 (the policy comes from __getattr__)
-    "Slot", "StreamResult", "ArgumentProblem", "LANES", "explain_refusal",
+    "StreamAssembly",
+    "StreamAssemblyPolicy",  # noqa: F822 (it comes from __getattr__: built from the YAML on first use)
+    "REGISTRY",
+    "Slot",
+    "StreamResult",
+    "ArgumentProblem",
+    "LANES",
+    "explain_refusal",
 ]
 
 REGISTRY = Registry("stream_assembly")
@@ -32,6 +38,7 @@ def _slot(m: Any, index: Any) -> Slot | None:
 
 
 # -- guards -----------------------------------------------------------------------------------
+
 
 @REGISTRY.guard
 def next_index(m: Any, ctx: Any) -> bool:
@@ -106,6 +113,7 @@ def no_open_slots(m: Any, ctx: Any) -> bool:
 
 
 # -- actions ----------------------------------------------------------------------------------
+
 
 def _usage(ctx: Any) -> dict[str, Any]:
     usage = ctx.args["usage"]
@@ -190,8 +198,14 @@ def enter_failed(m: Any, ctx: Any) -> None:
 @REGISTRY.result
 def assembled(m: Any, q: Any) -> StreamResult:
     d = m.data
-    return assemble(d.slots, stop_reason=d.stop_reason, stop_sequence=d.stop_sequence, usage=d.usage,
-                    message_id=d.message_id, model=d.model)
+    return assemble(
+        d.slots,
+        stop_reason=d.stop_reason,
+        stop_sequence=d.stop_sequence,
+        usage=d.usage,
+        message_id=d.message_id,
+        model=d.model,
+    )
 
 
 # -- wording refusals -----------------------------------------------------------------------------
@@ -226,8 +240,10 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
             return f"more than max_blocks={pol.max_blocks} blocks"
         return f"more than max_chars={pol.max_chars} characters"
     if event == "restate_message":
-        return (f"the message was announced as id {d.message_id!r}, role {d.role!r}; "
-                f"restated as id {args.get('message_id')!r}, role {args.get('role')!r}")
+        return (
+            f"the message was announced as id {d.message_id!r}, role {d.role!r}; "
+            f"restated as id {args.get('message_id')!r}, role {args.get('role')!r}"
+        )
     if event == "stop":
         open_ = ", ".join(f"{lane} {idx}" for lane, idx in sorted(d.open_slots.items()))
         return f"blocks still open ({open_})"
@@ -249,12 +265,15 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
     if event == "restate_header":
         if slot.lane != "tool":
             return f"block {index} is a {slot.lane} block, not a tool call"
-        return (f"tool call {index} was announced as id {slot.block_id!r}, name {slot.name!r}; "
-                f"restated as id {args.get('block_id')!r}, name {args.get('name')!r}")
+        return (
+            f"tool call {index} was announced as id {slot.block_id!r}, name {slot.name!r}; "
+            f"restated as id {args.get('block_id')!r}, name {args.get('name')!r}"
+        )
     return "refused by the table"
 
 
 # -- the typed API --------------------------------------------------------------------------------
+
 
 class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGISTRY, policy="StreamAssemblyPolicy"):
     """Stream assembly with typed feeds; a refused one raises :class:`StreamProtocolError` naming the rule.
@@ -270,41 +289,71 @@ class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGIST
         except StreamProtocolError:
             raise
         except IllegalFeed as err:
-            raise StreamProtocolError(err.machine, err.state, event, err.legal_states,
-                                      explain_refusal(self, event, args, policy)) from None
+            raise StreamProtocolError(
+                err.machine, err.state, event, err.legal_states, explain_refusal(self, event, args, policy)
+            ) from None
 
-    def start(self, message_id: str, model: str, role: str = "assistant",
-              usage: dict[str, Any] | None = None, *, policy: PolicyArg = None) -> None:
+    def start(
+        self,
+        message_id: str,
+        model: str,
+        role: str = "assistant",
+        usage: dict[str, Any] | None = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> None:
         self._feed("start", {"message_id": message_id, "model": model, "role": role, "usage": usage or {}}, policy)
 
-    def open_block(self, index: int, lane: str, block_id: str | None = None, name: str | None = None,
-                   initial: str = "", *, policy: PolicyArg = None) -> None:
-        self._feed("open_block", {"index": index, "lane": lane, "block_id": block_id, "name": name,
-                                  "initial": initial}, policy)
+    def open_block(
+        self,
+        index: int,
+        lane: str,
+        block_id: str | None = None,
+        name: str | None = None,
+        initial: str = "",
+        *,
+        policy: PolicyArg = None,
+    ) -> None:
+        self._feed(
+            "open_block", {"index": index, "lane": lane, "block_id": block_id, "name": name, "initial": initial}, policy
+        )
 
     def delta(self, index: int, lane: str, text: str, *, policy: PolicyArg = None) -> None:
         try:
             self.feed("delta", index, lane, text, policy=policy)
         except IllegalFeed as err:
-            raise StreamProtocolError(err.machine, err.state, "delta", err.legal_states, explain_refusal(
-                self, "delta", {"index": index, "lane": lane, "text": text}, policy)) from None
+            raise StreamProtocolError(
+                err.machine,
+                err.state,
+                "delta",
+                err.legal_states,
+                explain_refusal(self, "delta", {"index": index, "lane": lane, "text": text}, policy),
+            ) from None
 
     def sign(self, index: int, signature: str, *, policy: PolicyArg = None) -> None:
         self._feed("sign", {"index": index, "signature": signature}, policy)
 
-    def restate_header(self, index: int, block_id: str | None = None, name: str | None = None,
-                       *, policy: PolicyArg = None) -> None:
+    def restate_header(
+        self, index: int, block_id: str | None = None, name: str | None = None, *, policy: PolicyArg = None
+    ) -> None:
         self._feed("restate_header", {"index": index, "block_id": block_id, "name": name}, policy)
 
-    def restate_message(self, message_id: str | None = None, role: str | None = None,
-                        *, policy: PolicyArg = None) -> None:
+    def restate_message(
+        self, message_id: str | None = None, role: str | None = None, *, policy: PolicyArg = None
+    ) -> None:
         self._feed("restate_message", {"message_id": message_id, "role": role}, policy)
 
     def close_block(self, index: int, *, policy: PolicyArg = None) -> None:
         self._feed("close_block", {"index": index}, policy)
 
-    def stop(self, reason: str, stop_sequence: str | None = None, usage: dict[str, Any] | None = None,
-             *, policy: PolicyArg = None) -> None:
+    def stop(
+        self,
+        reason: str,
+        stop_sequence: str | None = None,
+        usage: dict[str, Any] | None = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> None:
         self._feed("stop", {"reason": reason, "stop_sequence": stop_sequence, "usage": usage or {}}, policy)
 
     def usage(self, usage: dict[str, Any], *, policy: PolicyArg = None) -> None:
@@ -331,14 +380,37 @@ class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGIST
         """
         d = self.data
         open_slots = [(s, list(s.parts), list(s.chunks), s.signature) for s in d.slots if s.open]
-        return (self._state, dict(self.state_data), d.message_id, d.model, d.role, list(d.slots),
-                {k: list(v) for k, v in d.open_slots.items()}, d.chars, d.stop_reason, d.stop_sequence,
-                dict(d.usage), open_slots)
+        return (
+            self._state,
+            dict(self.state_data),
+            d.message_id,
+            d.model,
+            d.role,
+            list(d.slots),
+            {k: list(v) for k, v in d.open_slots.items()},
+            d.chars,
+            d.stop_reason,
+            d.stop_sequence,
+            dict(d.usage),
+            open_slots,
+        )
 
     def rollback(self, cp: Any) -> None:
         d = self.data
-        (self._state, self.state_data, d.message_id, d.model, d.role, d.slots, d.open_slots, d.chars,
-         d.stop_reason, d.stop_sequence, d.usage, open_slots) = cp
+        (
+            self._state,
+            self.state_data,
+            d.message_id,
+            d.model,
+            d.role,
+            d.slots,
+            d.open_slots,
+            d.chars,
+            d.stop_reason,
+            d.stop_sequence,
+            d.usage,
+            open_slots,
+        ) = cp
         for slot, parts, chunks, signature in open_slots:
             slot.parts, slot.chunks, slot.signature = parts, chunks, signature
             slot.open, slot.text, slot.arguments, slot.problem = True, None, None, None

@@ -21,11 +21,21 @@ COMPACT_EVERY = 1024
 class Slot:
     """One block of the message: its lane and header, and its text as fragments until it closes."""
 
-    __slots__ = ("index", "lane", "block_id", "name", "parts", "chunks", "open", "text", "signature",
-                 "arguments", "problem")
+    __slots__ = (
+        "index",
+        "lane",
+        "block_id",
+        "name",
+        "parts",
+        "chunks",
+        "open",
+        "text",
+        "signature",
+        "arguments",
+        "problem",
+    )
 
-    def __init__(self, index: int, lane: str, block_id: str | None = None, name: str | None = None,
-                 initial: str = ""):
+    def __init__(self, index: int, lane: str, block_id: str | None = None, name: str | None = None, initial: str = ""):
         self.index = index
         self.lane = lane
         self.block_id = block_id
@@ -151,8 +161,15 @@ class StreamResult:
         return not self.problems
 
 
-def assemble(slots: list[Slot], *, stop_reason: str | None, stop_sequence: str | None, usage: dict[str, Any],
-             message_id: str, model: str) -> StreamResult:
+def assemble(
+    slots: list[Slot],
+    *,
+    stop_reason: str | None,
+    stop_sequence: str | None,
+    usage: dict[str, Any],
+    message_id: str,
+    model: str,
+) -> StreamResult:
     """Build the reply from closed slots, in index order."""
     text: list[str] = []
     refusal: list[str] = []
@@ -172,8 +189,16 @@ def assemble(slots: list[Slot], *, stop_reason: str | None, stop_sequence: str |
         elif s.problem is None and s.arguments is not None:
             calls.append(ToolCall(s.block_id or "", s.name or "", s.arguments))
         else:
-            problems.append(ArgumentProblem(s.index, s.block_id or "", s.name or "", body,
-                                            "incomplete" if s.problem == "incomplete" else "invalid"))
+            problems.append(
+                ArgumentProblem(
+                    s.index,
+                    s.block_id or "",
+                    s.name or "",
+                    body,
+                    "incomplete" if s.problem == "incomplete" else "invalid",
+                )
+            )
     message = Message.assistant("".join(text), calls, thinking)
-    return StreamResult(message, stop_reason, stop_sequence, dict(usage), message_id, model, "".join(refusal),
-                        tuple(problems))
+    return StreamResult(
+        message, stop_reason, stop_sequence, dict(usage), message_id, model, "".join(refusal), tuple(problems)
+    )

@@ -63,6 +63,7 @@ def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
 
 # -- guards -------------------------------------------------------------------------------
 
+
 @REGISTRY.guard
 def half_open_overdue(m: Any, ctx: Any, *, max_ms: int) -> bool:
     return bool(now_of(m, ctx) >= m.state_data["since"] + max_ms)
@@ -108,6 +109,7 @@ def slow_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minim
 
 # -- actions ------------------------------------------------------------------------------
 
+
 def _new_generation(d: Any) -> None:
     """Every transition starts a generation: older permits and probe leases stop counting."""
     d.generation += 1
@@ -126,8 +128,7 @@ def grant_probe(m: Any, ctx: Any, *, ttl_ms: int) -> None:
     expires = m.data.last_now + ttl_ms
     m.data.leases.append({"call_id": ctx.args["call_id"], "expires_at": expires})
     bump(m.data.stats, "probes")
-    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, probe=True, lease_expires_at=expires,
-                      tool=m.data.tool)
+    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, probe=True, lease_expires_at=expires, tool=m.data.tool)
 
 
 @REGISTRY.action
@@ -158,8 +159,9 @@ def record_outcome(m: Any, ctx: Any, *, window_size: int) -> None:
 
 
 @REGISTRY.action
-def trip(m: Any, ctx: Any, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int,
-         jitter_percent: int) -> None:
+def trip(
+    m: Any, ctx: Any, *, reason: str, cooldown_ms: int, multiplier: int, max_cooldown_ms: int, jitter_percent: int
+) -> None:
     """Open for a duration that grows with consecutive trips, honours retry_after, and jitters reproducibly."""
     d = m.data
     d.trips += 1
@@ -197,6 +199,7 @@ def new_generation(m: Any, ctx: Any) -> None:
 
 # -- typed API ------------------------------------------------------------------------------
 
+
 def _check_permit(breaker: Any, permit: Any) -> None:
     """A permit is recorded on the breaker that issued it; anything else is refused, and counted.
 
@@ -206,8 +209,10 @@ def _check_permit(breaker: Any, permit: Any) -> None:
     if type(permit) is not Allow:
         why = f"takes the Allow permit that acquire() answered, got {type(permit).__name__} {shown(permit)}"
     elif permit.tool != breaker.data.tool:
-        why = (f"permit {shown(permit.call_id)} was issued by the breaker of tool {shown(permit.tool)}, "
-               f"not this one ({shown(breaker.data.tool)})")
+        why = (
+            f"permit {shown(permit.call_id)} was issued by the breaker of tool {shown(permit.tool)}, "
+            f"not this one ({shown(breaker.data.tool)})"
+        )
     else:
         return
     bump(breaker.data.stats, "refused_permits")
@@ -222,11 +227,18 @@ class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, po
     def acquire(self, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
         return self.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
-    def record(self, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
-               retry_after: int | None = None, policy: PolicyArg = None) -> None:
+    def record(
+        self,
+        now: int,
+        permit: Allow,
+        outcome: ToolOutcome,
+        *,
+        error_kind: str | None = None,
+        retry_after: int | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
         _check_permit(self, permit)
-        self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after,
-                  policy=policy)
+        self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)
@@ -307,8 +319,17 @@ class ToolHealth:
             self.breakers.setdefault(tool, b)  # a refused first feed leaves no breaker behind
             return answer  # type: ignore[no-any-return]
 
-    def record(self, tool: str, now: int, permit: Allow, outcome: ToolOutcome, *, error_kind: str | None = None,
-               retry_after: int | None = None, policy: PolicyArg = None) -> None:
+    def record(
+        self,
+        tool: str,
+        now: int,
+        permit: Allow,
+        outcome: ToolOutcome,
+        *,
+        error_kind: str | None = None,
+        retry_after: int | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
         if type(tool) is not str:
             self._new(tool)  # raises: a tool name is a string
         with self._lock:
@@ -334,30 +355,46 @@ class ToolHealth:
         """The envelope every snapshot has (format, machine, fingerprint), holding one breaker snapshot per tool."""
         assert self.machine is not None
         with self._lock:
-            return {"format": SNAPSHOT_FORMAT, "machine": "tool_health", "fingerprint": self.machine.fingerprint,
-                    "breakers": {tool: b.snapshot() for tool, b in sorted(self.breakers.items())}}
+            return {
+                "format": SNAPSHOT_FORMAT,
+                "machine": "tool_health",
+                "fingerprint": self.machine.fingerprint,
+                "breakers": {tool: b.snapshot() for tool, b in sorted(self.breakers.items())},
+            }
 
     @classmethod
-    def restore(cls, snap: dict[str, Any], policy: Any = None, overrides: dict[str, Any] | None = None,
-                machine: CompiledMachine | None = None) -> ToolHealth:
+    def restore(
+        cls,
+        snap: dict[str, Any],
+        policy: Any = None,
+        overrides: dict[str, Any] | None = None,
+        machine: CompiledMachine | None = None,
+    ) -> ToolHealth:
         health = cls(policy, overrides, machine)
         assert health.machine is not None
         m = health.machine
-        if (not isinstance(snap, dict) or set(snap) != {"format", "machine", "fingerprint", "breakers"}
-                or snap.get("machine") != "tool_health" or type(snap.get("format")) is not int
-                or snap.get("format") != SNAPSHOT_FORMAT):
+        if (
+            not isinstance(snap, dict)
+            or set(snap) != {"format", "machine", "fingerprint", "breakers"}
+            or snap.get("machine") != "tool_health"
+            or type(snap.get("format")) is not int
+            or snap.get("format") != SNAPSHOT_FORMAT
+        ):
             raise SnapshotError(f"tool_health: refusing snapshot: not a format-{SNAPSHOT_FORMAT} tool_health value")
         if snap.get("fingerprint") != m.fingerprint:
-            raise SnapshotError(f"tool_health: refusing snapshot: it was taken under another version of "
-                                f"the tool breaker spec (fingerprint {shown(snap.get('fingerprint'))}, this spec is "
-                                f"{m.fingerprint!r})")
+            raise SnapshotError(
+                f"tool_health: refusing snapshot: it was taken under another version of "
+                f"the tool breaker spec (fingerprint {shown(snap.get('fingerprint'))}, this spec is "
+                f"{m.fingerprint!r})"
+            )
         raw = snap.get("breakers", {})
         if not isinstance(raw, dict):
             raise SnapshotError("tool_health: refusing snapshot: breakers must be a JSON object")
         breakers = {tool: m.restore(s) for tool, s in raw.items()}
         for tool, b in breakers.items():
             if b.data.tool != tool:
-                raise SnapshotError(f"tool_health: refusing snapshot: breaker filed under {shown(tool)} "
-                                    f"belongs to {shown(b.data.tool)}")
+                raise SnapshotError(
+                    f"tool_health: refusing snapshot: breaker filed under {shown(tool)} belongs to {shown(b.data.tool)}"
+                )
         health.breakers = breakers
         return health

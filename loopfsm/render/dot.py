@@ -51,10 +51,19 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     ``highlight`` names a state to draw filled, for a live instance's picture.
     """
     title = spec.name + (" (detailed)" if detailed else "") + (f": now in {highlight}" if highlight else "")
-    g = graphviz.Digraph(spec.name, graph_attr={"rankdir": "LR", "fontname": "Helvetica", "label": title,
-                                                 "labelloc": "t", "nodesep": "0.4", "ranksep": "0.6"},
-                         node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
-                         edge_attr={"fontname": "Helvetica", "fontsize": "10"})
+    g = graphviz.Digraph(
+        spec.name,
+        graph_attr={
+            "rankdir": "LR",
+            "fontname": "Helvetica",
+            "label": title,
+            "labelloc": "t",
+            "nodesep": "0.4",
+            "ranksep": "0.6",
+        },
+        node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "10"},
+    )
     g.node("__start__", "", shape="point", width="0.15")
     for s in spec.states.values():
         attrs = {}
@@ -72,8 +81,13 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         if e.loop:
             g.edge(e.src, e.dst, _wrap([", ".join(e.feeds)], 30), style="dotted", color="#555555")
         else:
-            g.edge(e.src, e.dst, _wrap(e.lines()), style="dashed" if e.guarded else "solid",
-                   color="#1f5fa8" if e.guarded else "black")
+            g.edge(
+                e.src,
+                e.dst,
+                _wrap(e.lines()),
+                style="dashed" if e.guarded else "solid",
+                color="#1f5fa8" if e.guarded else "black",
+            )
     if ov.any_moves or ov.any_stays:
         note = [ov.any_label]
         if ov.any_stays:
@@ -106,11 +120,19 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     makes the chart wider than a screen; boxes stacked on a spine stay
     readable at any length.
     """
-    g = graphviz.Digraph(f"{spec.name}.{d.name}", graph_attr={"rankdir": "TB", "fontname": "Helvetica",
-                                                             "label": f"{spec.name}: {d.name}", "labelloc": "t",
-                                                             "nodesep": "0.5", "ranksep": "0.35"},
-                         node_attr={"fontname": "Helvetica", "fontsize": "11"},
-                         edge_attr={"fontname": "Helvetica", "fontsize": "10"})
+    g = graphviz.Digraph(
+        f"{spec.name}.{d.name}",
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": "Helvetica",
+            "label": f"{spec.name}: {d.name}",
+            "labelloc": "t",
+            "nodesep": "0.5",
+            "ranksep": "0.35",
+        },
+        node_attr={"fontname": "Helvetica", "fontsize": "11"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "10"},
+    )
     g.node("ask", decision_signature(d), shape="box", style="rounded")
     prev = "ask"
     prev_label = ""
@@ -161,8 +183,10 @@ def to_svg(g: graphviz.Digraph) -> str:
     try:
         svg = g.pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound as err:
-        raise RenderError("the Graphviz 'dot' program is not installed; install it (e.g. "
-                          "'apt-get install -y graphviz') or render only dot,mermaid,md") from err
+        raise RenderError(
+            "the Graphviz 'dot' program is not installed; install it (e.g. "
+            "'apt-get install -y graphviz') or render only dot,mermaid,md"
+        ) from err
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(g.source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)
@@ -173,4 +197,4 @@ def svg_stamp(svg: str) -> str | None:
     start = svg.find(marker)
     if start < 0:
         return None
-    return svg[start + len(marker): svg.find(" -->", start)]
+    return svg[start + len(marker) : svg.find(" -->", start)]

@@ -60,8 +60,14 @@ def _fields_table(title: str, fields: dict[str, FieldDef]) -> list[str]:
 
 
 def review_sheet(spec: Spec) -> str:
-    out = [f"# {spec.name}", "", spec.description.strip(), "",
-           f"Generated from `{spec.file.rsplit('/', 1)[-1]}` by `loopfsm build`; edit the YAML, not this file.", ""]
+    out = [
+        f"# {spec.name}",
+        "",
+        spec.description.strip(),
+        "",
+        f"Generated from `{spec.file.rsplit('/', 1)[-1]}` by `loopfsm build`; edit the YAML, not this file.",
+        "",
+    ]
     out += ["## States", "", "| state | kind | description |", "| --- | --- | --- |"]
     for s in spec.states.values():
         kind = "initial" if s.initial else ("terminal" if s.terminal else "")
@@ -69,14 +75,22 @@ def review_sheet(spec: Spec) -> str:
     out.append("")
     events = list(spec.events)
     if events:
-        out += ["## Was in x Feed", "", "| Was in | " + " | ".join(f"`{e}`" for e in events) + " |",
-                "| --- |" + " --- |" * len(events)]
+        out += [
+            "## Was in x Feed",
+            "",
+            "| Was in | " + " | ".join(f"`{e}`" for e in events) + " |",
+            "| --- |" + " --- |" * len(events),
+        ]
         for state in spec.states:
             out.append(f"| `{state}` | " + " | ".join(_esc(_cell(spec, e, state)) for e in events) + " |")
         out.append("")
         if spec.before:
-            out += ["Before the actions of every branch taken, of any feed: "
-                    + ", ".join(f"`{ref_label(spec, a)}`" for a in spec.before) + ".", ""]
+            out += [
+                "Before the actions of every branch taken, of any feed: "
+                + ", ".join(f"`{ref_label(spec, a)}`" for a in spec.before)
+                + ".",
+                "",
+            ]
         out += ["### Feeds", "", "| feed | arguments | before each branch | description |", "| --- | --- | --- | --- |"]
         for ev in spec.events.values():
             args = ", ".join(f"{a.name}: {a.type}{'[]' if a.list else ''}" for a in ev.args.values())
@@ -84,11 +98,21 @@ def review_sheet(spec: Spec) -> str:
             out.append(f"| `{ev.name}` | {args} | {_esc(before)} | {_esc(ev.description)} |")
         out.append("")
     if spec.policy:
-        out += ["## Policy", "", "| parameter | type | default | bounds | description |",
-                "| --- | --- | --- | --- | --- |"]
+        out += [
+            "## Policy",
+            "",
+            "| parameter | type | default | bounds | description |",
+            "| --- | --- | --- | --- | --- |",
+        ]
         for p in spec.policy.values():
-            bounds = " ".join(x for x in (f">= {p.minimum}" if p.minimum is not None else "",
-                                          f"<= {p.maximum}" if p.maximum is not None else "") if x)
+            bounds = " ".join(
+                x
+                for x in (
+                    f">= {p.minimum}" if p.minimum is not None else "",
+                    f"<= {p.maximum}" if p.maximum is not None else "",
+                )
+                if x
+            )
             out.append(f"| `{p.name}` | {p.type} | {json.dumps(p.default)} | {bounds} | {_esc(p.description)} |")
         out.append("")
     out += _fields_table("Data", spec.data)
@@ -102,14 +126,19 @@ def review_sheet(spec: Spec) -> str:
         out += ["| # | rule | in states | guard | answer |", "| --- | --- | --- | --- | --- |"]
         for i, r in enumerate(d.rules, 1):
             states = ", ".join(r.states) if r.states else "any"
-            out.append(f"| {i} | `{r.name}` | {states} | {_esc(guards_label(spec, r.guards)) or 'always'} | "
-                       f"`{_esc(ref_label(spec, r.result))}` |")
+            out.append(
+                f"| {i} | `{r.name}` | {states} | {_esc(guards_label(spec, r.guards)) or 'always'} | "
+                f"`{_esc(ref_label(spec, r.result))}` |"
+            )
         out += ["", "```mermaid", mermaid.decision_flowchart(spec, d).rstrip(), "```", ""]
     if spec.outcomes:
         out += ["## Outcomes", "", "| outcome | error | description |", "| --- | --- | --- |"]
         for o in spec.outcomes.values():
-            err = "none" if o.error is None else (f"`{o.error}`" if isinstance(o.error, str)
-                                                  else f"the outcome's `{o.error['field']}`")
+            err = (
+                "none"
+                if o.error is None
+                else (f"`{o.error}`" if isinstance(o.error, str) else f"the outcome's `{o.error['field']}`")
+            )
             out.append(f"| `{o.name}` | {err} | {_esc(o.description)} |")
         out.append("")
     out += ["## State diagram", "", "```mermaid", mermaid.state_diagram(spec).rstrip(), "```", ""]

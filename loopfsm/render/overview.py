@@ -54,7 +54,7 @@ def _without(feed: str, words: str) -> str:
     """Words that open by repeating the feed's name ("execute, encrypted") lose the repeat."""
     for sep in (", ", " "):
         if words.startswith(feed + sep):
-            return words[len(feed) + len(sep):]
+            return words[len(feed) + len(sep) :]
     return "" if words == feed else words
 
 
@@ -138,5 +138,6 @@ def overview(spec: Spec) -> Overview:
             e.feeds = {f: [] for f in e.feeds}
     order = {name: i for i, name in enumerate(spec.states)}
     ordered = sorted(edges.values(), key=lambda e: (order[e.src], e.loop, order[e.dst]))
-    return Overview(ordered, list(any_moves.values()), any_stays,
-                    "other live states" if overridden else "any live state")
+    return Overview(
+        ordered, list(any_moves.values()), any_stays, "other live states" if overridden else "any live state"
+    )

@@ -15,5 +15,15 @@ from . import ids
 from .runstore import REQUESTS, Admission, Lease, Row, RunRecord, RunStore, StoredRow, open_store
 from .sql import SCHEMA_VERSION
 
-__all__ = ["open_store", "RunStore", "RunRecord", "Lease", "Admission", "Row", "StoredRow", "REQUESTS",
-           "SCHEMA_VERSION", "ids"]
+__all__ = [
+    "open_store",
+    "RunStore",
+    "RunRecord",
+    "Lease",
+    "Admission",
+    "Row",
+    "StoredRow",
+    "REQUESTS",
+    "SCHEMA_VERSION",
+    "ids",
+]

@@ -52,8 +52,9 @@ class SqliteBackend(Backend):
         if not create and path != ":memory:" and not os.path.exists(path):
             raise StoreError(f"no SQLite database at {path!r}: run `loopfsm store init URL` first")
         try:
-            self.conn = sqlite3.connect(path, isolation_level=None, timeout=busy_timeout_ms / 1000,
-                                        check_same_thread=False)
+            self.conn = sqlite3.connect(
+                path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False
+            )
             self.conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
             if path != ":memory:":
                 self.conn.execute("PRAGMA journal_mode=WAL")
@@ -106,8 +107,10 @@ class PostgresBackend(Backend):
             self.conn.execute("SET idle_in_transaction_session_timeout = '30s'")
         except psycopg.Error as err:
             where = urlsplit(url)
-            raise StoreError(f"cannot connect to PostgreSQL at {where.hostname or 'local socket'}:"
-                             f"{where.port or 5432}: {type(err).__name__}") from None
+            raise StoreError(
+                f"cannot connect to PostgreSQL at {where.hostname or 'local socket'}:"
+                f"{where.port or 5432}: {type(err).__name__}"
+            ) from None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
         cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
@@ -126,7 +129,7 @@ class PostgresBackend(Backend):
 def connect(url: str, *, create: bool = True) -> Backend:
     """``sqlite:///runs.db`` (relative), ``sqlite:////abs/runs.db``, ``sqlite:///:memory:``, or ``postgresql://...``."""
     if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
+        path = url[len("sqlite:///") :]
         if not path:
             raise StoreError("sqlite URL has no path: use sqlite:///runs.db")
         return SqliteBackend(path, create=create)

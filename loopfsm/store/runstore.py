@@ -69,14 +69,24 @@ class RunRecord:
 
     def lock_machine(self) -> Any:
         """The run_lock instance equivalent to this row's lock columns (for checking against the model)."""
-        snap: dict[str, Any] = {"format": 1, "machine": "run_lock", "fingerprint": RUN_LOCK.fingerprint,
-                                "data": {"fence": self.fence, "last_now": self.updated_at}}
+        snap: dict[str, Any] = {
+            "format": 1,
+            "machine": "run_lock",
+            "fingerprint": RUN_LOCK.fingerprint,
+            "data": {"fence": self.fence, "last_now": self.updated_at},
+        }
         if self.holder is None:
             snap.update(state="Free", state_data={})
         else:
-            snap.update(state="Held", state_data={"holder": self.holder, "started_at": self.started_at,
-                                                  "lease_expires_at": self.lease_expires_at,
-                                                  "cancel_requested": self.cancel_requested})
+            snap.update(
+                state="Held",
+                state_data={
+                    "holder": self.holder,
+                    "started_at": self.started_at,
+                    "lease_expires_at": self.lease_expires_at,
+                    "cancel_requested": self.cancel_requested,
+                },
+            )
         return RUN_LOCK.restore(snap)
 
 
@@ -152,13 +162,27 @@ class StoredRow:
     written_fence: int
 
 
-_COLS = ("session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, cancel_requested, "
-         "last_request_id, last_response, updated_at")
+_COLS = (
+    "session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, cancel_requested, "
+    "last_request_id, last_response, updated_at"
+)
 
 
 def _record(r: Sequence[Any]) -> RunRecord:
-    return RunRecord(r[0], r[1], json.loads(r[2]), r[3], r[4], r[5], r[6], r[7], r[8], r[9],
-                     None if r[10] is None else json.loads(r[10]), r[11])
+    return RunRecord(
+        r[0],
+        r[1],
+        json.loads(r[2]),
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        None if r[10] is None else json.loads(r[10]),
+        r[11],
+    )
 
 
 def _dump(value: Any) -> str:
@@ -172,9 +196,16 @@ class RunStore:
     router process (or worker thread) opens its own.
     """
 
-    def __init__(self, backend: Backend, *, prefix: str = "loopfsm_", clock: Callable[[], int] = wall_clock_ms,
-                 lease_ms: int | None = None, admit_retries: int = 8,
-                 fault: Callable[[str], None] | None = None):
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        prefix: str = "loopfsm_",
+        clock: Callable[[], int] = wall_clock_ms,
+        lease_ms: int | None = None,
+        admit_retries: int = 8,
+        fault: Callable[[str], None] | None = None,
+    ):
         self.backend = backend
         self.prefix = check_prefix(prefix)
         self.clock = clock
@@ -191,8 +222,10 @@ class RunStore:
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
                 self.backend.run(stmt)
-            self.backend.run(f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) "
-                             f"ON CONFLICT (key) DO NOTHING", (str(SCHEMA_VERSION),))
+            self.backend.run(
+                f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
         return self.check_schema()
 
     def check_schema(self) -> int:
@@ -201,14 +234,16 @@ class RunStore:
             _, rows = self.backend.run(f"SELECT value FROM {self._t_meta} WHERE key = 'schema_version'")
         except Exception:
             self._reset_after_error()
-            raise StoreError(f"no loopfsm store at {self._where()} (prefix {self.prefix!r}): "
-                             "run `loopfsm store init URL` first") from None
+            raise StoreError(
+                f"no loopfsm store at {self._where()} (prefix {self.prefix!r}): run `loopfsm store init URL` first"
+            ) from None
         if not rows:
             raise StoreError(f"store at {self._where()} records no schema version: run `loopfsm store init URL`")
         version = int(rows[0][0])
         if version != SCHEMA_VERSION:
-            raise StoreError(f"store at {self._where()} has schema version {version}; this loopfsm reads "
-                             f"version {SCHEMA_VERSION}")
+            raise StoreError(
+                f"store at {self._where()} has schema version {version}; this loopfsm reads version {SCHEMA_VERSION}"
+            )
         return version
 
     def drop(self) -> None:
@@ -242,29 +277,53 @@ class RunStore:
         if rec is not None:
             return rec
         snap = ROUTER_RUN.new().snapshot()
-        self.backend.run(f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
-                         f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
-                         (session_id, _dump(snap), self.now(now_ms)))
+        self.backend.run(
+            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
+            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, _dump(snap), self.now(now_ms)),
+        )
         rec = self.load(session_id)
         assert rec is not None
         return rec
 
     def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
         """The session's rows in history order (step, then order within the step)."""
-        sql = (f"SELECT session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence "
-               f"FROM {self._t_rows} WHERE session_id = ?")
+        sql = (
+            f"SELECT session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence "
+            f"FROM {self._t_rows} WHERE session_id = ?"
+        )
         params: list[Any] = [session_id]
         if kind is not None:
             sql += " AND kind = ?"
             params.append(kind)
         _, rows = self.backend.run(sql + " ORDER BY step, ord, kind, row_id", params)
-        return [StoredRow(r[0], r[1], r[2], r[3], r[4], r[5], json.loads(r[6]),
-                          None if r[7] is None else json.loads(r[7]),
-                          None if r[8] is None else json.loads(r[8]), r[9]) for r in rows]
+        return [
+            StoredRow(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                json.loads(r[6]),
+                None if r[7] is None else json.loads(r[7]),
+                None if r[8] is None else json.loads(r[8]),
+                r[9],
+            )
+            for r in rows
+        ]
 
     # -- admission --------------------------------------------------------------------------
-    def admit(self, session_id: str, request: str, request_id: str, *, holder: str,
-              now_ms: int | None = None, lease_ms: int | None = None) -> Admission:
+    def admit(
+        self,
+        session_id: str,
+        request: str,
+        request_id: str,
+        *,
+        holder: str,
+        now_ms: int | None = None,
+        lease_ms: int | None = None,
+    ) -> Admission:
         """Decide ``request`` against the saved row and, if admitted, take the lock in one conditional UPDATE.
 
         The decision is router_run's ``admit`` chain (the rebuilt admission
@@ -281,15 +340,25 @@ class RunStore:
             lock = rec.lock_state(now)
             phase = rec.phase_machine()
             since = rec.snapshot["state_data"].get("since")
-            rule, answer = phase.explain("admit", request=request, lock=lock,
-                                         replay=request_id == rec.last_request_id,
-                                         pause_age_ms=max(0, now - since) if isinstance(since, int) else 0)
+            rule, answer = phase.explain(
+                "admit",
+                request=request,
+                lock=lock,
+                replay=request_id == rec.last_request_id,
+                pause_age_ms=max(0, now - since) if isinstance(since, int) else 0,
+            )
             if answer == "replay":
                 return Admission("replayed", answer, rule, rec, response=rec.last_response)
             if answer not in ("admit", "preempt", "expire"):
                 retry = max(0, (rec.lease_expires_at or now) - now) if answer == "busy" else None
-                return Admission("refused", answer, rule, rec, retry_after_ms=retry,
-                                 allowed_continuations=phase.decide("continuations"))
+                return Admission(
+                    "refused",
+                    answer,
+                    rule,
+                    rec,
+                    retry_after_ms=retry,
+                    allowed_continuations=phase.decide("continuations"),
+                )
             only_if_free = "" if answer == "preempt" else " AND (holder IS NULL OR lease_expires_at <= ?)"
             params: list[Any] = [holder, now, now + lease, now, session_id, rec.fence, rec.version]
             if only_if_free:
@@ -297,19 +366,32 @@ class RunStore:
             n, _ = self.backend.run(
                 f"UPDATE {self._t_state} SET holder = ?, fence = fence + 1, started_at = ?, "
                 f"lease_expires_at = ?, cancel_requested = NULL, updated_at = ? "
-                f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free}", params)
+                f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free}",
+                params,
+            )
             if n == 1:
                 granted = Lease(session_id, holder, rec.fence + 1, rec.version, now, now + lease)
-                return Admission("admitted", answer, rule, rec, lease=granted,
-                                 took_over=lock == "expired" and answer == "admit",
-                                 preempted=answer == "preempt" and lock != "free")
+                return Admission(
+                    "admitted",
+                    answer,
+                    rule,
+                    rec,
+                    lease=granted,
+                    took_over=lock == "expired" and answer == "admit",
+                    preempted=answer == "preempt" and lock != "free",
+                )
             fresh = self.load(session_id)
             assert fresh is not None
             rec = fresh
         now = self.now(now_ms)
-        return Admission("refused", "busy", "contended", rec,
-                         retry_after_ms=max(0, (rec.lease_expires_at or now) - now),
-                         allowed_continuations=rec.phase_machine().decide("continuations"))
+        return Admission(
+            "refused",
+            "busy",
+            "contended",
+            rec,
+            retry_after_ms=max(0, (rec.lease_expires_at or now) - now),
+            allowed_continuations=rec.phase_machine().decide("continuations"),
+        )
 
     # -- holding the lock -------------------------------------------------------------------
     def renew(self, lease: Lease, *, now_ms: int | None = None, lease_ms: int | None = None) -> Lease:
@@ -319,19 +401,31 @@ class RunStore:
         n, rows = self.backend.run(
             f"UPDATE {self._t_state} SET lease_expires_at = ?, updated_at = ? "
             f"WHERE session_id = ? AND holder = ? AND fence = ? RETURNING cancel_requested",
-            (until, now, lease.session_id, lease.holder, lease.fence))
+            (until, now, lease.session_id, lease.holder, lease.fence),
+        )
         if not rows:
             raise self._fenced(lease, "renew")
         return Lease(lease.session_id, lease.holder, lease.fence, lease.version, lease.started_at, until, rows[0][0])
 
     def request_cancel(self, session_id: str, kind: Literal["break", "inject"]) -> bool:
         """Ask the running turn to stop at its next renew; False when no turn is running."""
-        n, _ = self.backend.run(f"UPDATE {self._t_state} SET cancel_requested = ? "
-                                f"WHERE session_id = ? AND holder IS NOT NULL", (kind, session_id))
+        n, _ = self.backend.run(
+            f"UPDATE {self._t_state} SET cancel_requested = ? WHERE session_id = ? AND holder IS NOT NULL",
+            (kind, session_id),
+        )
         return n == 1
 
-    def checkpoint(self, lease: Lease, phase: Any, *, request_id: str, response: Any, rows: Sequence[Row] = (),
-                   trace: Sequence[str] = (), now_ms: int | None = None) -> RunRecord:
+    def checkpoint(
+        self,
+        lease: Lease,
+        phase: Any,
+        *,
+        request_id: str,
+        response: Any,
+        rows: Sequence[Row] = (),
+        trace: Sequence[str] = (),
+        now_ms: int | None = None,
+    ) -> RunRecord:
         """Commit a step: its rows, the next phase (a router_run instance), the response, and release; atomically.
 
         Row ids are derived from (session, run, step, slot), so re-running a
@@ -356,8 +450,18 @@ class RunStore:
                 f"started_at = NULL, lease_expires_at = NULL, cancel_requested = NULL, last_request_id = ?, "
                 f"last_response = ?, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ? "
                 f"AND version = ? RETURNING version",
-                (phase.state, _dump(snap), request_id, _dump(response), now, lease.session_id, lease.holder,
-                 lease.fence, lease.version))
+                (
+                    phase.state,
+                    _dump(snap),
+                    request_id,
+                    _dump(response),
+                    now,
+                    lease.session_id,
+                    lease.holder,
+                    lease.fence,
+                    lease.version,
+                ),
+            )
             if not got:
                 raise self._fenced(lease, "checkpoint")
             step = got[0][0]
@@ -371,27 +475,52 @@ class RunStore:
                     f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
                     f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
                     f"written_fence = excluded.written_fence",
-                    (lease.session_id, r.kind, rid, run_id, step, order, _dump(r.meta),
-                     None if r.body is None else _dump(r.body), None if r.sealed is None else _dump(r.sealed),
-                     lease.fence))
+                    (
+                        lease.session_id,
+                        r.kind,
+                        rid,
+                        run_id,
+                        step,
+                        order,
+                        _dump(r.meta),
+                        None if r.body is None else _dump(r.body),
+                        None if r.sealed is None else _dump(r.sealed),
+                        lease.fence,
+                    ),
+                )
             self._fault("before_commit")
         self._fault("after_commit")
         # The row as just committed, without reading it back.
-        return RunRecord(lease.session_id, phase.state, snap, step, lease.fence, None, None, None, None, request_id,
-                         json.loads(_dump(response)), now)
+        return RunRecord(
+            lease.session_id,
+            phase.state,
+            snap,
+            step,
+            lease.fence,
+            None,
+            None,
+            None,
+            None,
+            request_id,
+            json.loads(_dump(response)),
+            now,
+        )
 
     def release(self, lease: Lease, *, now_ms: int | None = None) -> None:
         """Give the lock back without a checkpoint (a transient failure): the phase stays as it was."""
         n, _ = self.backend.run(
             f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
             f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ?",
-            (self.now(now_ms), lease.session_id, lease.holder, lease.fence))
+            (self.now(now_ms), lease.session_id, lease.holder, lease.fence),
+        )
         if n != 1:
             raise self._fenced(lease, "release")
 
     def _fenced(self, lease: Lease, what: str) -> FencedOut:
-        return FencedOut(f"{what} refused: session {lease.session_id!r} lock fence {lease.fence} held by "
-                         f"{lease.holder!r} is no longer current")
+        return FencedOut(
+            f"{what} refused: session {lease.session_id!r} lock fence {lease.fence} held by "
+            f"{lease.holder!r} is no longer current"
+        )
 
     # -- recovery ---------------------------------------------------------------------------
     def recover(self, holder: str, *, now_ms: int | None = None) -> list[str]:
@@ -403,7 +532,8 @@ class RunStore:
         _, rows = self.backend.run(
             f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
             f"cancel_requested = NULL, updated_at = ? WHERE holder = ? RETURNING session_id",
-            (self.now(now_ms), holder))
+            (self.now(now_ms), holder),
+        )
         return sorted(r[0] for r in rows)
 
     def recover_all(self, *, now_ms: int | None = None) -> list[str]:
@@ -411,7 +541,8 @@ class RunStore:
         _, rows = self.backend.run(
             f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
             f"cancel_requested = NULL, updated_at = ? WHERE holder IS NOT NULL RETURNING session_id",
-            (self.now(now_ms),))
+            (self.now(now_ms),),
+        )
         return sorted(r[0] for r in rows)
 
     def close(self) -> None:
@@ -424,8 +555,15 @@ class RunStore:
         self.close()
 
 
-def open_store(url: str, *, prefix: str = "loopfsm_", create: bool = False, clock: Callable[[], int] = wall_clock_ms,
-               lease_ms: int | None = None, fault: Callable[[str], None] | None = None) -> RunStore:
+def open_store(
+    url: str,
+    *,
+    prefix: str = "loopfsm_",
+    create: bool = False,
+    clock: Callable[[], int] = wall_clock_ms,
+    lease_ms: int | None = None,
+    fault: Callable[[str], None] | None = None,
+) -> RunStore:
     """Open the store a URL names: ``sqlite:///runs.db`` (the embedded default) or ``postgresql://...``.
 
     With ``create`` the tables are made if missing (what ``loopfsm store init``

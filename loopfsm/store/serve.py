@@ -51,20 +51,29 @@ def feed_phase(phase: Any, session_id: str, request: str, request_id: str, out: 
     """Feed router_run the request and its outcome; returns the trace events it recorded."""
     if request in ("execute", "inject"):
         run = ids.run_id(session_id, request_id)
-        return list(phase.feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now,
-                               pause=out.pause) or [])
+        return list(
+            phase.feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now, pause=out.pause)
+            or []
+        )
     if request == "break":
         return list(phase.break_run(now=now, reason=out.reason) or [])
     if request == "sealed":
         return list(phase.sealed(now) or [])
     if request == "approval_decisions":
-        return list(phase.approval_decisions(outcome=out.outcome, now=now, pause=out.pause, aborted=out.aborted)
-                    or [])
+        return list(phase.approval_decisions(outcome=out.outcome, now=now, pause=out.pause, aborted=out.aborted) or [])
     return list(phase.feed(request, outcome=out.outcome, now=now, pause=out.pause) or [])
 
 
-def serve(store: RunStore, session_id: str, request: str, request_id: str, *, holder: str,
-          process: Callable[[Lease], Outcome] | Outcome = Outcome(), now_ms: int | None = None) -> Served:
+def serve(
+    store: RunStore,
+    session_id: str,
+    request: str,
+    request_id: str,
+    *,
+    holder: str,
+    process: Callable[[Lease], Outcome] | Outcome = Outcome(),
+    now_ms: int | None = None,
+) -> Served:
     """Serve one request; never raises for a refusal (it is the response), raises FencedOut only to a zombie."""
     adm = store.admit(session_id, request, request_id, holder=holder, now_ms=now_ms)
     if adm.outcome == "replayed":
@@ -73,8 +82,7 @@ def serve(store: RunStore, session_id: str, request: str, request_id: str, *, ho
         if adm.answer == "idle":
             phase = adm.record.phase_machine()
             return Served(dict(phase.decide("respond", ended="user"), data={}), adm, [])
-        return Served(error_response(adm.answer, adm.allowed_continuations, retry_after_ms=adm.retry_after_ms),
-                      adm, [])
+        return Served(error_response(adm.answer, adm.allowed_continuations, retry_after_ms=adm.retry_after_ms), adm, [])
     lease = adm.lease
     assert lease is not None
     phase = adm.record.phase_machine()
@@ -98,14 +106,16 @@ def serve(store: RunStore, session_id: str, request: str, request_id: str, *, ho
         return Served(resp, adm, [], lease)
     lock_events = ["lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired"]
     events = lock_events + fed + ["lock.released"]
-    ended = ("user" if request == "break" and adm.answer != "expire" else phase.data.ended) \
-        if phase.state == "Idle" else None
+    ended = (
+        ("user" if request == "break" and adm.answer != "expire" else phase.data.ended)
+        if phase.state == "Idle"
+        else None
+    )
     data = dict(out.data, run_id=phase.data.run_id or phase.data.last_run_id)
     if ended is not None:
         data["ended"] = ended
     response = dict(phase.decide("respond", ended=ended), data=data)
-    store.checkpoint(lease, phase, request_id=request_id, response=response, rows=out.rows, trace=events,
-                     now_ms=now_ms)
+    store.checkpoint(lease, phase, request_id=request_id, response=response, rows=out.rows, trace=events, now_ms=now_ms)
     return Served(response, adm, events, lease)
 
 

@@ -83,8 +83,9 @@ class AnthropicStream:
             else:
                 raise StreamEventError(f"event {self.events}: unknown event type {kind!r}")
         except (KeyError, TypeError, AttributeError) as err:
-            raise StreamEventError(f"event {self.events}: malformed {_kind(event)} event ({type(err).__name__}: "
-                                   f"{err})") from None
+            raise StreamEventError(
+                f"event {self.events}: malformed {_kind(event)} event ({type(err).__name__}: {err})"
+            ) from None
 
     def _start_block(self, index: Any, block: Mapping[str, Any]) -> None:
         btype = block["type"]
@@ -136,6 +137,7 @@ def _usage(usage: Any) -> dict[str, Any]:
 
 def _json_text(value: Any) -> str:
     import json
+
     return json.dumps(value, ensure_ascii=False)
 
 

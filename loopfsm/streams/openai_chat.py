@@ -75,8 +75,12 @@ class OpenAIChatStream:
             if key == "tool_calls" and isinstance(value, list) and len(value) == 1:
                 call = value[0]
                 fn = call.get("function") or {}
-                return (call.get("id") is None and fn.get("name") is None
-                        and type(call.get("index")) is int and 0 <= call["index"] < len(self._tools))
+                return (
+                    call.get("id") is None
+                    and fn.get("name") is None
+                    and type(call.get("index")) is int
+                    and 0 <= call["index"] < len(self._tools)
+                )
         except (AttributeError, KeyError, TypeError, ValueError):
             pass
         return False
@@ -93,8 +97,9 @@ class OpenAIChatStream:
                 m.restate_message(chunk["id"], None, policy=pol)
             for choice in choices:
                 if choice.get("index", 0) != 0:
-                    raise StreamEventError(f"chunk {self.chunks}: choice {choice['index']}: this adapter assembles "
-                                           "one choice (n=1)")
+                    raise StreamEventError(
+                        f"chunk {self.chunks}: choice {choice['index']}: this adapter assembles one choice (n=1)"
+                    )
                 self._delta(choice["delta"] or {})
                 reason = choice.get("finish_reason")
                 if reason is not None:
@@ -141,8 +146,7 @@ class OpenAIChatStream:
                 m.restate_header(slot, call.get("id"), fn.get("name"), policy=pol)
         elif call.get("id") is not None or fn.get("name") is not None:
             if i != len(tools):
-                raise StreamEventError(f"chunk {self.chunks}: tool call {i} announced while the next is "
-                                       f"{len(tools)}")
+                raise StreamEventError(f"chunk {self.chunks}: tool call {i} announced while the next is {len(tools)}")
             slot = len(m.data.slots)
             m.open_block(slot, "tool", call.get("id"), fn.get("name"), policy=pol)
             tools.append(slot)

@@ -21,15 +21,23 @@ from .openai_chat import OpenAIChatStream
 
 MAX_LINE = 16 << 20  # characters in one event line
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-_ANTHROPIC_TYPES = {"message_start", "content_block_start", "content_block_delta", "content_block_stop",
-                    "message_delta", "message_stop", "ping", "error"}
+_ANTHROPIC_TYPES = {
+    "message_start",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+    "ping",
+    "error",
+}
 
 
 _LABELS = {"Stopped": "stop", "Done": "done", "Failed": "failed"}
 
 
 def _short(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _describe_close(slot: Any) -> str:
@@ -89,8 +97,10 @@ def replay(path: Path, out: TextIO | None = None) -> int:
                         stream = OpenAIChatStream()
                     else:
                         raise StreamEventError("neither an Anthropic event nor an OpenAI chunk")
-                    print(f"{'anthropic messages' if isinstance(stream, AnthropicStream) else 'openai chat'} stream",
-                          file=out)
+                    print(
+                        f"{'anthropic messages' if isinstance(stream, AnthropicStream) else 'openai chat'} stream",
+                        file=out,
+                    )
                 m = stream.machine
                 before = {i for idx in m.data.open_slots.values() for i in idx}
                 count = len(m.data.slots)

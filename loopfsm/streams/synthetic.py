@@ -20,7 +20,7 @@ def every(n: int) -> Cut:
     """Cut text into pieces of ``n`` characters (the last may be shorter); empty text gives no piece."""
     if n < 1:
         raise ValueError("fragment size must be at least 1")
-    return lambda text: (text[i:i + n] for i in range(0, len(text), n))
+    return lambda text: (text[i : i + n] for i in range(0, len(text), n))
 
 
 @dataclass(frozen=True)
@@ -49,9 +49,19 @@ def anthropic_events(reply: Reply, cut: Cut | None = None, *, pings: bool = Fals
     cut = cut or every(16)
     usage = dict(reply.usage)
     start_usage = {"input_tokens": usage.get("input_tokens", 0), "output_tokens": 1}
-    yield {"type": "message_start", "message": {
-        "id": reply.message_id, "type": "message", "role": "assistant", "model": reply.model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": start_usage}}
+    yield {
+        "type": "message_start",
+        "message": {
+            "id": reply.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": reply.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": start_usage,
+        },
+    }
     if pings:
         yield {"type": "ping"}
     for index, b in enumerate(reply.blocks):
@@ -74,16 +84,23 @@ def anthropic_events(reply: Reply, cut: Cut | None = None, *, pings: bool = Fals
             for piece in cut(b.text):
                 yield {"type": "content_block_delta", "index": index, "delta": {"type": kind, key: piece}}
         if b.lane == "thinking" and b.signature is not None:
-            yield {"type": "content_block_delta", "index": index,
-                   "delta": {"type": "signature_delta", "signature": b.signature}}
+            yield {
+                "type": "content_block_delta",
+                "index": index,
+                "delta": {"type": "signature_delta", "signature": b.signature},
+            }
         yield {"type": "content_block_stop", "index": index}
-    yield {"type": "message_delta", "delta": {"stop_reason": reply.stop_reason, "stop_sequence": reply.stop_sequence},
-           "usage": {"output_tokens": usage.get("output_tokens", 0)}}
+    yield {
+        "type": "message_delta",
+        "delta": {"stop_reason": reply.stop_reason, "stop_sequence": reply.stop_sequence},
+        "usage": {"output_tokens": usage.get("output_tokens", 0)},
+    }
     yield {"type": "message_stop"}
 
 
-def openai_chunks(reply: Reply, cut: Cut | None = None, *, order: Sequence[int] | None = None,
-                  include_usage: bool = True) -> Iterator[dict[str, Any]]:
+def openai_chunks(
+    reply: Reply, cut: Cut | None = None, *, order: Sequence[int] | None = None, include_usage: bool = True
+) -> Iterator[dict[str, Any]]:
     """The chat-completion chunks of ``reply`` (text, refusal and tool blocks).
 
     ``order`` interleaves the blocks: each entry names the block whose next
@@ -97,8 +114,11 @@ def openai_chunks(reply: Reply, cut: Cut | None = None, *, order: Sequence[int] 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
-    yield chunk({"role": "assistant", "content": ""} if reply.blocks and reply.blocks[0].lane == "text"
-                else {"role": "assistant"})
+    yield chunk(
+        {"role": "assistant", "content": ""}
+        if reply.blocks and reply.blocks[0].lane == "text"
+        else {"role": "assistant"}
+    )
     pieces = []
     for b in reply.blocks:
         if b.lane not in ("text", "refusal", "tool"):
@@ -116,8 +136,18 @@ def openai_chunks(reply: Reply, cut: Cut | None = None, *, order: Sequence[int] 
                 started[i] = len(started)
                 first = pieces[i][0] if pieces[i] else ""
                 pos[i] = 1 if pieces[i] else 0
-                yield chunk({"tool_calls": [{"index": started[i], "id": b.id, "type": "function",
-                                             "function": {"name": b.name, "arguments": first}}]})
+                yield chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": started[i],
+                                "id": b.id,
+                                "type": "function",
+                                "function": {"name": b.name, "arguments": first},
+                            }
+                        ]
+                    }
+                )
                 continue
             if pos[i] >= len(pieces[i]):
                 continue
