@@ -138,3 +138,11 @@ def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
             assert not words.startswith(feed + ","), line
     src = dot.state_graph(spec("tool_breaker")).source
     assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>>' in src
+
+
+def test_review_sheet_lists_coverage_excuses_with_their_reasons():
+    from loopfsm.render.matrix import review_sheet
+    sheet = review_sheet(spec("run_lock"))
+    section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
+    assert "| branch `renew/Held[1]` | taken by test_stale_holder_is_fenced_out" in section
+    assert "Rows excused" not in review_sheet(spec("turnstile"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from ..coverage import rows_of
 from ..spec import MISSING, FieldDef, Spec
 from . import mermaid
 from .labels import guards_label, ref_label, state_title
@@ -140,6 +141,11 @@ def review_sheet(spec: Spec) -> str:
                 else (f"`{o.error}`" if isinstance(o.error, str) else f"the outcome's `{o.error['field']}`")
             )
             out.append(f"| `{o.name}` | {err} | {_esc(o.description)} |")
+        out.append("")
+    excused = [r for r in rows_of(spec.source.doc) if r.excuse]
+    if excused:
+        out += ["## Rows excused from transition coverage", "", "| row | why no test takes it |", "| --- | --- |"]
+        out += [f"| {r.kind} `{r.name}` | {_esc(r.excuse or '')} |" for r in excused]
         out.append("")
     out += ["## State diagram", "", "```mermaid", mermaid.state_diagram(spec).rstrip(), "```", ""]
     return "\n".join(out)
