@@ -424,8 +424,19 @@ def cmd_store(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml is the one place it is written)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("loopfsm")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopfsm", description="State machines of agent runtimes as YAML tables.")
+    p.add_argument("--version", action="version", version=f"loopfsm {package_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     regs = argparse.ArgumentParser(add_help=False)
     regs.add_argument(
