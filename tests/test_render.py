@@ -142,6 +142,7 @@ def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
 
 def test_review_sheet_lists_coverage_excuses_with_their_reasons():
     from loopfsm.render.matrix import review_sheet
+
     sheet = review_sheet(spec("run_lock"))
     section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
     assert "| branch `renew/Held[1]` | taken by test_stale_holder_is_fenced_out" in section
