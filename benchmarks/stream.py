@@ -24,7 +24,7 @@ The goal: assembly within 2x of json.loads plus feeding.  The SDKs re-parse or
 re-copy the whole message per event, so at 1 MB in small fragments they take
 minutes; they are timed at smaller sizes (the time per megabyte growing with
 the size is the quadratic cost), and the 1 MB figure is extrapolated from the
-largest size timed, marked as such.
+two largest sizes timed (a linear plus a quadratic term), marked as such.
 
 A script to read, never a test.
 """
@@ -224,12 +224,20 @@ def json_arguments() -> None:
         )
 
 
+def extrapolate(points: list[tuple[int, float]], to: int = 1 << 20) -> float:
+    """Time at ``to`` from t = a*s + b*s*s fitted to the two largest sizes timed (b >= 0, a >= 0)."""
+    (s1, t1), (s2, t2) = points[-2:]
+    b = max(0.0, (t2 * s1 - t1 * s2) / (s1 * s2 * (s2 - s1)))
+    a = max(0.0, (t1 - b * s1 * s1) / s1)
+    return a * to + b * to * to
+
+
 def sdk_json_arguments() -> None:
     sizes = (8 << 10, 16 << 10) if QUICK else (16 << 10, 32 << 10, 64 << 10)
     print("\nThe SDK accumulators on the same arguments at smaller sizes (both fed the same dicts)")
     print(f"{'fragment':>9} {'size':>7} {'assembly':>12} {'Anthropic':>12} {'ratio':>7} {'OpenAI':>12} {'ratio':>7}")
     for frag in (1, 8, 64):
-        per_mb: dict[str, float] = {}
+        timed: dict[str, list[tuple[int, float]]] = {"a": [], "o": []}
         for size in sizes:
             args = arguments_of_size(size)
             want = json.loads(args)
@@ -249,11 +257,11 @@ def sdk_json_arguments() -> None:
                 f"{frag:>9} {size >> 10:>5}KB {fmt(t_ours)} {fmt(t_a)} {t_a / t_ours:6.0f}x {fmt(t_o)} "
                 f"{t_o / t_ours:6.0f}x"
             )
-            per_mb = {"a": t_a * (1 << 20) / size, "o": t_o * (1 << 20) / size, "size": size}
-        grow = (1 << 20) / per_mb["size"]  # quadratic: time per byte grows with the size
+            timed["a"].append((size, t_a))
+            timed["o"].append((size, t_o))
         print(
-            f"{frag:>9}    1 MB  extrapolated: Anthropic SDK ~{fmt(per_mb['a'] * grow).strip()}, "
-            f"OpenAI SDK ~{fmt(per_mb['o'] * grow).strip()}"
+            f"{frag:>9}    1 MB  extrapolated: Anthropic SDK ~{fmt(extrapolate(timed['a'])).strip()}, "
+            f"OpenAI SDK ~{fmt(extrapolate(timed['o'])).strip()}"
         )
 
 
