@@ -233,3 +233,7 @@ def test_ci_gates_types_lint_and_format():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     for gate in ("python3 -m mypy", "python3 -m ruff check .", "python3 -m ruff format --check ."):
         assert gate in ci and gate in README
+
+
+def test_stream_benchmark_output_is_pasted():
+    assert "1 MB of JSON tool arguments" in README and (ROOT / "benchmarks" / "stream.py").exists()
