@@ -249,3 +249,21 @@ def test_a_pause_past_its_ttl_is_expired_by_the_next_request(store):
         "expired",
     )
     assert store.load("t").phase == "Idle" and "run.broken" in late.events
+
+
+def test_an_encrypted_sessions_response_is_never_stored(store):
+    out = Outcome(
+        "completed",
+        encrypted=True,
+        pause=pause_for("AwaitingEncrypt"),
+        data={"to_encrypt": {"message:m3": "the secret answer"}},
+    )
+    first = serve(store, "e", "execute", "q1", holder="A", process=out, now_ms=1000)
+    assert first.response["data"]["to_encrypt"]
+    rec = store.load("e")
+    assert rec.last_request_id == "q1" and rec.last_response is None
+    again = serve(store, "e", "execute", "q1", holder="A", now_ms=1001)  # the response got lost on the wire
+    assert again.admission.outcome == "replayed"
+    assert again.response["data"]["code"] == "response_lost"
+    assert again.response["allowed_continuations"] == ["sealed", "break"]
+    assert store.load("e").version == 1  # nothing ran twice

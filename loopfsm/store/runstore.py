@@ -114,7 +114,8 @@ class Admission:
 
     ``outcome`` is ``admitted`` (``lease`` set; ``took_over``/``preempted`` say
     how; ``answer`` ``expire`` when the request only ends a pause that waited
-    too long), ``replayed`` (``response`` is the stored response of this request_id)
+    too long), ``replayed`` (``response`` is the stored response of this
+    request_id, None when it was not stored)
     or ``refused`` (``answer`` is busy, run_live, not_allowed or idle;
     ``allowed_continuations`` what the phase accepts; ``retry_after_ms`` for busy).
     ``rule`` names the admission rule that answered.
@@ -425,14 +426,17 @@ class RunStore:
         rows: Sequence[Row] = (),
         trace: Sequence[str] = (),
         now_ms: int | None = None,
+        replayable: bool = True,
     ) -> RunRecord:
         """Commit a step: its rows, the next phase (a router_run instance), the response, and release; atomically.
 
         Row ids are derived from (session, run, step, slot), so re-running a
         step after a crash writes the same ids and overwrites.  Trace event
         names become ``trace`` rows (meta only, no payload).  The stored
-        response is replayed to a re-sent request with the same request_id:
-        pass one without secret content for an encrypted session.
+        response is replayed to a re-sent request with the same request_id;
+        with ``replayable=False`` (an encrypted session, whose responses carry
+        plaintext for the client to seal) nothing of it is stored and a re-send
+        is told its response is lost.
         """
         for r in rows:
             if r.kind not in ROW_KINDS:
@@ -454,7 +458,7 @@ class RunStore:
                     phase.state,
                     _dump(snap),
                     request_id,
-                    _dump(response),
+                    _dump(response) if replayable else None,
                     now,
                     lease.session_id,
                     lease.holder,
@@ -502,7 +506,7 @@ class RunStore:
             None,
             None,
             request_id,
-            json.loads(_dump(response)),
+            json.loads(_dump(response)) if replayable else None,
             now,
         )
 

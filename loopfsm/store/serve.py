@@ -77,6 +77,8 @@ def serve(
     """Serve one request; never raises for a refusal (it is the response), raises FencedOut only to a zombie."""
     adm = store.admit(session_id, request, request_id, holder=holder, now_ms=now_ms)
     if adm.outcome == "replayed":
+        if adm.response is None:  # an encrypted session's response is never stored
+            return Served(error_response("response_lost", adm.record.phase_machine().decide("continuations")), adm, [])
         return Served(adm.response, adm, [])
     if adm.outcome == "refused":
         if adm.answer == "idle":
@@ -115,7 +117,16 @@ def serve(
     if ended is not None:
         data["ended"] = ended
     response = dict(phase.decide("respond", ended=ended), data=data)
-    store.checkpoint(lease, phase, request_id=request_id, response=response, rows=out.rows, trace=events, now_ms=now_ms)
+    store.checkpoint(
+        lease,
+        phase,
+        request_id=request_id,
+        response=response,
+        rows=out.rows,
+        trace=events,
+        now_ms=now_ms,
+        replayable=not phase.data.encrypted,
+    )
     return Served(response, adm, events, lease)
 
 
