@@ -287,3 +287,32 @@ def test_record_refuses_what_is_not_this_breakers_permit(bad):
         with pytest.raises(FeedArgumentError):
             f.record(1, bad, "transient")
         assert snap_of(f) == before
+
+
+def test_a_permit_is_recorded_at_most_once_and_a_never_issued_one_is_refused():
+    from loopfsm.errors import FeedRefused
+
+    b = ToolBreaker()
+    p = b.acquire(0, "c1")
+    b.record(1, p, "failure")
+    before = without_refusal_counts(b)
+    for _ in range(3):  # the same failure three times must not open the breaker
+        with pytest.raises(FeedRefused, match="recorded already, or never issued"):
+            b.record(2, p, "failure")
+    with pytest.raises(FeedRefused):
+        b.record(2, Allow("never", b.data.generation), "failure")
+    assert without_refusal_counts(b) == before and b.data.stats["refused_permits"] == 4
+    assert b.state == "Closed" and b.data.consecutive_failures == 1
+
+
+def test_outstanding_permits_are_bounded():
+    from loopfsm.machines.tool_breaker import ToolBreakerPolicy
+
+    policy = ToolBreakerPolicy(max_outstanding=3)
+    b = ToolBreaker()
+    permits = [b.acquire(i, f"c{i}", policy=policy) for i in range(5)]
+    assert b.data.permits == ["c2", "c3", "c4"] and b.data.stats["abandoned"] == 2
+    b.record(9, permits[4], "success", policy=policy)
+    assert b.data.permits == ["c2", "c3"]
+    with pytest.raises(LoopFsmError):
+        b.record(9, permits[0], "success", policy=policy)  # forgotten: no longer outstanding

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import FeedArgumentError, SnapshotError, shown
+from ..errors import FeedArgumentError, FeedRefused, SnapshotError, shown
 from ..registry import Registry
 from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
@@ -113,6 +113,7 @@ def slow_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minim
 def _new_generation(d: Any) -> None:
     """Every transition starts a generation: older permits and probe leases stop counting."""
     d.generation += 1
+    d.permits = []
     d.leases = []
     d.probe_success_count = 0
 
@@ -121,6 +122,28 @@ def _new_generation(d: Any) -> None:
 def allow(m: Any, ctx: Any) -> None:
     bump(m.data.stats, "allowed")
     ctx.reply = Allow(ctx.args["call_id"], m.data.generation, tool=m.data.tool)
+
+
+@REGISTRY.action
+def hold_permit(m: Any, ctx: Any, *, limit: int) -> None:
+    """Remember the permit as outstanding, so it is recorded at most once; the oldest beyond ``limit`` is dropped."""
+    permits = m.data.permits
+    permits.append(ctx.args["call_id"])
+    if len(permits) > limit:
+        del permits[: len(permits) - limit]
+        bump(m.data.stats, "abandoned")
+
+
+@REGISTRY.guard
+def holds_permit(m: Any, ctx: Any) -> bool:
+    return ctx.args["call_id"] in m.data.permits
+
+
+@REGISTRY.action
+def release_permit(m: Any, ctx: Any) -> None:
+    permits = m.data.permits
+    if ctx.args["call_id"] in permits:
+        permits.remove(ctx.args["call_id"])
 
 
 @REGISTRY.action
@@ -219,6 +242,22 @@ def _check_permit(breaker: Any, permit: Any) -> None:
     raise FeedArgumentError(f"tool_breaker: record {why}")
 
 
+def _record(
+    breaker: Any,
+    now: int,
+    permit: Allow,
+    outcome: str,
+    error_kind: str | None,
+    retry_after: int | None,
+    policy: PolicyArg,
+) -> None:
+    try:
+        breaker.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
+    except FeedRefused:  # recorded twice, or never issued: the table refused it; the stats count it
+        bump(breaker.data.stats, "refused_permits")
+        raise
+
+
 class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
     """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
@@ -238,7 +277,7 @@ class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, po
         policy: PolicyArg = None,
     ) -> None:
         _check_permit(self, permit)
-        self.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
+        _record(self, now, permit, outcome, error_kind, retry_after, policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)
@@ -337,7 +376,7 @@ class ToolHealth:
             _check_permit(b, permit)
             if policy is None:
                 policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
-            b.feed("record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy)
+            _record(b, now, permit, outcome, error_kind, retry_after, policy)
             self.breakers.setdefault(tool, b)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
