@@ -72,11 +72,18 @@ class FeedData:
         self.enter_data.update(data)
 
 
-Plan = tuple[Any, tuple[tuple[Callable[..., Any], bool], ...], tuple[Callable[..., Any], ...]]
+Plan = tuple[Any, tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
 PlanRef = tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]
 
 
 _NO_POLICY = object()
+
+
+def _held(guard: Callable[..., Any], negate: bool) -> Callable[..., Any]:
+    """The guard as a plan calls it: truthy when the branch may be taken (``negate: true`` inverts it)."""
+    if not negate:
+        return guard
+    return lambda model, event_data: not guard(model, event_data)
 
 
 def _on_event_data(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
@@ -133,10 +140,10 @@ class LoopTransition(Transition):
         if len(plans) > 64:  # callers building a policy per call: keep the memory bounded
             plans.clear()
         if self._refs is None:  # built by transitions' own API: run its Condition objects
-            guards = tuple((_on_event_data(c.func), not c.target) for c in self.conditions)  # type: ignore[arg-type]
+            guards = tuple(_held(_on_event_data(c.func), not c.target) for c in self.conditions)  # type: ignore[arg-type]
             actions = tuple(_on_event_data(a) for a in self.before)  # type: ignore[arg-type]
         else:
-            guards = tuple((_resolved(r, policy), r[3]) for r in self._refs[0])
+            guards = tuple(_held(_resolved(r, policy), r[3]) for r in self._refs[0])
             actions = tuple(_resolved(r, policy) for r in self._refs[1])
         plan = plans[id(policy)] = (policy, guards, actions)
         return plan
@@ -156,8 +163,8 @@ class LoopTransition(Transition):
                 plan = self._plan(policy)
             self._last = plan
         model = event_data.model
-        for guard, negate in plan[1]:
-            if bool(guard(model, event_data)) is negate:
+        for guard in plan[1]:
+            if not guard(model, event_data):
                 return False
         for action in plan[2]:
             action(model, event_data)
@@ -203,7 +210,7 @@ class LoopEvent(Event):
         self._by_policy: dict[int, tuple[Any, dict[str, tuple[Any, ...]]]] = {}
         self._current: tuple[Any, dict[str, tuple[Any, ...]]] = (_NO_POLICY, {})
 
-    def trigger(self, model: Any, args: dict[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
+    def trigger(self, model: Any, args: Mapping[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
         """Run the feed on ``model``: the branches of its state, each a precompiled plan, first match wins.
 
         The plans are this event's transitions' (see :class:`LoopTransition`),
@@ -231,8 +238,8 @@ class LoopEvent(Event):
             raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
         for trans, guards, actions, dest, data_keys in branches:
             event_data.transition = trans
-            for guard, negate in guards:
-                if bool(guard(model, event_data)) is negate:
+            for guard in guards:
+                if not guard(model, event_data):
                     break
             else:
                 for action in actions:
@@ -279,7 +286,7 @@ class LoopEvent(Event):
         event_data.policy, event_data.enter_data, event_data.reply = policy, {}, None
         for trans, guards, _actions, _dest, _keys in branches:
             event_data.transition = trans
-            if all(bool(guard(model, event_data)) is not negate for guard, negate in guards):
+            if all(guard(model, event_data) for guard in guards):
                 return trans.refusal is None
         return state not in self.otherwise_raise
 

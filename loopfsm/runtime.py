@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from . import tracing as _tracing
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
@@ -19,6 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .registry import Registry
 
 SNAPSHOT_FORMAT = 1
+
+# The arguments of every feed that declares none: read-only and shared, not a new dict per feed.
+_NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 
 #: What every feed and decision accepts as ``policy=``: ``None`` (the YAML's
 #: defaults), the machine's policy class, or a mapping of policy names to values.
@@ -122,7 +126,7 @@ class MachineInstance:
         except KeyError:
             raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
         # A feed that declares no arguments (bind is None) and got none needs no binding.
-        bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else {}
+        bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else _NO_ARGS
         done = ev.trigger(self, bound, c.default_policy if policy is None else c.policy(policy))
         if _tracing.ACTIVE:
             _tracing.feed_done(self, event, done)
