@@ -45,7 +45,7 @@ class FeedData:
     kwargs: Mapping[str, Any] = MappingProxyType({})
     error: Any = None  # transitions' field for an exception in a callback; loopfsm lets those propagate
 
-    def __init__(self, event: LoopEvent, model: Any, args: dict[str, Any], policy: Any):
+    def __init__(self, event: LoopEvent, model: Any, args: Mapping[str, Any], policy: Any):
         self.event = event
         self.model = model
         self.args = args
