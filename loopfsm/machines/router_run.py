@@ -12,10 +12,9 @@ import copy
 import re
 from typing import Any
 
-from ..compiler import compile_file
 from ..errors import FeedArgumentError
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance
 
 REGISTRY = Registry("router_run")
 
@@ -241,5 +240,16 @@ def mediation(m: Any, q: Any, *, permission: str) -> dict[str, Any]:
     }
 
 
-ROUTER_RUN = compile_file(machine_path("router_run"), REGISTRY)
-RouterRun = ROUTER_RUN.Instance
+class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy="RouterRunPolicy"):
+    """Compiled from ``machines/router_run.yaml`` on first use, never on import; its feeds are the YAML's."""
+
+    __slots__ = ()
+
+
+def __getattr__(name: str) -> Any:
+    # The compiled machine and its policy class are built from the YAML on first use.
+    if name == "ROUTER_RUN":
+        return RouterRun.compiled
+    if name == "RouterRunPolicy":
+        return RouterRun.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..compiler import compile_file
 from ..errors import FencedOut
 from ..registry import Registry
-from ..resources import machine_path
+from ..runtime import MachineInstance
 
 REGISTRY = Registry("run_lock")
 
@@ -78,5 +77,16 @@ def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
     ctx.reply = list(ctx.reply or []) + list(events)
 
 
-RUN_LOCK = compile_file(machine_path("run_lock"), REGISTRY)
-RunLock = RUN_LOCK.Instance
+class RunLock(MachineInstance, machine="run_lock", registry=REGISTRY, policy="RunLockPolicy"):
+    """Compiled from ``machines/run_lock.yaml`` on first use, never on import; its feeds are the YAML's."""
+
+    __slots__ = ()
+
+
+def __getattr__(name: str) -> Any:
+    # The compiled machine and its policy class are built from the YAML on first use.
+    if name == "RUN_LOCK":
+        return RunLock.compiled
+    if name == "RunLockPolicy":
+        return RunLock.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
