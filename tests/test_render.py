@@ -147,3 +147,9 @@ def test_review_sheet_lists_coverage_excuses_with_their_reasons():
     section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
     assert "| branch `renew/Held[1]` | taken by test_stale_holder_is_fenced_out" in section
     assert "Rows excused" not in review_sheet(spec("turnstile"))
+
+
+def test_feeds_with_the_same_words_share_a_line():
+    mmd = mermaid.state_diagram(spec("agent_loop"))
+    line = next(x for x in mmd.splitlines() if x.startswith("    planning --> expired:"))
+    assert line.count("past the deadline") == 1 and "tool_proposed, approval_required" in line

@@ -27,13 +27,17 @@ def _fit(prefix: str, label: str) -> str:
     return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1].rstrip() + "…"
 
 
-def _feeds(e: Edge) -> str:
+def _feeds(e: Edge, words: bool = True) -> str:
     # "feed (why; why)": a second colon would read as Mermaid syntax, so words go in brackets.
-    parts = []
-    for feed, words in e.feeds.items():
-        words = list(dict.fromkeys(w for w in words if w))
-        parts.append(f"{feed} ({'; '.join(words)})" if words else feed)
-    return ", ".join(parts)
+    if not words:
+        return ", ".join(e.feeds)
+    return ", ".join(f"{', '.join(feeds)} ({w})" if w else ", ".join(feeds) for feeds, w in e.groups())
+
+
+def _edge(prefix: str, e: Edge) -> str:
+    """The edge with its words if the line fits, else with its feed names only, else cut."""
+    line = _fit(prefix, _feeds(e))
+    return line if not line.endswith("…") else _fit(prefix, _feeds(e, words=False))
 
 
 def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
@@ -51,11 +55,11 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
         ov = overview(spec)
         for e in ov.edges:
             label = ", ".join(e.feeds) if e.loop else _feeds(e)
-            lines.append(_fit(f"    {e.src} --> {e.dst}", label))
+            lines.append(_fit(f"    {e.src} --> {e.dst}", label) if e.loop else _edge(f"    {e.src} --> {e.dst}", e))
         if ov.any_moves or ov.any_stays:
             lines.append(f'    state "{ov.any_label}" as {ANY}')
             for e in ov.any_moves:
-                lines.append(_fit(f"    {ANY} --> {e.dst}", _feeds(e)))
+                lines.append(_edge(f"    {ANY} --> {e.dst}", e))
             if ov.any_stays:
                 lines.append(f"    note right of {ANY}")
                 lines.append("        accepted there without moving:")

@@ -42,12 +42,20 @@ class Edge:
     def loop(self) -> bool:
         return self.src == self.dst
 
-    def lines(self) -> list[str]:
-        out = []
+    def groups(self) -> list[tuple[list[str], str]]:
+        """(feeds, words) in first-seen order; feeds that say the same thing share one line.
+
+        Four feeds that each expire at the deadline read as one line
+        ("tool_proposed, dispatch, ...: past the deadline"), not four.
+        """
+        out: dict[str, list[str]] = {}
         for feed, words in self.feeds.items():
-            words = list(dict.fromkeys(w for w in (_without(feed, w) for w in words) if w))
-            out.append(f"{feed}: {'; '.join(words)}" if words else feed)
-        return out
+            kept = list(dict.fromkeys(w for w in (_without(feed, w) for w in words) if w))
+            out.setdefault("; ".join(kept), []).append(feed)
+        return [(feeds, words) for words, feeds in out.items()]
+
+    def lines(self) -> list[str]:
+        return [f"{', '.join(feeds)}: {words}" if words else ", ".join(feeds) for feeds, words in self.groups()]
 
 
 def _without(feed: str, words: str) -> str:
