@@ -284,6 +284,7 @@ def breaker_same_results() -> None:
             "consecutive_failures",
             "trips",
             "leases",
+            "permits",
             "probe_success_count",
             "stats",
         ):

@@ -218,6 +218,7 @@ class ToolBreakerState:
         "until",
         "reason",
         "since",
+        "permits",
     )
 
     def __init__(self, tool: str):
@@ -225,6 +226,7 @@ class ToolBreakerState:
         self.window: list[str] = []
         self.consecutive_failures = self.trips = self.probe_success_count = 0
         self.leases: list[dict] = []
+        self.permits: list[str] = []
         self.stats: dict[str, int] = {}
         self.until = self.reason = self.since = None
 
@@ -234,6 +236,7 @@ class ToolBreakerState:
     def _new_generation(self) -> None:
         self.generation += 1
         self.leases = []
+        self.permits = []
         self.probe_success_count = 0
 
     def _trip(self, p, reason: str, retry_after: int | None = None) -> None:
@@ -268,6 +271,11 @@ class ToolBreakerState:
         state = self.state
         if state == "Closed":
             self._count("allowed")
+            permits = self.permits
+            permits.append(call_id)  # a permit is recorded at most once: remember it until then
+            if len(permits) > p.max_outstanding:
+                del permits[: len(permits) - p.max_outstanding]
+                self._count("abandoned")
             return Allow(call_id, self.generation, tool=self.tool)
         if state == "Open":
             if now >= self.until:
@@ -283,6 +291,10 @@ class ToolBreakerState:
             return self._grant_probe(p, call_id)
         self._count("rejected")
         return Reject(min(lease["expires_at"] for lease in self.leases), "probes_busy")
+
+    def _release(self, call_id: str) -> None:
+        if call_id in self.permits:
+            self.permits.remove(call_id)
 
     def _rate(self, window: list[str], kind: str, percent: int, p) -> bool:
         return percent > 0 and len(window) >= p.minimum_calls and window.count(kind) * 100 >= percent * len(window)
@@ -311,10 +323,16 @@ class ToolBreakerState:
         if state == "Closed":
             self.last_now = now
             if generation != self.generation:
+                self._release(call_id)
                 self._count("stale")
+            elif call_id not in self.permits:
+                self._count("refused_permits")
+                raise ValueError("no permit is outstanding for this call")
             elif (outcome == "failure" and error_kind in _CALLERS_FAULT) or outcome == "ignored":
+                self._release(call_id)
                 self._count("ignored")
             else:
+                self._release(call_id)
                 window = (self.window + [outcome])[-p.window_size :]
                 trip = None
                 if p.trip_after > 0 and outcome == "failure" and self.consecutive_failures + 1 >= p.trip_after:
