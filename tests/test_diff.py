@@ -198,3 +198,12 @@ def test_before_actions_any_guards_and_refusals_are_named(tmp_path):
         'target refuse ("the action named is not the tool call awaiting a decision") -> refuse ("not that one")' in t
         for t in found
     ), found
+
+
+def test_git_mode_takes_seven_arguments_and_names_added_files(capsys):
+    path = str(ROOT / "machines" / "turnstile.yaml")
+    assert main(["diff", "--git", "machines/turnstile.yaml", "/dev/null", ".", ".", path, "abc", "100644"]) == 0
+    assert capsys.readouterr().out == "machines/turnstile.yaml: machine file added\n"
+    assert main(["diff", "--git", "machines/turnstile.yaml", path, ".", ".", path, ".", "."]) == 0
+    assert "turnstile: no changes" in capsys.readouterr().out
+    assert main(["diff", "--git", "a", "b"]) == 2
