@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import FeedArgumentError
 from ..registry import Registry
-from ..runtime import MachineInstance
+from ..runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("router_run")
 
@@ -241,9 +241,85 @@ def mediation(m: Any, q: Any, *, permission: str) -> dict[str, Any]:
 
 
 class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy="RouterRunPolicy"):
-    """Compiled from ``machines/router_run.yaml`` on first use, never on import; its feeds are the YAML's."""
+    """Compiled from ``machines/router_run.yaml`` on first use, never on import; a typed method per feed."""
 
     __slots__ = ()
+
+    def execute(
+        self,
+        run_id: str,
+        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        encrypted: bool,
+        now: int,
+        pause: Any = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> Any:
+        """A new prompt, fed at release with the outcome of its first turn."""
+        return self.feed("execute", run_id, outcome, encrypted, now, {} if pause is None else pause, policy=policy)
+
+    def decrypted(
+        self,
+        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        now: int,
+        pause: Any = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> Any:
+        """The client returned the opened plaintext (and any folded ciphertext); fed at release with the outcome of the
+        turn it enabled."""
+        return self.feed("decrypted", outcome, now, {} if pause is None else pause, policy=policy)
+
+    def approval_decisions(
+        self,
+        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        now: int,
+        aborted: bool = False,
+        pause: Any = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> Any:
+        """The client's standalone decisions; fed at release with the outcome (aborted when a decision
+        rejected the gated step)."""
+        return self.feed("approval_decisions", outcome, now, aborted, {} if pause is None else pause, policy=policy)
+
+    def tool_results(
+        self,
+        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        now: int,
+        pause: Any = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> Any:
+        """Results of the pending allow/ask calls with ask decisions folded in; fed at release with the outcome of the
+        next model turn."""
+        return self.feed("tool_results", outcome, now, {} if pause is None else pause, policy=policy)
+
+    def sealed(self, now: int, *, policy: PolicyArg = None) -> Any:
+        """The ciphertext for every row in to_encrypt; metadata and sealed content are written together and the
+        run ends."""
+        return self.feed("sealed", now, policy=policy)
+
+    def break_run(
+        self, now: int, reason: Literal["user", "failed", "expired"] = "user", *, policy: PolicyArg = None
+    ) -> Any:
+        """The user's stop (protocol type `break`), a fatal failure, or an expired pause: the run ends and the phase
+        returns to Idle."""
+        return self.feed("break_run", now, reason, policy=policy)
+
+    def inject(
+        self,
+        run_id: str,
+        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        encrypted: bool,
+        now: int,
+        pause: Any = None,
+        *,
+        policy: PolicyArg = None,
+    ) -> Any:
+        """The user redirects the run with a new message; behaves as break followed by a fresh turn, fed at release with
+        that turn's outcome."""
+        return self.feed("inject", run_id, outcome, encrypted, now, {} if pause is None else pause, policy=policy)
 
 
 def __getattr__(name: str) -> Any:

@@ -8,11 +8,11 @@ tested against.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import FencedOut
 from ..registry import Registry
-from ..runtime import MachineInstance
+from ..runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("run_lock")
 
@@ -78,9 +78,42 @@ def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
 
 
 class RunLock(MachineInstance, machine="run_lock", registry=REGISTRY, policy="RunLockPolicy"):
-    """Compiled from ``machines/run_lock.yaml`` on first use, never on import; its feeds are the YAML's."""
+    """Compiled from ``machines/run_lock.yaml`` on first use, never on import; a typed method per feed."""
 
     __slots__ = ()
+
+    def acquire(self, now: int, holder: str, lease_ms: int, *, policy: PolicyArg = None) -> Any:
+        """An admitted request takes the lock (a takeover if the lease expired)."""
+        return self.feed("acquire", now, holder, lease_ms, policy=policy)
+
+    def preempt(self, now: int, holder: str, lease_ms: int, *, policy: PolicyArg = None) -> Any:
+        """break or inject takes the lock from a running turn at once."""
+        return self.feed("preempt", now, holder, lease_ms, policy=policy)
+
+    def request_cancel(self, kind: Literal["break", "inject"], *, policy: PolicyArg = None) -> Any:
+        """break or inject asks the running turn to stop at its next renew."""
+        return self.feed("request_cancel", kind, policy=policy)
+
+    def renew(self, now: int, fence: int, lease_ms: int, *, policy: PolicyArg = None) -> Any:
+        """The holder extends its lease; refused (FencedOut) when its fence is no longer current."""
+        return self.feed("renew", now, fence, lease_ms, policy=policy)
+
+    def release(self, now: int, fence: int, *, policy: PolicyArg = None) -> Any:
+        """The holder gives the lock back after its checkpoint; refused (FencedOut) when its fence is no longer
+        current."""
+        return self.feed("release", now, fence, policy=policy)
+
+    def expire(self, now: int, *, policy: PolicyArg = None) -> Any:
+        """A sweeper frees a lock whose lease ran out."""
+        return self.feed("expire", now, policy=policy)
+
+    def recover(self, holder: str, *, policy: PolicyArg = None) -> Any:
+        """Startup of router `holder`: frees the locks its previous incarnation held."""
+        return self.feed("recover", holder, policy=policy)
+
+    def reset(self, *, policy: PolicyArg = None) -> Any:
+        """The seed's startup rule, clearing every lock; for a single router process only."""
+        return self.feed("reset", policy=policy)
 
 
 def __getattr__(name: str) -> Any:
