@@ -8,6 +8,7 @@ from .catalog import load_machine
 from .compiler import CompiledMachine, compile_file, compile_spec
 from .errors import (
     ActionError,
+    ClientError,
     ConfigError,
     DecisionError,
     FeedArgumentError,
@@ -17,6 +18,7 @@ from .errors import (
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
+    ProtocolError,
     ProviderError,
     RegistryError,
     RenderError,
@@ -65,4 +67,6 @@ __all__ = [
     "StreamEventError",
     "StreamFailed",
     "ProviderError",
+    "ProtocolError",
+    "ClientError",
 ]

@@ -512,6 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     s.set_defaults(func=cmd_store)
 
+    from .router.commands import add_commands
+
+    add_commands(sub)
+
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")
     s.add_argument("--script", help="YAML script of model replies and tool results")

@@ -183,3 +183,14 @@ class ProviderError(LoopFsmError):
         self.retry_after_ms = retry_after_ms
         why = f": {detail}" if detail else ""
         super().__init__(f"{provider}: model call failed ({outcome}){why}")
+
+
+class ProtocolError(LoopFsmError):
+    """A router protocol message is malformed or does not fit the pause it answers; nothing changed.
+
+    The message names the rule and the place (a JSON path), never the content.
+    """
+
+
+class ClientError(LoopFsmError):
+    """The reference client could not reach the router after its retries, or got an answer it cannot act on."""

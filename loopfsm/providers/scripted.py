@@ -96,6 +96,16 @@ class ScriptedProvider:
     def remaining(self) -> int:
         return len(self._replies) - len(self.calls)
 
+    def reply_at(self, index: int, request: ModelRequest) -> ModelReply:
+        """Reply number ``index``, whatever was asked before: a stateless caller (the router, which may
+        restart between turns) keeps the index with its run, so a retried turn gets the same reply."""
+        if not 0 <= index < len(self._replies):
+            raise ScriptError(f"the script has no reply {index + 1} (it has {len(self._replies)})")
+        reply = self._replies[index]
+        if isinstance(reply, ProviderError):
+            raise ProviderError(reply.provider, reply.outcome, "scripted failure", reply.retry_after_ms)
+        return reply
+
     def complete(self, request: ModelRequest) -> ModelReply:
         if not self.remaining:
             raise ScriptError(f"the script has no reply left (it had {len(self._replies)})")

@@ -314,6 +314,29 @@ class RunStore:
             for r in rows
         ]
 
+    def row(self, session_id: str, kind: str, row_id: str) -> StoredRow | None:
+        """One stored row by its id, or None."""
+        _, rows = self.backend.run(
+            f"SELECT session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence "
+            f"FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
+            (session_id, kind, row_id),
+        )
+        if not rows:
+            return None
+        r = rows[0]
+        return StoredRow(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            json.loads(r[6]),
+            None if r[7] is None else json.loads(r[7]),
+            None if r[8] is None else json.loads(r[8]),
+            r[9],
+        )
+
     # -- admission --------------------------------------------------------------------------
     def admit(
         self,
@@ -427,6 +450,7 @@ class RunStore:
         trace: Sequence[str] = (),
         now_ms: int | None = None,
         replayable: bool = True,
+        run_id: str | None = None,
     ) -> RunRecord:
         """Commit a step: its rows, the next phase (a router_run instance), the response, and release; atomically.
 
@@ -437,6 +461,8 @@ class RunStore:
         with ``replayable=False`` (an encrypted session, whose responses carry
         plaintext for the client to seal) nothing of it is stored and a re-send
         is told its response is lost.
+        ``run_id`` names the run the rows belong to when the phase does not (a turn that
+        failed before its run reached a checkpoint leaves the phase Idle).
         """
         for r in rows:
             if r.kind not in ROW_KINDS:
@@ -445,7 +471,7 @@ class RunStore:
                 raise ValueError(f"row {r.kind}:{r.slot} has both body and sealed content")
         now = self.now(now_ms)
         snap = phase.snapshot()
-        run_id = phase.data.run_id or phase.data.last_run_id or ""
+        run_id = run_id or phase.data.run_id or phase.data.last_run_id or ""
         all_rows = list(rows) + [Row("trace", f"trace/{i}", {"event": e}) for i, e in enumerate(trace)]
         self._fault("before_transaction")
         with self.backend.transaction():

@@ -1,0 +1,228 @@
+"""The reference client of the router protocol (httpx).
+
+It never leads: every move is the answer to the last response, checked by the
+``router_client`` machine (a message the response did not allow raises before
+it is sent).  It runs tools in a :class:`Workspace`, asks ``approver`` about
+ask calls and standalone approvals, seals and opens content with a
+:class:`~loopfsm.crypto.Keyring` in an encrypted session, and re-sends the very
+same request (same ``request_id``) after a transport error or a ``busy``.
+
+``approver(kind, info)`` answers ``"approved"``, ``"rejected"``, ``"break"`` or
+``("inject", text)``; ``kind`` is ``tool`` (an ask call) or an approval kind
+(``plan`` ...).  ``interrupt(state, response)``, asked before the client
+answers any pause, may return ``"break"`` or ``("inject", text)`` to take the
+user's escape hatch there instead (the machine refuses one the response did
+not allow).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..crypto import Keyring
+from ..errors import ClientError
+from ..machines.router_client import RouterClient
+from ..router import protocol as P
+from .workspace import Workspace
+
+Approver = Callable[[str, dict[str, Any]], Any]
+
+
+def _never(kind: str, info: dict[str, Any]) -> Any:
+    return "rejected"
+
+
+class Client:
+    def __init__(
+        self,
+        router_url: str,
+        session_id: str,
+        *,
+        workspace: Workspace | str = ".",
+        keyring: Keyring | None = None,
+        approver: Approver = _never,
+        approver_name: str = "user",
+        on_progress: Callable[[str, dict[str, Any]], None] | None = None,
+        retries: int = 20,
+        retry_delay_s: float = 0.25,
+        http: Any = None,
+        timeout_s: float = 60.0,
+        interrupt: Callable[[str, dict[str, Any]], Any] | None = None,
+    ):
+        import httpx
+
+        self.session_id = session_id
+        self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.keyring, self.approver, self.approver_name = keyring, approver, approver_name
+        self.on_progress = on_progress or (lambda what, info: None)
+        self.retries, self.retry_delay_s = retries, retry_delay_s
+        self.interrupt = interrupt or (lambda state, resp: None)
+        self.http = http or httpx.Client(base_url=router_url.rstrip("/"), timeout=timeout_s)
+        self.machine = RouterClient()
+        self.last_message: str | None = None  # the last completed turn's text (an encrypted one ends idle)
+        self.sent: list[dict[str, Any]] = []  # every request put on the wire, re-sends included (tests read it)
+
+    def close(self) -> None:
+        self.http.close()
+
+    # -- wire -------------------------------------------------------------------------------
+    def _post(self, req: dict[str, Any]) -> dict[str, Any]:
+        import httpx
+
+        path = "execute" if req["type"] == "execute" else "continue"
+        url = f"/v1/sessions/{self.session_id}/{path}"
+        for attempt in range(self.retries + 1):
+            self.sent.append(req)
+            try:
+                r = self.http.post(url, json=req)
+            except httpx.TransportError:
+                self.on_progress("retry", {"type": req["type"], "why": "transport"})
+                time.sleep(self.retry_delay_s)
+                continue
+            if r.status_code >= 500:
+                time.sleep(self.retry_delay_s)
+                continue
+            resp: dict[str, Any] = r.json()
+            P.check_response(resp)
+            if resp["status"] == "error" and resp["data"].get("code") == "busy" and attempt < self.retries:
+                time.sleep(min(2.0, max(self.retry_delay_s, resp["data"].get("retry_after_ms", 0) / 1000)))
+                continue
+            return resp
+        raise ClientError(f"router unreachable after {self.retries + 1} attempts")
+
+    def _exchange(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.machine.send(req["type"], req["request_id"])
+        resp = self._post(req)
+        allowed = [a for a in resp["allowed_continuations"] if a != "execute"]
+        self.machine.response(req["request_id"], resp["status"], allowed, bool(resp["data"].get("to_encrypt")), False)
+        if resp["status"] == "completed":
+            self.last_message = resp["data"].get("message")
+        self.on_progress(resp["status"], resp["data"])
+        return resp
+
+    # -- sealing ----------------------------------------------------------------------------
+    def _seal(self, ref: str, text: str) -> dict[str, Any]:
+        assert self.keyring is not None
+        return self.keyring.seal(text, session_id=self.session_id, ref=ref).to_json()
+
+    def _seal_all(self, to_encrypt: dict[str, str]) -> dict[str, Any]:
+        return {ref: self._seal(ref, text) for ref, text in to_encrypt.items()}
+
+    @staticmethod
+    def _rid() -> str:
+        return uuid.uuid4().hex
+
+    # -- a run ------------------------------------------------------------------------------
+    def run(self, prompt: str, *, permissions: dict[str, str] | None = None) -> dict[str, Any]:
+        """Carry one prompt to the end of its run; returns the last response."""
+        rid = self._rid()
+        data: dict[str, Any] = {"prompt": prompt}
+        if self.keyring is not None:
+            data["mode"] = "encrypted"
+            ref = P.prompt_ref(rid)
+            data["encrypted"] = {ref: self._seal(ref, P.message_text({"role": "user", "text": prompt}))}
+        if permissions is not None:
+            data["permissions"] = permissions
+        resp = self._exchange({"type": "execute", "request_id": rid, "data": data})
+        for _ in range(10_000):
+            state = self.machine.state
+            if state == "Idle":
+                return resp
+            nxt = self._answer(state, resp)
+            resp = self._exchange(nxt)
+        raise ClientError("run did not end")  # pragma: no cover
+
+    def _escape(self, answer: Any) -> dict[str, Any] | None:
+        if answer == "break":
+            return {"type": "break", "request_id": self._rid()}
+        if isinstance(answer, tuple) and answer and answer[0] == "inject":
+            rid = self._rid()
+            data: dict[str, Any] = {"message": answer[1]}
+            if self.keyring is not None:
+                ref = P.prompt_ref(rid)
+                data["encrypted"] = {ref: self._seal(ref, P.message_text({"role": "user", "text": answer[1]}))}
+            return {"type": "inject", "request_id": rid, "data": data}
+        return None
+
+    def _answer(self, state: str, resp: dict[str, Any]) -> dict[str, Any]:
+        esc = self._escape(self.interrupt(state, resp))
+        if esc is not None:
+            return esc
+        data = resp["data"]
+        to_encrypt = data.get("to_encrypt") or {}
+        if state == "Sealing":
+            return {"type": "sealed", "request_id": self._rid(), "data": {"encrypted": self._seal_all(to_encrypt)}}
+        if state == "Decrypting":
+            assert self.keyring is not None
+            plain = {
+                ref: self.keyring.open(env, session_id=self.session_id, ref=ref).decode()
+                for ref, env in data["to_decrypt"].items()
+            }
+            out: dict[str, Any] = {"plaintext": plain}
+            if to_encrypt:
+                out["encrypted"] = self._seal_all(to_encrypt)
+            return {"type": "decrypted", "request_id": self._rid(), "data": out}
+        if state == "Approving":
+            decisions = []
+            for a in data["approvals"]:
+                info = dict(a)
+                if a.get("ref") in to_encrypt:
+                    info["summary"] = to_encrypt[a["ref"]]
+                answer = self.approver(a["kind"], info)
+                esc = self._escape(answer)
+                if esc is not None:
+                    return esc
+                decisions.append(
+                    {
+                        "approval_id": a["approval_id"],
+                        "decision": "approved" if answer == "approved" else "rejected",
+                        "approver": self.approver_name,
+                        "args_hash": a["args_hash"],
+                    }
+                )
+            out = {"decisions": decisions}
+            if to_encrypt:
+                out["encrypted"] = self._seal_all(to_encrypt)
+            return {"type": "approval_decisions", "request_id": self._rid(), "data": out}
+        if state == "RunningTools":
+            results, sealed = [], {}
+            for call in data["tool_requests"]:
+                r: dict[str, Any] = {"call_id": call["call_id"]}
+                if call["requires_approval"] == "ask":
+                    answer = self.approver("tool", dict(call))
+                    esc = self._escape(answer)
+                    if esc is not None:
+                        return esc
+                    r.update(
+                        decision="approved" if answer == "approved" else "rejected",
+                        approver=self.approver_name,
+                        args_hash=call["args_hash"],
+                    )
+                if r.get("decision") == "rejected":
+                    content, is_error = "the user rejected this call", True
+                else:
+                    self.on_progress("tool", {"name": call["name"]})
+                    content, is_error = self.workspace.run(call["name"], call["arguments"])
+                r.update(content=content, is_error=is_error)
+                results.append(r)
+                if self.keyring is not None:
+                    sealed[call["ref"]] = self._seal(
+                        call["ref"], P.message_text(P.tool_result_message(call["call_id"], content, is_error))
+                    )
+            out = {"results": results}
+            if self.keyring is not None:
+                sealed.update(self._seal_all(to_encrypt))
+                out["encrypted"] = sealed
+            return {"type": "tool_results", "request_id": self._rid(), "data": out}
+        raise ClientError(f"client in unexpected state {state}")  # pragma: no cover
+
+
+def dumps(resp: dict[str, Any]) -> str:
+    return json.dumps(resp, indent=2, sort_keys=True)
+
+
+__all__ = ["Client", "ClientError", "Workspace"]

@@ -1,0 +1,166 @@
+"""``loopfsm router serve`` and ``loopfsm client run``: the service and its client on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+
+def add_commands(sub: Any) -> None:
+    s = sub.add_parser("router", help="serve the reference router over HTTP")
+    rs = s.add_subparsers(dest="router_command", required=True, metavar="ACTION")
+    t = rs.add_parser("serve", help="serve execute / continue / stream on HOST:PORT (uvicorn)")
+    t.add_argument("--store", required=True, help="sqlite:///runs.db or postgresql://user@host/db (created if missing)")
+    t.add_argument("--host", default="127.0.0.1")
+    t.add_argument("--port", type=int, default=8787)
+    t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t.add_argument("--script", help="YAML script of model replies (default: the built-in demo script)")
+    t.add_argument(
+        "--holder",
+        help="this router's lock-holder id; keep it across restarts so recovery frees its locks "
+        "(default: router-HOST-PORT)",
+    )
+    t.add_argument("--permissions", help='JSON object of default tool permissions, e.g. {"shell": "deny"}')
+    t.add_argument(
+        "--provider",
+        choices=PROVIDERS,
+        default="scripted",
+        help="the primary model's API (default: scripted, offline); keys come from the SDK's environment "
+        "variables (ANTHROPIC_API_KEY, OPENAI_API_KEY)",
+    )
+    t.add_argument("--model", help="the primary model's name (needed for anthropic and openai)")
+    t.add_argument(
+        "--fallback-provider",
+        choices=PROVIDERS,
+        help="the model the fallback breaker switches to (default: the primary)",
+    )
+    t.add_argument("--fallback-model", help="the fallback model's name")
+    s.set_defaults(func=cmd_router)
+
+    s = sub.add_parser("client", help="run the reference client against a router")
+    cs = s.add_subparsers(dest="client_command", required=True, metavar="ACTION")
+    t = cs.add_parser("run", help="send a prompt and carry its run to the end, running tools in the workspace")
+    t.add_argument("prompt")
+    t.add_argument("--router", default="http://127.0.0.1:8787")
+    t.add_argument("--session", required=True)
+    t.add_argument("--workspace", default=".", help="directory the tools are confined to (default: .)")
+    t.add_argument("--yes", action="store_true", help="approve every ask call and approval without asking")
+    t.add_argument("--keyring", help="keyring file: makes the session end-to-end encrypted (created if missing)")
+    s.set_defaults(func=cmd_client)
+
+
+PROVIDERS = ("scripted", "anthropic", "openai")
+
+
+def _provider(kind: str, model: str | None, script: str | None) -> Any:
+    from ..errors import ConfigError
+
+    if kind == "scripted":
+        from ..providers.scripted import ScriptedProvider
+        from .service import DEMO_SCRIPT
+
+        return ScriptedProvider.from_file(script) if script else ScriptedProvider(DEMO_SCRIPT)
+    if not model:
+        raise ConfigError(f"--provider {kind} needs --model (and --fallback-provider {kind} --fallback-model)")
+    try:
+        if kind == "anthropic":
+            from ..providers.anthropic_api import AnthropicProvider
+
+            return AnthropicProvider()
+        from ..providers.openai_api import OpenAIProvider
+
+        return OpenAIProvider()
+    except Exception as err:  # noqa: BLE001 - an SDK refusing to start (no key) is a usage problem here
+        raise ConfigError(f"cannot start the {kind} client ({type(err).__name__}); is its API key set?") from None
+
+
+def cmd_router(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from .http import serve
+    from .service import Router
+
+    provider = _provider(args.provider, args.model, args.script)
+    fb_kind = args.fallback_provider or args.provider
+    fb_model = args.fallback_model or args.model
+    fallback = (
+        provider if (fb_kind, fb_model) == (args.provider, args.model) else _provider(fb_kind, fb_model, args.script)
+    )
+    try:
+        perms = json.loads(args.permissions) if args.permissions else None
+    except ValueError:
+        raise ConfigError("--permissions must be a JSON object") from None
+    if perms is not None and not (
+        isinstance(perms, dict) and all(v in ("allow", "ask", "deny") for v in perms.values())
+    ):
+        raise ConfigError('--permissions maps tool names to "allow", "ask" or "deny"')
+    router = Router(
+        args.store,
+        prefix=args.prefix,
+        holder=args.holder or f"router-{args.host}-{args.port}",
+        provider=provider,
+        fallback=fallback,
+        permissions=perms,
+        create=True,
+        model=args.model or "scripted",
+        fallback_model=fb_model,
+    )
+    print(
+        f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
+        f"holder {router.holder})",
+        file=sys.stderr,
+        flush=True,
+    )
+    serve(router, args.host, args.port)
+    return 0
+
+
+def cmd_client(args: argparse.Namespace) -> int:
+    from ..client import Client
+    from ..crypto import Keyring
+
+    keyring = None
+    if args.keyring:
+        if not os.path.exists(args.keyring):
+            Keyring.generate().save(args.keyring)
+            print(f"created keyring {args.keyring} (owner-only)", file=sys.stderr)
+        keyring = Keyring.load(args.keyring)
+
+    def approver(kind: str, info: dict[str, Any]) -> Any:
+        what = (
+            f"{info['name']} {json.dumps(info.get('arguments', {}))[:200]}"
+            if kind == "tool"
+            else f"{kind}: {info.get('summary', '')[:400]}"
+        )
+        if args.yes:
+            print(f"  approved: {what}", file=sys.stderr)
+            return "approved"
+        if not sys.stdin.isatty():
+            print(f"  rejected (no terminal to ask; use --yes): {what}", file=sys.stderr)
+            return "rejected"
+        answer = input(f"  allow {what}? [y/N/b(reak)] ").strip().lower()
+        return "approved" if answer in ("y", "yes") else "break" if answer in ("b", "break") else "rejected"
+
+    def progress(what: str, info: dict[str, Any]) -> None:
+        if what == "tool":
+            print(f"  running {info['name']}", file=sys.stderr)
+        elif what == "retry":
+            print(f"  router unreachable, re-sending {info['type']}", file=sys.stderr)
+        else:
+            print(f"- {what}", file=sys.stderr)
+
+    client = Client(
+        args.router, args.session, workspace=args.workspace, keyring=keyring, approver=approver, on_progress=progress
+    )
+    try:
+        resp = client.run(args.prompt)
+    finally:
+        client.close()
+    data = resp["data"]
+    if resp["status"] == "completed" or data.get("ended") == "completed":
+        print(client.last_message or "")
+        return 0
+    print(f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip())
+    return 1

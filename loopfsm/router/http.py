@@ -1,0 +1,181 @@
+"""The router over HTTP: a Starlette ASGI app (serve it with uvicorn).
+
+Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
+
+- ``POST /v1/sessions/{session}/execute``: an ``execute`` request.
+- ``POST /v1/sessions/{session}/continue``: any continuation (``tool_results``, ``break`` ...).
+- ``POST /v1/sessions/{session}/stream``: either, answered as server-sent events: one ``trace``
+  event per step of the turn as it runs, then one ``response`` event with the envelope.
+- ``GET /healthz``.
+
+Every protocol outcome, refusals included, is HTTP 200 with the response
+envelope; a body that is not JSON is 400 and one over the size limit 413,
+both still carrying an ``error`` envelope.  Nothing a client sends ends in a
+5xx: the router answers its own failures with ``error``/``internal``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from typing import Any
+
+from .protocol import MAX_REQUEST_BYTES, error, protocol_schema
+from .service import SESSION_ID, Router
+
+
+def openapi(schema_url: str = "") -> dict[str, Any]:
+    """The OpenAPI 3.1 document of the app (the protocol schema's $defs are its components)."""
+    defs = json.loads(json.dumps(protocol_schema()["$defs"]).replace("#/$defs/", "#/components/schemas/"))
+    sid = {
+        "name": "session",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": SESSION_ID.pattern},
+    }
+
+    def op(summary: str, body: str, content: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "summary": summary,
+            "parameters": [sid],
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}},
+            },
+            "responses": {
+                "200": {"description": "the response envelope", "content": content},
+                "400": {"description": "body is not JSON", "content": envelope_content},
+                "413": {"description": "body too large", "content": envelope_content},
+            },
+        }
+
+    envelope_content = {"application/json": {"schema": {"$ref": "#/components/schemas/response"}}}
+    defs["continuation"] = {
+        "oneOf": [
+            {"$ref": f"#/components/schemas/{k}"}
+            for k in ("tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break")
+        ]
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "loopfsm router", "version": "1"},
+        "paths": {
+            "/v1/sessions/{session}/execute": {"post": op("start a run", "execute", envelope_content)},
+            "/v1/sessions/{session}/continue": {"post": op("answer the run's pause", "continuation", envelope_content)},
+            "/v1/sessions/{session}/stream": {
+                "post": op(
+                    "either, streamed as server-sent events",
+                    "request",
+                    {"text/event-stream": {"schema": {"type": "string"}}},
+                )
+            },
+            "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "ok"}}}},
+        },
+        "components": {"schemas": defs},
+    }
+
+
+def create_app(router: Router) -> Any:
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response, StreamingResponse
+    from starlette.routing import Route
+
+    doc = openapi()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> Any:
+        yield
+        router.close()
+
+    async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_REQUEST_BYTES:
+                return None, JSONResponse(error("invalid", "request body too large", []), status_code=413)
+            chunks.append(chunk)
+        try:
+            return json.loads(b"".join(chunks)), None
+        except (ValueError, UnicodeDecodeError):
+            return None, JSONResponse(error("invalid", "request body is not JSON", []), status_code=400)
+
+    def shape(obj: Any, want_execute: bool) -> dict[str, Any] | None:
+        if isinstance(obj, dict) and (obj.get("type") == "execute") != want_execute:
+            where = "/execute" if obj.get("type") == "execute" else "/continue"
+            return error("invalid", f"send {obj.get('type')!s:.20} to {where}", [])
+        return None
+
+    async def execute(request: Request) -> Response:
+        session = request.path_params["session"]
+        obj, bad = await body_of(request, session)
+        if bad is not None:
+            return bad
+        wrong = shape(obj, True)
+        if wrong is not None:
+            return JSONResponse(wrong)
+        return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+
+    async def cont(request: Request) -> Response:
+        session = request.path_params["session"]
+        obj, bad = await body_of(request, session)
+        if bad is not None:
+            return bad
+        wrong = shape(obj, False)
+        if wrong is not None:
+            return JSONResponse(wrong)
+        return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+
+    async def stream(request: Request) -> Response:
+        session = request.path_params["session"]
+        obj, bad = await body_of(request, session)
+        if bad is not None:
+            return bad
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+
+        def on_event(name: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, ("trace", name))
+
+        def work() -> None:
+            resp = router.handle(session, obj, on_event=on_event)
+            loop.call_soon_threadsafe(queue.put_nowait, ("response", json.dumps(resp)))
+
+        threading.Thread(target=work, daemon=True).start()
+
+        async def events() -> Any:
+            while True:
+                kind, data = await queue.get()
+                yield f"event: {kind}\ndata: {data}\n\n"
+                if kind == "response":
+                    return
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True, "holder": router.holder})
+
+    async def openapi_doc(request: Request) -> Response:
+        return JSONResponse(doc)
+
+    return Starlette(
+        routes=[
+            Route("/v1/sessions/{session}/execute", execute, methods=["POST"]),
+            Route("/v1/sessions/{session}/continue", cont, methods=["POST"]),
+            Route("/v1/sessions/{session}/stream", stream, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/openapi.json", openapi_doc, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+
+
+def serve(router: Router, host: str = "127.0.0.1", port: int = 8787, log_level: str = "warning") -> None:
+    """Recover this router's stale locks, then serve until interrupted."""
+    import uvicorn
+
+    router.recover()
+    uvicorn.run(create_app(router), host=host, port=port, log_level=log_level)

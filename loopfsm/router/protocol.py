@@ -1,0 +1,144 @@
+"""The router protocol's messages: their JSON Schema (``spec/protocol.schema.json``) and small helpers.
+
+A request is ``{type, request_id, data}``; every answer is the envelope
+``{status, data, allowed_continuations}``.  Requests are checked against the
+schema before anything else happens, so a malformed one is answered with an
+``error`` envelope and changes nothing.  Content references are ``kind:id``;
+sealed payloads are the envelopes of :mod:`loopfsm.crypto`.
+
+What a sealed payload holds (the client seals, the router never sees a key):
+``message:*`` and ``tool_call:*`` hold the canonical JSON of one conversation
+message (:func:`message_text`), ``diff:*`` the JSON of the proposed change,
+``plan:*`` the plan's text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import lru_cache, cache
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProtocolError
+from ..resources import _find
+
+REQUEST_TYPES = ("execute", "tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break")
+STATUSES = ("completed", "awaiting_tool", "awaiting_approval", "awaiting_decrypt", "idle", "error")
+#: A request body larger than this is refused before it is parsed.
+MAX_REQUEST_BYTES = 8 * 1024 * 1024
+
+
+def protocol_schema_path() -> Path:
+    return _find("spec", "protocol.schema.json")
+
+
+@lru_cache(maxsize=1)
+def protocol_schema() -> dict[str, Any]:
+    with open(protocol_schema_path(), encoding="utf-8") as fh:
+        doc: dict[str, Any] = json.load(fh)
+    return doc
+
+
+@cache
+def _validator(name: str) -> Any:
+    import jsonschema
+
+    schema = protocol_schema()
+    sub = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{name}"}
+    return jsonschema.Draft202012Validator(sub, format_checker=None)
+
+
+def _where(err: Any) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+
+
+@dataclass(frozen=True)
+class Request:
+    type: str
+    request_id: str
+    data: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"type": self.type, "request_id": self.request_id}
+        if self.data or self.type != "break":
+            d["data"] = self.data
+        return d
+
+
+def parse_request(obj: object) -> Request:
+    """Check a decoded request against its schema; :class:`ProtocolError` names the first problem's place."""
+    if not isinstance(obj, dict):
+        raise ProtocolError("a request is a JSON object {type, request_id, data}")
+    kind = obj.get("type")
+    if kind not in REQUEST_TYPES:
+        raise ProtocolError(f"request type must be one of {', '.join(REQUEST_TYPES)}")
+    errors = sorted(_validator(kind).iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        what = err.validator
+        raise ProtocolError(
+            f"{kind} request invalid at {_where(err)}: fails '{what}'"
+            + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+        )
+    return Request(kind, obj["request_id"], dict(obj.get("data") or {}))
+
+
+def check_response(obj: object) -> None:
+    """Check a response envelope against the schema (tests and the reference client use it)."""
+    errors = list(_validator("response").iter_errors(obj))
+    if errors:
+        raise ProtocolError(f"response invalid at {_where(errors[0])}: fails '{errors[0].validator}'")
+
+
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def args_hash(name: str, arguments: Any) -> str:
+    """What a decision is bound to: the tool (or gate) and its exact arguments."""
+    return "sha256:" + hashlib.sha256(canonical({"name": name, "arguments": arguments}).encode()).hexdigest()
+
+
+def message_text(message: dict[str, Any]) -> str:
+    """The text sealed for a ``message:*`` or ``tool_call:*`` reference: one message's canonical JSON."""
+    return canonical(message)
+
+
+def tool_result_message(call_id: str, content: str, is_error: bool) -> dict[str, Any]:
+    """The message a tool result becomes, as the client seals it under the call's ``tool_call:*`` ref."""
+    return {"role": "tool", "text": content, "tool_call_id": call_id, "is_error": is_error}
+
+
+def prompt_ref(request_id: str) -> str:
+    """Where a client seals the prompt of an execute or inject: derived from the request, known to both sides."""
+    return f"message:u-{request_id}"
+
+
+def envelope(status: str, data: dict[str, Any], allowed: list[str]) -> dict[str, Any]:
+    return {"status": status, "data": data, "allowed_continuations": list(allowed)}
+
+
+def error(code: str, message: str, allowed: list[str], *, retry_after_ms: int | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {"code": code, "error": message, "retryable": code in ("busy", "interrupted")}
+    if retry_after_ms is not None:
+        data["retry_after_ms"] = retry_after_ms
+    return envelope("error", data, allowed)
+
+
+__all__ = [
+    "Request",
+    "parse_request",
+    "check_response",
+    "args_hash",
+    "message_text",
+    "tool_result_message",
+    "prompt_ref",
+    "envelope",
+    "error",
+    "protocol_schema",
+    "REQUEST_TYPES",
+    "STATUSES",
+    "canonical",
+]

@@ -1,0 +1,864 @@
+"""The router: one protocol request in, one response envelope out, every machine composed around the IO.
+
+``Router.handle(session_id, request)`` is the seed's acquire / process /
+release.  The store admits the request against the saved row (router_run's
+``admit`` table); the turn loop asks the engine brain ``next_step``, calls
+the model through the fallback breaker, mediates each tool call with the
+session's permissions (router_run's ``mediate`` table) and the per-tool
+breakers, and the step is checkpointed (rows, next phase, response, release)
+in one transaction.  No run is held in memory between requests: what a
+paused run needs to continue is its *run-input bundle*, one ``input`` row.
+
+Rules chosen where the seed is silent (README "Router service" repeats them):
+
+- The run-input bundle (brain snapshot, the tool breakers of the run, pending
+  calls, content awaiting its seal) is stored in clear while the run lives and
+  is overwritten with an empty body the moment the run ends, whichever way it
+  ends (completed, sealed, break, inject, expiry, failure).  In an encrypted
+  session it is the only clear content at rest, and only while the run lives.
+- Trace rows carry the stable event name only, never a payload, so there is
+  nothing in them to seal.
+- The stored response of an encrypted session's live run is a content-free
+  stub; a re-sent request_id is answered from the bundle's copy.
+- ``submit_plan`` raises a standalone plan approval (kind ``plan``) with the
+  argument hash, the approver and an expiry; a rejection ends the run
+  (aborted), a decision after ``expires_at`` ends it (expired).  A run has at
+  most one plan gate (the table allows no second gate after a decision).
+- Every tool call of an encrypted session is sealed under its ``tool_call:*``
+  ref: results the client ran are sealed by the client, router-authored
+  answers (deny, unknown tool, breaker rejection) ride ``to_encrypt``.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError
+from ..machines.engine_brain import LoopMachine
+from ..machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
+from ..machines.breaker_values import Route
+from ..machines.fallback_breaker import FallbackBreaker, FallbackOutcome
+from ..machines.messages import Message
+from ..machines.router_run import ROUTER_RUN
+from ..machines.tool_breaker import ToolHealth, ToolOutcome
+from ..providers import ModelReply, ModelRequest, Provider
+from ..store import Lease, Row, RunStore, ids, open_store
+from ..store.runstore import RunRecord, wall_clock_ms
+from ..store.serve import feed_phase
+from . import protocol as P
+from .tools import ALL_TOOLS, CLIENT_TOOLS, DEFAULT_PERMISSIONS, FILE_CHANGING, PLAN_TOOL, proposed_change
+
+SESSION_ID = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+TOOL_NAMES = [t.name for t in ALL_TOOLS]
+
+
+class _Invalid(ProtocolError):
+    """The request is well-formed but does not fit the pause it answers."""
+
+
+@dataclass
+class _Outcome:
+    """What processing ended with: how to feed the phase, and the response's data."""
+
+    kind: str  # needs_decrypt, gate, tools, completed, failed, expired, aborted, broken, sealed
+    pause: dict[str, Any] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class _Ctx:
+    """One admitted request being processed."""
+
+    def __init__(
+        self,
+        router: Router,
+        session_id: str,
+        req: P.Request,
+        lease: Lease,
+        record: RunRecord,
+        now: int,
+        emit: Callable[[str], None],
+    ):
+        self.router, self.session_id, self.req = router, session_id, req
+        self.lease, self.record, self.now = lease, record, now
+        self.phase = record.phase_machine()
+        self.rows: list[Row] = []
+        self.events: list[str] = []
+        self._emit = emit
+        self.bundle: dict[str, Any] = {}
+        self.run_id: str = self.phase.data.run_id or ""
+        self.to_encrypt: dict[str, str] = {}
+        self.expire = False
+
+    def event(self, name: str) -> None:
+        self.events.append(name)
+        self._emit(name)
+
+    # -- rows -------------------------------------------------------------------------------
+    def rid(self, slot: str) -> str:
+        return ids.row_id(self.session_id, self.run_id, 0, slot)
+
+    @property
+    def encrypted(self) -> bool:
+        return bool(self.bundle.get("mode") == "encrypted")
+
+    def put(self, kind: str, row_id: str, meta: dict[str, Any], content: Any = None, sealed: Any = None) -> None:
+        """Write a row now; in an encrypted session content never reaches a row (only its seal does)."""
+        body = None if self.encrypted else content
+        self.rows.append(Row(kind, f"{kind}/{row_id}", meta, body=body, sealed=sealed, row_id=row_id))
+        self.bundle.setdefault("meta", {})[f"{kind}:{row_id}"] = meta
+
+    def hold_for_seal(self, ref: str, text: str, meta: dict[str, Any]) -> None:
+        """Router-authored content of an encrypted session: handed out in to_encrypt, written when sealed."""
+        self.to_encrypt[ref] = text
+        self.bundle.setdefault("pending", {})[ref] = meta
+        self.bundle.setdefault("meta", {})[ref] = meta
+
+
+class Router:
+    """The reference router service over a run-state store; safe to call from many threads.
+
+    Each thread gets its own store connection.  The model fallback breaker is
+    the process's (it guards the provider this process calls), behind a lock.
+    """
+
+    def __init__(
+        self,
+        store_url: str,
+        *,
+        prefix: str = "loopfsm_",
+        holder: str | None = None,
+        provider: Provider | None = None,
+        fallback: Provider | None = None,
+        permissions: dict[str, str] | None = None,
+        approval_ttl_ms: int = 600_000,
+        max_rounds: int = 32,
+        max_model_attempts: int = 3,
+        model: str = "scripted",
+        fallback_model: str | None = None,
+        clock: Callable[[], int] = wall_clock_ms,
+        create: bool = False,
+        store_fault: Callable[[str], None] | None = None,
+    ):
+        from ..providers.scripted import ScriptedProvider
+
+        self.store_url, self.prefix = store_url, prefix
+        self.holder = holder or f"router-{uuid.uuid4().hex[:12]}"
+        self.provider: Any = provider if provider is not None else ScriptedProvider(DEMO_SCRIPT)
+        self.fallback: Any = fallback if fallback is not None else self.provider
+        self.permissions = dict(DEFAULT_PERMISSIONS if permissions is None else permissions)
+        self.approval_ttl_ms, self.max_rounds, self.max_model_attempts = approval_ttl_ms, max_rounds, max_model_attempts
+        self.model, self.clock, self._fault = model, clock, store_fault
+        self.fallback_model = fallback_model or model
+        self.breaker = FallbackBreaker()
+        self._breaker_lock = threading.Lock()
+        self._local = threading.local()
+        self._stores: list[RunStore] = []
+        self._stores_lock = threading.Lock()
+        self.policy = ROUTER_RUN.default_policy
+        if create:
+            open_store(store_url, prefix=prefix, create=True).close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def store(self) -> RunStore:
+        s: RunStore | None = getattr(self._local, "store", None)
+        if s is None:
+            s = open_store(self.store_url, prefix=self.prefix, clock=self.clock, fault=self._fault)
+            self._local.store = s
+            with self._stores_lock:
+                self._stores.append(s)
+        return s
+
+    def recover(self) -> list[str]:
+        """Startup: free the locks this router's previous incarnation held; their runs resume from phase."""
+        return self.store().recover(self.holder)
+
+    def close(self) -> None:
+        with self._stores_lock:
+            for s in self._stores:
+                try:
+                    s.close()
+                except Exception:  # noqa: BLE001 - closing on shutdown is best effort
+                    pass
+            self._stores.clear()
+
+    def _continuations(self, session_id: str) -> list[str]:
+        rec = self.store().load(session_id) if SESSION_ID.match(session_id or "") else None
+        phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
+        return list(phase.decide("continuations"))
+
+    # -- the one entry point ----------------------------------------------------------------
+    def handle(
+        self, session_id: str, request: object, *, on_event: Callable[[str], None] | None = None
+    ) -> dict[str, Any]:
+        """Serve one request; never raises for anything a client can send."""
+        emit = on_event or (lambda name: None)
+        if not isinstance(session_id, str) or not SESSION_ID.match(session_id):
+            return P.error("invalid", "session id must be 1-64 letters, digits, '_', '.' or '-'", ["execute", "inject"])
+        try:
+            req = P.parse_request(request)
+        except ProtocolError as err:
+            return P.error("invalid", str(err), self._continuations(session_id))
+        store = self.store()
+        adm = store.admit(session_id, req.type, req.request_id, holder=self.holder)
+        if adm.outcome == "replayed":
+            return self._replay(session_id, adm.response)
+        if adm.outcome == "refused":
+            if adm.answer == "idle":
+                return P.envelope("idle", {"run_id": adm.record.phase_machine().data.last_run_id}, [])
+            msg = {
+                "busy": "another request of this session is being processed; re-send it",
+                "run_live": "a run is live: answer its pause, or break / inject",
+                "not_allowed": f"{req.type} is not an allowed continuation now",
+            }.get(adm.answer, adm.answer)
+            return P.error(adm.answer, msg, adm.allowed_continuations, retry_after_ms=adm.retry_after_ms)
+        lease = adm.lease
+        assert lease is not None
+        emit("lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired")
+        ctx = _Ctx(self, session_id, req, lease, adm.record, store.now(), emit)
+        ctx.expire = adm.answer == "expire"  # the admission table found the pause too old: it only ends
+        ctx.events.append(
+            "lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired"
+        )
+        try:
+            out = self._process(ctx)
+            return self._finish(ctx, out)
+        except FencedOut:
+            return P.error(
+                "interrupted",
+                "this request was preempted by a break or inject, or its lease expired",
+                self._continuations(session_id),
+            )
+        except ProtocolError as err:
+            self._release(lease)
+            return P.error("invalid", str(err), list(ctx.phase.decide("continuations")))
+        except Exception as err:  # noqa: BLE001 - a bug must not wedge the run: release, say so without content
+            self._release(lease)
+            return P.error(
+                "internal",
+                f"router error ({type(err).__name__}); the request changed nothing",
+                list(adm.record.phase_machine().decide("continuations")),
+            )
+
+    def _release(self, lease: Lease) -> None:
+        try:
+            self.store().release(lease)
+        except FencedOut:
+            pass
+
+    def _replay(self, session_id: str, stored: Any) -> dict[str, Any]:
+        if isinstance(stored, dict) and isinstance(stored.get("data"), dict) and stored["data"].get("replay_bundle"):
+            row = self.store().row(session_id, "input", stored["data"]["replay_bundle"])
+            if row is not None and isinstance(row.body, dict) and isinstance(row.body.get("response"), dict):
+                return dict(row.body["response"])
+            return P.error("expired", "the run this request belonged to has ended", self._continuations(session_id))
+        if isinstance(stored, dict):
+            return dict(stored)
+        return P.error(
+            "response_lost", "this request was processed; its response was not kept", self._continuations(session_id)
+        )
+
+    # -- processing -------------------------------------------------------------------------
+    def _load_bundle(self, ctx: _Ctx, run_id: str) -> dict[str, Any]:
+        row = self.store().row(ctx.session_id, "input", f"b-{run_id}")
+        if row is None or not isinstance(row.body, dict):
+            raise _Invalid("the live run's bundle is missing")  # pragma: no cover - only a damaged store
+        return dict(row.body)
+
+    def _process(self, ctx: _Ctx) -> _Outcome:
+        t = ctx.req.type
+        live = ctx.phase.state != "Idle"
+        if live:
+            ctx.bundle = self._load_bundle(ctx, ctx.phase.data.run_id)
+        if t == "break":
+            return _Outcome("broken", data={"ended": "user"})
+        if t in ("execute", "inject"):
+            return self._start(ctx, prior=ctx.bundle if live else None)
+        since = int(ctx.phase.state_data.get("since", ctx.now))
+        if ctx.expire or ctx.now - since >= self.policy.pause_ttl_ms:
+            ctx.event("run.expired")
+            return _Outcome("expired", data={"ended": "expired"})
+        if t == "tool_results":
+            return self._tool_results(ctx)
+        if t == "approval_decisions":
+            return self._approvals(ctx)
+        if t == "decrypted":
+            return self._decrypted(ctx)
+        if t == "sealed":
+            return self._sealed(ctx)
+        raise _Invalid(f"{t} cannot be processed here")  # pragma: no cover - admission refuses it first
+
+    def _history_row(self, ctx: _Ctx) -> dict[str, Any]:
+        row = self.store().row(ctx.session_id, "input", "history")
+        return dict(row.body) if row is not None and isinstance(row.body, dict) else {}
+
+    def _start(self, ctx: _Ctx, prior: dict[str, Any] | None) -> _Outcome:
+        req = ctx.req
+        history = self._history_row(ctx)
+        if req.type == "execute":
+            mode = req.data.get("mode", "plaintext")
+            perms = req.data.get("permissions")
+            text = req.data["prompt"]
+        else:
+            mode = (prior or {}).get("mode") or history.get("mode") or "plaintext"
+            perms = (prior or {}).get("permissions")
+            text = req.data["message"]
+        if history.get("mode") not in (None, mode):
+            raise _Invalid(f"this session is {history['mode']}: its mode is fixed by its first run")
+        sealed = req.data.get("encrypted") or {}
+        ref = P.prompt_ref(req.request_id)
+        if mode == "encrypted" and set(sealed) != {ref}:
+            raise _Invalid(f"an encrypted session's prompt travels sealed under {ref} (and nothing else)")
+        if mode == "plaintext" and sealed:
+            raise _Invalid("a plaintext session sends no sealed content")
+        ctx.run_id = ids.run_id(ctx.session_id, req.request_id)
+        ctx.bundle = {
+            "mode": mode,
+            "permissions": dict(self.permissions if perms is None else perms),
+            "model_calls": {},
+            "turn": 0,
+            "prompt_ref": ref,
+            "history_refs": [ref],
+        }
+        prompt_id = ref.split(":", 1)[1]
+        ctx.put(
+            "message",
+            prompt_id,
+            {"role": "user", "run": "prompt"},
+            content=Message.user(text).to_json(),
+            sealed=sealed.get(ref),
+        )
+        brain = LoopMachine()
+        if mode == "encrypted" and history.get("refs"):
+            to_decrypt = {}
+            for r in history["refs"]:
+                kind, rid = r.split(":", 1)
+                row = self.store().row(ctx.session_id, kind, rid)
+                if row is not None and row.sealed is not None:
+                    to_decrypt[r] = row.sealed
+            ctx.bundle["prompt"] = text  # clear, short-lived: the run-input bundle
+            ctx.bundle["decrypt_order"] = list(to_decrypt)
+            return _Outcome(
+                "needs_decrypt",
+                pause={"to_decrypt": list(to_decrypt), "input_ref": f"input:b-{ctx.run_id}", "pending_seal": []},
+                data={"to_decrypt": to_decrypt},
+            )
+        for m in history.get("messages", []):
+            brain.inject(Message.from_json(m))
+        brain.commit_pending()
+        brain.accept_input(text)
+        return self._advance(ctx, brain, ToolHealth())
+
+    # -- the turn loop ----------------------------------------------------------------------
+    def _call_model(self, ctx: _Ctx, brain: LoopMachine) -> ModelReply:
+        messages = tuple(brain.full_history())
+        last: ProviderError | None = None
+        for _ in range(self.max_model_attempts):
+            with self._breaker_lock:
+                route = self.breaker.route(ctx.now)
+            if not isinstance(route, Route):
+                raise _RunFailed(f"model unavailable ({route.reason})")
+            primary = route.model == "primary"
+            provider = self.provider if primary else self.fallback
+            request = ModelRequest(self.model if primary else self.fallback_model, messages, tuple(ALL_TOOLS))
+            # A scripted model answers by position: each route keeps its own count in the run's bundle, so a
+            # retried or restarted turn asks for the same reply, and a scripted failure moves on to the next.
+            counts = ctx.bundle.setdefault("model_calls", {})
+            index = counts.get(route.model, 0)
+            counts[route.model] = index + 1
+            ctx.event("model.called")
+            try:
+                if hasattr(provider, "reply_at"):
+                    reply: ModelReply = provider.reply_at(index, request)
+                else:
+                    reply = provider.complete(request)
+            except ProviderError as err:
+                last = err
+                with self._breaker_lock:
+                    if err.outcome != "invalid_request":
+                        self.breaker.record(
+                            ctx.now, route, cast(FallbackOutcome, err.outcome), retry_after=err.retry_after_ms
+                        )
+                if err.outcome in ("invalid_request", "context_length", "content_policy"):
+                    break
+                continue
+            except ScriptError as err:
+                raise _RunFailed(f"scripted model: {err}") from None
+            with self._breaker_lock:
+                self.breaker.record(ctx.now, route, "success")
+            ctx.event("model.responded")
+            return reply
+        raise _RunFailed(f"model call failed ({last.outcome if last else 'unknown'})")
+
+    def _advance(self, ctx: _Ctx, brain: LoopMachine, health: ToolHealth) -> _Outcome:
+        """Run model turns until the run needs the client, a gate, or ends; bounded by ``max_rounds``."""
+        try:
+            for _ in range(self.max_rounds):
+                step = brain.next_step()
+                if isinstance(step, Done):
+                    if brain.state != "Terminal":
+                        brain.begin(step)
+                    return self._ended(ctx, brain, health)
+                if isinstance(step, Compact):
+                    raise _RunFailed("the conversation outgrew the context window (this router does not compact)")
+                if isinstance(step, CallTools):  # pragma: no cover - tools are answered before asking again
+                    raise _RunFailed("tool calls left unanswered")
+                assert isinstance(step, CallLLM)
+                brain.begin(step)
+                reply = self._call_model(ctx, brain)
+                brain.model_response(reply.message, reply.context_tokens, TOOL_NAMES, tool_health=health, now=ctx.now)
+                ctx.bundle["turn"] += 1
+                turn = ctx.bundle["turn"]
+                aid = ctx.rid(f"assistant/{turn}")
+                aref = f"message:{aid}"
+                ctx.bundle["history_refs"].append(aref)
+                if ctx.encrypted:
+                    ctx.hold_for_seal(
+                        aref, P.message_text(reply.message.to_json()), {"role": "assistant", "turn": turn}
+                    )
+                else:
+                    ctx.put("message", aid, {"role": "assistant", "turn": turn}, content=reply.message.to_json())
+                if brain.state == "Terminal":
+                    return self._ended(ctx, brain, health, final_ref=aref)
+                out = self._mediate(ctx, brain, health, aref)
+                if out is not None:
+                    return out
+            raise _RunFailed(f"more than {self.max_rounds} model turns in one request")
+        except _RunFailed as err:
+            ctx.event("run.failed")
+            return _Outcome("failed", data={"ended": "failed", "error": str(err)})
+
+    def _mediate(self, ctx: _Ctx, brain: LoopMachine, health: ToolHealth, aref: str) -> _Outcome | None:
+        """Mediate the brain's pending calls; None when every call was answered here (the loop goes on)."""
+        turn = ctx.bundle["turn"]
+        resolved: list[dict[str, Any]] = []
+        calls: list[dict[str, Any]] = []
+        gate: dict[str, Any] | None = None
+        pending = list(brain.data.pending_tools)
+        for p in pending:
+            call = p.call
+            cid = ctx.rid(f"tool_call/{turn}/{call.id}")
+            ref = f"tool_call:{cid}"
+            ctx.bundle["history_refs"].append(ref)
+            ctx.event("tool.requested")
+            base = {"call_id": call.id, "name": call.name, "turn": turn}
+            answer: Message | None = p.answer
+            route = "pre_answered"
+            if answer is None and call.name == PLAN_TOOL.name:
+                if len(pending) > 1 or gate is not None:
+                    answer = Message.tool_result(
+                        call.id, "submit_plan must be the only call of its turn", is_error=True
+                    )
+                elif ctx.bundle.get("plan_approved"):
+                    answer = Message.tool_result(call.id, "a plan was already approved for this run")
+                else:
+                    gate = {"call": call.to_json(), "ref": ref, "generation": p.generation}
+                    continue
+            if answer is None:
+                perm = ctx.bundle["permissions"].get(call.name)
+                med = ctx.phase.decide("mediate", permission=perm, known=call.name in CLIENT_TOOLS)
+                ctx.event(med["trace"])
+                if med["route"] == "deny":
+                    route = "deny"
+                    answer = Message.tool_result(
+                        call.id, f"denied: this session's permissions deny '{call.name}'", is_error=True
+                    )
+                    if p.generation is not None:
+                        from ..machines.breaker_values import Allow
+
+                        health.record(call.name, ctx.now, Allow(call.id, p.generation, tool=call.name), "ignored")
+                else:
+                    h = P.args_hash(call.name, call.arguments)
+                    entry: dict[str, Any] = {
+                        "call_id": call.id,
+                        "ref": ref,
+                        "requires_approval": med["route"],
+                        "args_hash": h,
+                    }
+                    meta = dict(base, permission=med["route"], status="requested", args_hash=h)
+                    ctx.put("tool_call", cid, meta, content={"arguments": call.arguments})
+                    change = proposed_change(call.name, call.arguments) if call.name in FILE_CHANGING else None
+                    if change is not None:
+                        did = ctx.rid(f"diff/{turn}/{call.id}")
+                        entry["diff_ref"] = f"diff:{did}"
+                        dmeta = {"call_id": call.id, "path": change["path"], "status": "proposed"}
+                        ctx.put("diff", did, dmeta, content=change)
+                        if ctx.encrypted:
+                            ctx.hold_for_seal(f"diff:{did}", P.canonical(change), dmeta)
+                        ctx.event("diff.proposed")
+                    calls.append({"entry": entry, "call": call.to_json(), "generation": p.generation})
+                    continue
+            # answered by the router: recorded as the call's result, visible to the model
+            meta = dict(base, permission=route, status="answered", is_error=answer.is_error)
+            if ctx.encrypted:
+                ctx.put("tool_call", cid, meta)
+                ctx.hold_for_seal(ref, P.message_text(answer.to_json()), meta)
+            else:
+                ctx.put(
+                    "tool_call",
+                    cid,
+                    meta,
+                    content={"arguments": call.arguments, "result": answer.text, "is_error": answer.is_error},
+                )
+            resolved.append(answer.to_json())
+        if not calls and gate is None:
+            brain.tool_results([Message.from_json(r) for r in resolved])
+            return None
+        ctx.bundle["resolved"] = resolved
+        ctx.bundle["brain"] = brain.snapshot()
+        ctx.bundle["health"] = health.snapshot()
+        pending_seal = sorted(ctx.bundle.get("pending", {}))
+        if gate is not None:
+            args = gate["call"]["arguments"]
+            plan = args.get("plan") if isinstance(args.get("plan"), str) else P.canonical(args)
+            pid = ctx.rid(f"plan/{turn}/{gate['call']['id']}")
+            aid = f"plan-{turn}-{gate['call']['id']}"[:200]
+            approval = {
+                "approval_id": aid,
+                "kind": "plan",
+                "args_hash": P.args_hash(PLAN_TOOL.name, args),
+                "expires_at": ctx.now + self.approval_ttl_ms,
+                "ref": f"plan:{pid}",
+            }
+            ctx.bundle["gate"] = dict(gate, approval=approval)
+            pmeta = {"approval_id": aid, "status": "requested"}
+            if ctx.encrypted:
+                ctx.hold_for_seal(f"plan:{pid}", plan, pmeta)
+                pending_seal = sorted(ctx.bundle.get("pending", {}))
+            else:
+                ctx.put("plan", pid, pmeta, content={"plan": plan})
+            shown = dict(approval, summary="" if ctx.encrypted else plan)
+            return _Outcome(
+                "gate", pause={"approvals": [approval], "pending_seal": pending_seal}, data={"approvals": [shown]}
+            )
+        ctx.bundle["calls"] = calls
+        requests = [dict(c["entry"], name=c["call"]["name"], arguments=c["call"]["arguments"]) for c in calls]
+        return _Outcome(
+            "tools",
+            pause={"calls": [c["entry"] for c in calls], "assistant_ref": aref, "pending_seal": pending_seal},
+            data={"tool_requests": requests},
+        )
+
+    def _ended(self, ctx: _Ctx, brain: LoopMachine, health: ToolHealth, final_ref: str | None = None) -> _Outcome:
+        outcome = brain.outcome()
+        if isinstance(outcome, Completed):
+            if ctx.encrypted:
+                to_seal = [{"ref": r, "meta": m} for r, m in sorted(ctx.bundle.get("pending", {}).items())]
+                ctx.bundle["brain"] = brain.snapshot()
+                return _Outcome("completed", pause={"to_seal": to_seal}, data={"message": outcome.final_text})
+            brain.commit_pending()
+            ctx.bundle["committed"] = [m.to_json() for m in brain.history()]
+            return _Outcome("completed", data={"message": outcome.final_text})
+        err = outcome.error if isinstance(outcome, Failed) else None
+        raise _RunFailed(str(err) if err else f"run ended: {type(outcome).__name__}")
+
+    # -- continuations ----------------------------------------------------------------------
+    def _take_seals(self, ctx: _Ctx, required: list[str], extra_ok: bool = False) -> dict[str, Any]:
+        sealed = dict(ctx.req.data.get("encrypted") or {})
+        if not ctx.encrypted:
+            if sealed:
+                raise _Invalid("a plaintext session sends no sealed content")
+            return {}
+        missing = sorted(set(required) - set(sealed))
+        unknown = sorted(set(sealed) - set(required))
+        if missing:
+            raise _Invalid(f"sealed content missing for {len(missing)} reference(s), first {missing[0]}")
+        if unknown and not extra_ok:
+            raise _Invalid(f"sealed content for a reference this pause does not hold: {unknown[0]}")
+        return sealed
+
+    def _write_sealed(
+        self, ctx: _Ctx, sealed: dict[str, Any], refs: list[str], meta_of: dict[str, dict[str, Any]] | None = None
+    ) -> None:
+        if not ctx.encrypted:
+            return
+        metas = ctx.bundle.get("meta", {})
+        for ref in refs:
+            kind, rid = ref.split(":", 1)
+            meta = (meta_of or {}).get(ref) or metas.get(ref) or {}
+            ctx.rows.append(Row(kind, f"{kind}/{rid}", meta, sealed=sealed[ref], row_id=rid))
+            ctx.bundle.get("pending", {}).pop(ref, None)
+        if refs:
+            ctx.event("seal.persisted")
+
+    def _restore(self, ctx: _Ctx) -> tuple[LoopMachine, ToolHealth]:
+        return LoopMachine.restore(ctx.bundle["brain"]), ToolHealth.restore(ctx.bundle["health"])
+
+    def _tool_results(self, ctx: _Ctx) -> _Outcome:
+        from ..machines.breaker_values import Allow
+
+        calls = ctx.bundle.get("calls") or []
+        by_id = {c["entry"]["call_id"]: c for c in calls}
+        results = ctx.req.data["results"]
+        got = [r["call_id"] for r in results]
+        if sorted(got) != sorted(by_id):
+            raise _Invalid(
+                f"tool_results must answer each pending call exactly once (pending {len(by_id)}, got {len(got)})"
+            )
+        refs = [c["entry"]["ref"] for c in calls]
+        pending_seal = list(ctx.phase.state_data.get("pending_seal") or [])
+        sealed = self._take_seals(ctx, refs + pending_seal)
+        brain, health = self._restore(ctx)
+        answers: dict[str, dict[str, Any]] = {}
+        meta_of: dict[str, dict[str, Any]] = {}
+        for r in results:
+            c = by_id[r["call_id"]]
+            e, call = c["entry"], c["call"]
+            decision = r.get("decision")
+            if e["requires_approval"] == "ask" and decision is None:
+                raise _Invalid(f"call {r['call_id'][:40]!r} is an ask call: its result carries the decision")
+            if e["requires_approval"] == "allow" and decision == "rejected":
+                raise _Invalid(f"call {r['call_id'][:40]!r} is allowed: it cannot be rejected")
+            if r.get("args_hash") not in (None, e["args_hash"]):
+                raise _Invalid(f"call {r['call_id'][:40]!r}: the decision was made for other arguments")
+            if decision == "rejected" and not r["is_error"]:
+                raise _Invalid(f"call {r['call_id'][:40]!r}: a rejected call's result is an error")
+            ok = decision != "rejected" and not r["is_error"]
+            if c.get("generation") is not None:
+                outcome: ToolOutcome = "ignored" if decision == "rejected" else "success" if ok else "failure"
+                health.record(call["name"], ctx.now, Allow(call["id"], c["generation"], tool=call["name"]), outcome)
+            meta = {
+                "call_id": call["id"],
+                "name": call["name"],
+                "turn": ctx.bundle["turn"],
+                "permission": e["requires_approval"],
+                "status": "answered",
+                "args_hash": e["args_hash"],
+                "is_error": r["is_error"],
+                "decision": decision or "allowed",
+                "approver": r.get("approver") if decision else None,
+            }
+            if decision:
+                ctx.event("approval.decided")
+            ctx.event("tool.result")
+            rid = e["ref"].split(":", 1)[1]
+            if ctx.encrypted:
+                meta_of[e["ref"]] = meta
+            else:
+                ctx.put(
+                    "tool_call",
+                    rid,
+                    meta,
+                    content={"arguments": call["arguments"], "result": r["content"], "is_error": r["is_error"]},
+                )
+            if "diff_ref" in e:
+                status = "applied" if ok else "rejected"
+                dref = e["diff_ref"]
+                dmeta = dict(ctx.bundle.get("meta", {}).get(dref, {}), status=status)
+                ctx.event(f"diff.{status}")
+                if ctx.encrypted:
+                    meta_of[dref] = dmeta
+                else:
+                    change = proposed_change(call["name"], call["arguments"])
+                    ctx.put("diff", dref.split(":", 1)[1], dmeta, content=change)
+            answers[call["id"]] = P.tool_result_message(call["id"], r["content"], r["is_error"])
+        self._write_sealed(ctx, sealed, refs + pending_seal, meta_of)
+        ordered = [Message.from_json(m) for m in ctx.bundle.get("resolved", [])]
+        ordered += [Message.from_json(answers[c["call"]["id"]]) for c in calls]
+        brain.tool_results(ordered)
+        ctx.bundle["calls"], ctx.bundle["resolved"] = [], []
+        return self._advance(ctx, brain, health)
+
+    def _approvals(self, ctx: _Ctx) -> _Outcome:
+        gate = ctx.bundle.get("gate") or {}
+        approval = gate.get("approval") or {}
+        decisions = ctx.req.data["decisions"]
+        if [d["approval_id"] for d in decisions] != [approval.get("approval_id")]:
+            raise _Invalid("approval_decisions must decide each pending approval exactly once")
+        d = decisions[0]
+        if d.get("args_hash") not in (None, approval["args_hash"]):
+            raise _Invalid("the decision was made for another plan")
+        pending_seal = list(ctx.phase.state_data.get("pending_seal") or [])
+        sealed = self._take_seals(ctx, pending_seal)
+        pref = approval["ref"]
+        pmeta = {
+            "approval_id": approval["approval_id"],
+            "approver": d["approver"],
+            "args_hash": approval["args_hash"],
+            "expires_at": approval["expires_at"],
+        }
+        if ctx.now > approval["expires_at"]:
+            ctx.event("approval.expired")
+            pmeta["status"] = "expired"
+            self._write_sealed(ctx, sealed, pending_seal, {pref: pmeta})
+            if not ctx.encrypted:
+                ctx.put("plan", pref.split(":", 1)[1], pmeta, content={"plan": gate["call"]["arguments"].get("plan")})
+            return _Outcome("expired", data={"ended": "expired"})
+        ctx.event("approval.decided")
+        pmeta["status"] = d["decision"]
+        self._write_sealed(ctx, sealed, pending_seal, {pref: pmeta})
+        if not ctx.encrypted:
+            plan = gate["call"]["arguments"].get("plan")
+            ctx.put("plan", pref.split(":", 1)[1], pmeta, content={"plan": plan})
+        if d["decision"] == "rejected":
+            return _Outcome("aborted", data={"ended": "aborted"})
+        ctx.bundle["plan_approved"] = True
+        brain, health = self._restore(ctx)
+        call = gate["call"]
+        answer = Message.tool_result(call["id"], f"plan approved by {d['approver']}")
+        cid = gate["ref"].split(":", 1)[1]
+        meta = {
+            "call_id": call["id"],
+            "name": call["name"],
+            "status": "answered",
+            "decision": "approved",
+            "approver": d["approver"],
+            "args_hash": approval["args_hash"],
+            "is_error": False,
+        }
+        if ctx.encrypted:
+            ctx.put("tool_call", cid, meta)
+            ctx.hold_for_seal(gate["ref"], P.message_text(answer.to_json()), meta)
+        else:
+            ctx.put(
+                "tool_call",
+                cid,
+                meta,
+                content={"arguments": call["arguments"], "result": answer.text, "is_error": False},
+            )
+        ordered = [Message.from_json(m) for m in ctx.bundle.get("resolved", [])] + [answer]
+        brain.tool_results(ordered)
+        ctx.bundle["resolved"], ctx.bundle["gate"] = [], None
+        return self._advance(ctx, brain, health)
+
+    def _decrypted(self, ctx: _Ctx) -> _Outcome:
+        order = list(ctx.bundle.get("decrypt_order") or [])
+        plain = ctx.req.data["plaintext"]
+        if set(plain) != set(order):
+            raise _Invalid("decrypted must return the plaintext of exactly the references in to_decrypt")
+        self._take_seals(ctx, list(ctx.phase.state_data.get("pending_seal") or []))
+        brain = LoopMachine()
+        import json as _json
+
+        for ref in order:
+            try:
+                msg = Message.from_json(_json.loads(plain[ref]))
+            except (ValueError, KeyError, TypeError):
+                raise _Invalid(f"{ref}: the opened content is not a conversation message") from None
+            brain.inject(msg)
+        brain.commit_pending()
+        brain.accept_input(ctx.bundle.pop("prompt"))
+        ctx.event("context.resolved")
+        return self._advance(ctx, brain, ToolHealth())
+
+    def _sealed(self, ctx: _Ctx) -> _Outcome:
+        to_seal = [t["ref"] for t in ctx.phase.state_data.get("to_seal") or []]
+        sealed = self._take_seals(ctx, to_seal)
+        self._write_sealed(ctx, sealed, to_seal, {t["ref"]: t["meta"] for t in ctx.phase.state_data["to_seal"]})
+        ctx.bundle["committed_refs"] = True
+        return _Outcome("sealed", data={"ended": "completed"})
+
+    # -- release ----------------------------------------------------------------------------
+    def _finish(self, ctx: _Ctx, out: _Outcome) -> dict[str, Any]:
+        phase, req = ctx.phase, ctx.req
+        was_idle = phase.state == "Idle"
+        ended: str | None = None
+        fed: list[str] = []
+        if out.kind in ("broken", "failed", "expired"):
+            reason = {"broken": "user", "failed": "failed", "expired": "expired"}[out.kind]
+            ended = reason
+            if phase.state != "Idle":
+                fed = list(phase.break_run(ctx.now, reason) or [])
+            elif out.kind == "broken":
+                fed = ["run.broken"]
+        elif out.kind == "aborted":
+            fed = list(phase.approval_decisions("completed", ctx.now, aborted=True) or [])
+            ended = "aborted"
+        elif out.kind == "sealed":
+            fed = list(phase.sealed(ctx.now) or [])
+        else:
+            outcome = out.kind
+            from ..store.serve import Outcome as _StoreOutcome
+
+            fed = feed_phase(
+                phase,
+                ctx.session_id,
+                req.type,
+                req.request_id,
+                _StoreOutcome(outcome=outcome, encrypted=ctx.encrypted, pause=out.pause),
+                ctx.now,
+            )
+            if phase.state == "Idle":
+                ended = phase.data.ended
+        run_ended = phase.state == "Idle"
+        run_id = ctx.run_id or phase.data.run_id or phase.data.last_run_id
+        rows = list(ctx.rows)
+        history = None
+        if run_ended and out.kind in ("completed", "sealed"):
+            h = self._history_row(ctx)
+            mode = ctx.bundle.get("mode", "plaintext")
+            if mode == "encrypted":
+                history = {"mode": mode, "refs": list(h.get("refs", [])) + list(ctx.bundle.get("history_refs", []))}
+            else:
+                history = {"mode": mode, "messages": ctx.bundle.get("committed", [])}
+            rows.append(Row("input", "history", {"mode": mode}, body=history, row_id="history"))
+        elif run_ended and ctx.bundle.get("mode") and not self._history_row(ctx):
+            rows.append(
+                Row(
+                    "input",
+                    "history",
+                    {"mode": ctx.bundle["mode"]},
+                    body={"mode": ctx.bundle["mode"]},
+                    row_id="history",
+                )
+            )
+        # the response: the phase's envelope, the step's data
+        decided = phase.decide("respond", ended=None if out.kind == "sealed" else ended if run_ended else None)
+        data: dict[str, Any] = dict(out.data, run_id=run_id)
+        if ctx.to_encrypt and not run_ended:
+            data["to_encrypt"] = dict(ctx.to_encrypt)
+        data["trace_id"] = f"trace:{run_id}"
+        response = P.envelope(decided["status"], data, decided["allowed_continuations"])
+        stored: dict[str, Any] = response
+        old = None if was_idle else ctx.record.phase_machine().data.run_id
+        if old and old != run_id:  # an inject ended the old run: its bundle goes with it
+            rows.append(Row("input", "bundle", {"run_id": old, "ended": True}, body=None, row_id=f"b-{old}"))
+        if run_ended:
+            if ctx.bundle:
+                rows.append(Row("input", "bundle", {"run_id": run_id, "ended": True}, body=None, row_id=f"b-{run_id}"))
+        else:
+            bundle = dict(ctx.bundle)
+            if ctx.encrypted:
+                bundle["response"] = response
+                stored = P.envelope(
+                    decided["status"],
+                    {"run_id": run_id, "replay_bundle": f"b-{run_id}"},
+                    decided["allowed_continuations"],
+                )
+            rows.append(Row("input", "bundle", {"run_id": run_id}, body=bundle, row_id=f"b-{run_id}"))
+        trace = ctx.events + fed + ["lock.released"]
+        self.store().checkpoint(
+            ctx.lease, phase, request_id=req.request_id, response=stored, rows=rows, trace=trace, run_id=run_id
+        )
+        return response
+
+
+class _RunFailed(Exception):
+    """The run cannot go on (model unavailable, turn cap, script exhausted): it ends as failed."""
+
+
+#: The default script: a turn that looks around, one that writes a file, a closing line.  Offline, deterministic.
+DEMO_SCRIPT: list[dict[str, Any]] = [
+    {
+        "text": "Let me look at the workspace first.",
+        "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "ls"}}],
+        "input_tokens": 120,
+        "output_tokens": 20,
+    },
+    {
+        "text": "I will leave a note.",
+        "tool_calls": [
+            {
+                "id": "c2",
+                "name": "write_file",
+                "arguments": {"path": "NOTES.md", "content": "Visited by the loopfsm demo router.\n"},
+            }
+        ],
+        "input_tokens": 180,
+        "output_tokens": 30,
+    },
+    {"text": "Done: I listed the workspace and wrote NOTES.md.", "input_tokens": 220, "output_tokens": 15},
+]

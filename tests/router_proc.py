@@ -1,0 +1,53 @@
+"""A router process for the process tests: ``loopfsm router serve`` plus a crash/timing hook on the store.
+
+    python router_proc.py URL PREFIX PORT HOLDER SCRIPT_JSON FAULT
+
+FAULT is ``none``; ``hang:MARKER`` (while the file MARKER exists, a checkpoint
+stops just before its commit, touches MARKER.reached and sleeps, so the test
+can kill -9 the process mid-turn); or ``log:FILE`` (each checkpoint appends
+``pid start end`` of its transaction, up to just before its commit, to FILE, holding it open for 0.2 s, so
+overlapping processing by two routers would show).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.http import serve
+from loopfsm.router.service import Router
+
+
+def main() -> None:
+    url, prefix, port, holder, script, fault = sys.argv[1:7]
+    hook = None
+    if fault.startswith("hang:"):
+        marker = fault[5:]
+
+        def hook(point: str) -> None:
+            if point == "before_commit" and os.path.exists(marker):
+                open(marker + ".reached", "w").close()
+                time.sleep(600)
+    elif fault.startswith("log:"):
+        log = fault[4:]
+        started: dict[str, float] = {}
+
+        def hook(point: str) -> None:
+            if point == "before_transaction":
+                started["t"] = time.time()
+                time.sleep(0.2)
+            elif point == "before_commit":  # still inside the lock: the next holder cannot have started yet
+                with open(log, "a") as fh:
+                    fh.write(f"{os.getpid()} {started['t']} {time.time()}\n")
+
+    router = Router(
+        url, prefix=prefix, holder=holder, provider=ScriptedProvider(json.loads(script)), store_fault=hook, create=True
+    )
+    serve(router, "127.0.0.1", int(port))
+
+
+if __name__ == "__main__":
+    main()

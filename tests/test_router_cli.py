@@ -1,0 +1,105 @@
+"""The README's two-minute demo, as commands: `loopfsm router serve`, then `loopfsm client run`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from loopfsm.cli import main
+
+from test_router_processes import free_port
+
+LOOPFSM = [sys.executable, "-m", "loopfsm"]
+
+
+def test_serve_then_client_run_is_the_demo(tmp_path):
+    import httpx
+
+    port = free_port()
+    log = open(tmp_path / "serve.log", "wb")
+    server = subprocess.Popen(
+        LOOPFSM + ["router", "serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}", "--port", str(port)],
+        stdout=log,
+        stderr=log,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()
+                time.sleep(0.1)
+        ws = tmp_path / "demo"
+        ws.mkdir()
+        run = subprocess.run(
+            LOOPFSM
+            + [
+                "client",
+                "run",
+                "--router",
+                f"http://127.0.0.1:{port}",
+                "--session",
+                "s1",
+                "--workspace",
+                str(ws),
+                "--yes",
+                "tidy up",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert run.returncode == 0, run.stderr
+        assert run.stdout == "Done: I listed the workspace and wrote NOTES.md.\n"
+        assert "running shell" in run.stderr and "running write_file" in run.stderr
+        assert (ws / "NOTES.md").read_text() == "Visited by the loopfsm demo router.\n"
+        # without --yes and without a terminal, ask calls are rejected: nothing is written
+        other = tmp_path / "other"
+        other.mkdir()
+        keyring = tmp_path / "keys.json"
+        run = subprocess.run(
+            LOOPFSM
+            + [
+                "client",
+                "run",
+                "--router",
+                f"http://127.0.0.1:{port}",
+                "--session",
+                "s2",
+                "--workspace",
+                str(other),
+                "--keyring",
+                str(keyring),
+                "tidy up",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert run.returncode == 0, run.stderr
+        assert "rejected (no terminal to ask; use --yes)" in run.stderr and not (other / "NOTES.md").exists()
+        assert oct(os.stat(keyring).st_mode & 0o777) == "0o600"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+        log.close()
+    assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+def test_real_provider_without_model_is_a_usage_error(tmp_path, capsys):
+    code = main(["router", "serve", "--store", f"sqlite:///{tmp_path / 'r.db'}", "--provider", "anthropic"])
+    assert code != 0
+    assert "--provider anthropic needs --model" in capsys.readouterr().err
+
+
+def test_bad_permissions_are_refused(tmp_path, capsys):
+    code = main(["router", "serve", "--store", f"sqlite:///{tmp_path / 'r.db'}", "--permissions", '{"shell": "yes"}'])
+    assert code != 0 and "--permissions" in capsys.readouterr().err
+    assert Path(tmp_path).exists()
