@@ -16,6 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 from .tracing import TransitionRecord, attached
 
@@ -120,19 +121,9 @@ def format_trace(rows: list[tuple[int, int, TransitionRecord, str | None]]) -> l
 
 
 def run_agent_script(path: Path) -> int:
-    from .source import SourceProblems, read_file
-
-    try:
-        path.stat()
-    except OSError as err:
-        print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
-        return 2
-    try:
-        script = read_file(path).doc  # the machine files' budgets: a script is input too
-    except SourceProblems as err:
-        for p in err.problems:
-            print(p, file=sys.stderr)
-        return 1
+    script, code = read_script(path)
+    if code:
+        return code
     rows: list[tuple[int, int, TransitionRecord, str | None]] = []
     try:
         for row in drive(script):

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA: dict[str, Any] = {
@@ -254,19 +255,9 @@ def print_rows(rows: list[tuple[Any, ...]]) -> None:
 
 
 def run_router_script(path: Path) -> int:
-    from .source import SourceProblems, read_file
-
-    try:
-        path.stat()
-    except OSError as err:
-        print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
-        return 2
-    try:
-        script = read_file(path).doc
-    except SourceProblems as err:
-        for p in err.problems:
-            print(p, file=sys.stderr)
-        return 1
+    script, code = read_script(path)
+    if code:
+        return code
     try:
         rows = drive(script if isinstance(script, dict) else {"": script})
     except LoopFsmError as err:

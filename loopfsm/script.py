@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 from jsonschema import Draft202012Validator
 
+from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA = {
@@ -197,19 +198,9 @@ def run_script(machine: str, path: Path) -> int:
             file=sys.stderr,
         )
         return 2
-    from .source import SourceProblems, read_file
-
-    try:
-        path.stat()
-    except OSError as err:
-        print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
-        return 2
-    try:
-        script = read_file(path).doc  # the machine files' budgets: a script is input too
-    except SourceProblems as err:
-        for p in err.problems:
-            print(p, file=sys.stderr)
-        return 1
+    script, code = read_script(path)
+    if code:
+        return code
     rows = []
     try:
         for r in drive(script if isinstance(script, dict) else {"": script}):
