@@ -71,10 +71,10 @@ def test_ok_resets_the_count():
 
 def test_fallback_serves_until_the_cooldown_then_exactly_one_probe():
     b = tripped()
-    assert b.route(999, policy=P) == Route("fallback", b.data.generation)
+    assert b.route(999, policy=P) == Route("fallback", b.data.generation, number=4)
     probe = b.route(1000, policy=P)
     assert probe.model == "primary" and probe.probe and b.state == "Recovering"
-    assert b.route(1001, policy=P) == Route("fallback", b.data.generation)  # one probe at a time
+    assert b.route(1001, policy=P) == Route("fallback", b.data.generation, number=6)  # one probe at a time
     assert b.route(1002, policy=P).model == "fallback"
 
 
@@ -132,7 +132,7 @@ def test_fallback_failing_fails_fast_or_tries_the_primary():
     assert b.route(20, policy=P) == FailFast(1000, "primary tripped and the fallback is failing too")
     p2 = FallbackBreakerPolicy(**{**P.__dict__, "when_fallback_fails": "try_primary"})
     r = b.route(21, policy=p2)
-    assert r == Route("primary", b.data.generation)
+    assert r == Route("primary", b.data.generation, number=6)
     b.record(22, r, "success", policy=p2)
     assert b.state == "Primary"
 

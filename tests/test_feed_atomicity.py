@@ -283,10 +283,56 @@ def test_record_refuses_what_is_not_this_breakers_permit(bad):
     assert b.data.stats["refused_permits"] == 1 and b.data.consecutive_failures == 0
     if type(bad) is not Route:
         f = FallbackBreaker()
-        before = snap_of(f)
+        before = without_refusal_counts(f)
         with pytest.raises(FeedArgumentError):
             f.record(1, bad, "transient")
-        assert snap_of(f) == before
+        assert without_refusal_counts(f) == before and f.data.stats["refused_permits"] == 1
+
+
+def test_a_route_of_another_fallback_breaker_is_refused_and_counted():
+    chat, embed = FallbackBreaker("chat"), FallbackBreaker("embed")
+    theirs = embed.route(0)
+    mine = chat.route(0)
+    assert (theirs.breaker, theirs.number) == ("embed", 1) and (mine.breaker, mine.number) == ("chat", 1)
+    before = without_refusal_counts(chat)
+    for _ in range(3):  # same generation, same number: only the name tells them apart
+        with pytest.raises(FeedArgumentError, match="issued by the breaker named 'embed'"):
+            chat.record(1, theirs, "auth")
+    assert without_refusal_counts(chat) == before and chat.data.stats["refused_permits"] == 3
+    assert chat.state == "Primary"
+    chat.record(1, mine, "success")
+    assert chat.data.stats["primary_success"] == 1 and chat.data.outstanding == []
+    with pytest.raises(FeedArgumentError, match="a name is a string"):
+        FallbackBreaker(7)  # type: ignore[arg-type]
+
+
+def test_a_route_is_recorded_at_most_once_even_when_stale():
+    from loopfsm.errors import FeedRefused
+
+    b = FallbackBreaker()
+    routes = [b.route(0) for _ in range(4)]
+    for r in routes[:3]:
+        b.record(0, r, "transient")
+    assert b.state == "Fallback"
+    b.record(1, routes[3], "transient")  # stale: counted once
+    with pytest.raises(FeedRefused):
+        b.record(1, routes[3], "transient")
+    assert b.data.stats["stale"] == 1 and b.data.stats["refused_permits"] == 1
+
+
+def test_outstanding_routes_are_bounded():
+    from loopfsm.machines.fallback_breaker import FallbackBreakerPolicy
+
+    policy = FallbackBreakerPolicy(max_outstanding=3)
+    b = FallbackBreaker()
+    routes = [b.route(i, policy=policy) for i in range(5)]
+    assert b.data.outstanding == [3, 4, 5] and b.data.stats["abandoned"] == 2
+    b.record(9, routes[4], "success", policy=policy)
+    assert b.data.outstanding == [3, 4]
+    with pytest.raises(LoopFsmError, match="forgotten"):
+        b.record(9, routes[0], "success", policy=policy)
+    restored = FallbackBreaker.restore(json.loads(json.dumps(b.snapshot())))
+    assert restored.snapshot() == b.snapshot() and restored.route(10, policy=policy).number == 6
 
 
 def test_a_permit_is_recorded_at_most_once_and_a_never_issued_one_is_refused():

@@ -101,17 +101,48 @@ def fallback_tripped() -> FallbackBreaker:
 
 def test_fallback_a_stale_result_in_primary_is_only_counted():
     b = FallbackBreaker()
-    old = Route("primary", b.data.generation + 7)
-    rec, _ = traced(b, "record", 0, old, "auth", policy=FP)
-    assert rec.branch == "record/Primary[0]" and b.state == "Primary"
+    old = b.route(0, policy=FP)
+    for _ in range(3):
+        b.record(0, b.route(0, policy=FP), "transient", policy=FP)
+    for t in (1000, 1001):  # two good probes: back to Primary, two generations later
+        b.record(t, b.route(t, policy=FP), "success", policy=FP)
+    assert b.state == "Primary" and old.generation != b.data.generation
+    rec, _ = traced(b, "record", 1002, old, "auth", policy=FP)
+    assert rec.branch == "record/Primary[1]" and b.state == "Primary"
     assert b.data.primary_failures == 0 and b.data.stats.get("stale") == 1
+
+
+@pytest.mark.parametrize("state", ["Primary", "Fallback", "Recovering"])
+def test_fallback_a_route_recorded_twice_or_never_issued_is_refused_in_every_state(state):
+    from loopfsm.errors import FeedRefused
+
+    b = FallbackBreaker() if state == "Primary" else fallback_tripped()
+    t = 1000 if state == "Recovering" else 10
+    r = b.route(t, policy=FP)
+    if state == "Recovering":
+        r = b.route(t, policy=FP)  # a fallback call beside the probe
+    assert b.state == state
+    b.record(t, r, "context_length", policy=FP)
+    before = b.snapshot()
+    for bad in (r, Route(r.model, r.generation, number=r.number + 50)):
+        records: list[TransitionRecord] = []
+        with tracing.attached(b, records.append), pytest.raises(FeedRefused, match="recorded already, never issued"):
+            b.record(t, bad, "auth", policy=FP)
+        assert records == []  # a refused feed takes no row
+    after = b.snapshot()
+    assert after["data"]["stats"].pop("refused_permits") == 2
+    assert after == before and b.state == state
 
 
 def test_fallback_a_failed_try_of_the_primary_counts_against_it():
     b = fallback_tripped()
+    for _ in range(2):  # the fallback fails too, so try_primary sends this call to the primary
+        b.record(10, b.route(10, policy=FP), "transient", policy=FP)
     failures = b.data.primary_failures
-    rec, _ = traced(b, "record", 10, Route("primary", b.data.generation), "transient", policy=FP)
-    assert rec.branch == "record/Fallback[2]" and b.state == "Fallback"
+    tried = b.route(10, policy=FallbackBreakerPolicy(**{**FP.__dict__, "when_fallback_fails": "try_primary"}))
+    assert tried.model == "primary"
+    rec, _ = traced(b, "record", 10, tried, "transient", policy=FP)
+    assert rec.branch == "record/Fallback[3]" and b.state == "Fallback"
     assert b.data.primary_failures == failures + 1
 
 
@@ -122,9 +153,10 @@ def test_fallback_while_recovering_fallback_failures_and_other_fallback_results(
     side = b.route(1001, policy=FP)
     assert side.model == "fallback"
     rec, _ = traced(b, "record", 1002, side, "rate_limited", policy=FP)
-    assert rec.branch == "record/Recovering[2]" and b.state == "Recovering" and b.data.fallback_failures == 1
+    assert rec.branch == "record/Recovering[3]" and b.state == "Recovering" and b.data.fallback_failures == 1
+    side = b.route(1003, policy=FP)
     rec, _ = traced(b, "record", 1003, side, "context_length", policy=FP)
-    assert rec.branch == "record/Recovering[3]" and b.state == "Recovering"
+    assert rec.branch == "record/Recovering[4]" and b.state == "Recovering"
     assert b.data.probe_expires_at is not None  # the primary's probe is still out
 
 
@@ -179,7 +211,7 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
     probe = b.route(1000, policy=FP)
     assert b.state == "Recovering" and probe.probe
     rec, _ = traced(b, "record", 1010, probe, "content_policy", policy=FP)
-    assert rec.branch == "record/Recovering[4]" and b.state == "Recovering"
+    assert rec.branch == "record/Recovering[5]" and b.state == "Recovering"
     assert b.data.probe_expires_at is None and b.data.probe_success_count == 0
     assert b.route(1020, policy=FP).probe  # the next call may probe again
 

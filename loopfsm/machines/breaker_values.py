@@ -29,12 +29,18 @@ class Reject:
 
 @dataclass(frozen=True)
 class Route:
-    """Call ``model`` (``"primary"`` or ``"fallback"``); ``probe`` marks the one probe of the primary."""
+    """Call ``model`` (``"primary"`` or ``"fallback"``); ``probe`` marks the one probe of the primary.
+
+    ``breaker`` names the breaker that issued it and ``number`` is the route's own: it is recorded
+    once, on that breaker; recorded again, elsewhere, or never issued, it is refused.
+    """
 
     model: str
     generation: int
     probe: bool = False
     lease_expires_at: int | None = None
+    breaker: str = ""
+    number: int = 0
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..errors import FeedArgumentError, shown
+from ..errors import FeedArgumentError, FeedRefused, shown
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
 from .breaker_common import bump, now_of, register_common
@@ -65,16 +65,44 @@ def primary_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
 
 @REGISTRY.action
 def route_to(m: Any, ctx: Any, *, model: Literal["primary", "fallback"]) -> None:
-    bump(m.data.stats, f"routed_{model}")
-    ctx.reply = Route(model, m.data.generation)
+    d = m.data
+    d.routes += 1
+    bump(d.stats, f"routed_{model}")
+    ctx.reply = Route(model, d.generation, breaker=d.name, number=d.routes)
 
 
 @REGISTRY.action
 def grant_probe(m: Any, ctx: Any, *, ttl_ms: int) -> None:
     d = m.data
+    d.routes += 1
     d.probe_expires_at = d.last_now + ttl_ms
     bump(d.stats, "probes")
-    ctx.reply = Route("primary", d.generation, probe=True, lease_expires_at=d.probe_expires_at)
+    ctx.reply = Route(
+        "primary", d.generation, probe=True, lease_expires_at=d.probe_expires_at, breaker=d.name, number=d.routes
+    )
+
+
+@REGISTRY.action
+def hold_route(m: Any, ctx: Any, *, limit: int) -> None:
+    """Remember the route just issued as outstanding, so it is recorded at most once; the oldest beyond ``limit`` is
+    forgotten."""
+    outstanding = m.data.outstanding
+    outstanding.append(m.data.routes)
+    if len(outstanding) > limit:
+        del outstanding[: len(outstanding) - limit]
+        bump(m.data.stats, "abandoned")
+
+
+@REGISTRY.guard
+def holds_route(m: Any, ctx: Any) -> bool:
+    return ctx.args["number"] in m.data.outstanding
+
+
+@REGISTRY.action
+def release_route(m: Any, ctx: Any) -> None:
+    outstanding = m.data.outstanding
+    if ctx.args["number"] in outstanding:
+        outstanding.remove(ctx.args["number"])
 
 
 @REGISTRY.action
@@ -139,10 +167,26 @@ def fallback_failed(m: Any, ctx: Any) -> None:
     bump(m.data.stats, "fallback_failed")
 
 
+def _refused(breaker: Any, why: str) -> FeedArgumentError:
+    """A record that is not for one of this breaker's routes changes nothing but this count."""
+    bump(breaker.data.stats, "refused_permits")
+    return FeedArgumentError(f"fallback_breaker: record {why}")
+
+
 class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY, policy="FallbackBreakerPolicy"):
-    """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use."""
+    """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use.
+
+    ``name`` is carried by every Route it issues: give breakers that share a driver distinct names,
+    so a route recorded on the wrong one is refused.
+    """
 
     __slots__ = ()
+
+    def __init__(self, name: str = "") -> None:
+        if type(name) is not str:
+            raise FeedArgumentError(f"fallback_breaker: a name is a string, got {type(name).__name__} {shown(name)}")
+        super().__init__()
+        self.data.name = name
 
     def route(self, now: int, *, policy: PolicyArg = None) -> Route | FailFast:
         return self.feed("route", now, policy=policy)  # type: ignore[no-any-return]
@@ -157,11 +201,18 @@ class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGI
         policy: PolicyArg = None,
     ) -> None:
         if type(route) is not Route:
-            raise FeedArgumentError(
-                f"fallback_breaker: record takes the Route that route() answered, "
-                f"got {type(route).__name__} {shown(route)}"
+            raise _refused(self, f"takes the Route that route() answered, got {type(route).__name__} {shown(route)}")
+        if route.breaker != self.data.name:
+            raise _refused(
+                self,
+                f"route {route.number} was issued by the breaker named {shown(route.breaker)}, "
+                f"not this one ({shown(self.data.name)})",
             )
-        self.feed("record", now, route.model, outcome, route.generation, retry_after, policy=policy)
+        try:
+            self.feed("record", now, route.model, outcome, route.generation, route.number, retry_after, policy=policy)
+        except FeedRefused:  # recorded twice, never issued, or forgotten: the table refused it; the stats count it
+            bump(self.data.stats, "refused_permits")
+            raise
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)
