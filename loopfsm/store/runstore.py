@@ -163,6 +163,25 @@ class StoredRow:
     written_fence: int
 
 
+_ROW_COLS = "session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence"
+
+
+def _stored_row(r: tuple[Any, ...]) -> StoredRow:
+    """A row as selected with ``_ROW_COLS``: meta always JSON, body and sealed JSON or NULL."""
+    return StoredRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        json.loads(r[6]),
+        None if r[7] is None else json.loads(r[7]),
+        None if r[8] is None else json.loads(r[8]),
+        r[9],
+    )
+
+
 _COLS = (
     "session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, cancel_requested, "
     "last_request_id, last_response, updated_at"
@@ -289,53 +308,23 @@ class RunStore:
 
     def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
         """The session's rows in history order (step, then order within the step)."""
-        sql = (
-            f"SELECT session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence "
-            f"FROM {self._t_rows} WHERE session_id = ?"
-        )
+        sql = f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ?"
         params: list[Any] = [session_id]
         if kind is not None:
             sql += " AND kind = ?"
             params.append(kind)
         _, rows = self.backend.run(sql + " ORDER BY step, ord, kind, row_id", params)
-        return [
-            StoredRow(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                json.loads(r[6]),
-                None if r[7] is None else json.loads(r[7]),
-                None if r[8] is None else json.loads(r[8]),
-                r[9],
-            )
-            for r in rows
-        ]
+        return [_stored_row(r) for r in rows]
 
     def row(self, session_id: str, kind: str, row_id: str) -> StoredRow | None:
         """One stored row by its id, or None."""
         _, rows = self.backend.run(
-            f"SELECT session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence "
-            f"FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
+            f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
             (session_id, kind, row_id),
         )
         if not rows:
             return None
-        r = rows[0]
-        return StoredRow(
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            r[5],
-            json.loads(r[6]),
-            None if r[7] is None else json.loads(r[7]),
-            None if r[8] is None else json.loads(r[8]),
-            r[9],
-        )
+        return _stored_row(rows[0])
 
     # -- admission --------------------------------------------------------------------------
     def admit(
