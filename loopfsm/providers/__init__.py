@@ -36,6 +36,19 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
     "content_policy",
     "invalid_request",
 )
+
+
+def status_class(status: int | None) -> FailureClass:
+    """The outcome class an HTTP status means when the error body named none (None: no response at all)."""
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403):
+        return "auth"
+    if status is None or status == 408 or status >= 500:
+        return "transient"
+    return "invalid_request"
+
+
 #: Why a reply stopped, normalised across providers.
 StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn"]
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from ..errors import ProviderError
 from ..machines.messages import Message, ToolCall
-from . import FailureClass, ModelReply, ModelRequest, StopReason
+from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
 
 #: The API's error ``type`` -> the fallback breaker's outcome class.
 ERROR_TYPES: dict[str, FailureClass] = {
@@ -92,16 +92,10 @@ def classify(status: int | None, body: object, headers: Any = None) -> ProviderE
         outcome = ERROR_TYPES[kind]
     elif status == 413 or "prompt is too long" in message:
         outcome = "context_length"
-    elif status == 429:
-        outcome = "rate_limited"
-    elif status in (401, 403):
-        outcome = "auth"
     elif status == 402:
         outcome = "quota"
-    elif status is None or status == 408 or status >= 500:
-        outcome = "transient"
     else:
-        outcome = "invalid_request"
+        outcome = status_class(status)
     return ProviderError("anthropic", outcome, f"HTTP {status}" if status else "no response", retry_after_ms(headers))
 
 

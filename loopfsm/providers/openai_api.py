@@ -7,7 +7,7 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..machines.messages import Message, ToolCall
-from . import FailureClass, ModelReply, ModelRequest, StopReason
+from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
 from .anthropic_api import retry_after_ms
 
 #: The API's error ``code`` (or ``type``) -> the fallback breaker's outcome class.
@@ -94,14 +94,7 @@ def classify(status: int | None, body: object, headers: Any = None) -> ProviderE
         (ERROR_CODES[c] for c in codes if isinstance(c, str) and c in ERROR_CODES), None
     )
     if outcome is None:
-        if status == 429:
-            outcome = "rate_limited"
-        elif status in (401, 403):
-            outcome = "auth"
-        elif status is None or status == 408 or status >= 500:
-            outcome = "transient"
-        else:
-            outcome = "invalid_request"
+        outcome = status_class(status)
     return ProviderError("openai", outcome, f"HTTP {status}" if status else "no response", retry_after_ms(headers))
 
 
