@@ -84,7 +84,7 @@ def test_tool_results_while_forced_open_or_disabled_are_only_counted():
     permit = b.acquire(5, "d", policy=TP)
     assert isinstance(permit, Allow)
     rec, _ = traced(b, "record", 6, permit, "failure", policy=TP)
-    assert rec.branch == "record/Disabled[0]" and b.state == "Disabled"
+    assert rec.branch == "record/Disabled[2]" and b.state == "Disabled"
     assert b.data.stats.get("unguarded") == 1 and b.data.consecutive_failures == 0
     rec, _ = traced(b, "tick", 7, policy=TP)
     assert rec.branch == "tick/Disabled[0]" and b.state == "Disabled"
@@ -97,6 +97,28 @@ def fallback_tripped() -> FallbackBreaker:
         b.record(0, b.route(0, policy=FP), "transient", policy=FP)
     assert b.state == "Fallback"
     return b
+
+
+def test_tool_permits_while_disabled_are_recorded_once_and_stale_ones_only_counted():
+    from loopfsm.errors import FeedRefused
+
+    b = ToolBreaker()
+    before_disable = b.acquire(0, "a", policy=TP)
+    b.disable(1)
+    permit = b.acquire(2, "d", policy=TP)
+    assert b.data.permits == ["d"]
+    rec, _ = traced(b, "record", 3, before_disable, "failure", policy=TP)
+    assert rec.branch == "record/Disabled[0]" and b.data.stats.get("stale") == 1
+    b.record(4, permit, "success", policy=TP)
+    snap = b.snapshot()
+    for bad in (permit, Allow("never", b.data.generation)):
+        records: list[TransitionRecord] = []
+        with tracing.attached(b, records.append), pytest.raises(FeedRefused, match="recorded already"):
+            b.record(5, bad, "failure", policy=TP)
+        assert records == []
+    after = b.snapshot()
+    assert after["data"]["stats"].pop("refused_permits") == 2
+    assert after == snap and b.data.stats["unguarded"] == 1
 
 
 def test_fallback_a_stale_result_in_primary_is_only_counted():
