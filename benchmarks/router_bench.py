@@ -1,0 +1,282 @@
+"""Benchmark: the router's execute -> completed round trip over loopback, against a bare Starlette handler.
+
+Run ``python benchmarks/router_bench.py`` (``--quick`` for fewer requests;
+``--pg URL`` to choose the PostgreSQL server, default the local test one; a
+server that cannot be reached is reported and skipped).  How it measures:
+
+* Two uvicorn processes on 127.0.0.1 and free ports: the router (scripted
+  model answering at once, so every execute completes in one request), and a
+  bare Starlette app whose handler writes *the same rows* to the same kind of
+  store in one transaction: the run-state row and every row the router wrote
+  for one run (copied from a router run first, and counted afterwards, so the
+  baseline is shown to do the same work).  The difference is what the
+  machines, admission, the protocol checks and the turn loop cost.
+* Round trip: sequential executes, each on a fresh session; p50 and p99 wall
+  latency per request, and the *server's* CPU time per request (from
+  /proc/PID/stat), rounds alternating between router and baseline.
+* 100 concurrent sessions: 100 clients at once, one execute each, several
+  rounds; wall time for all of them and server CPU per request.
+
+It is a script to read, never a test: timing assertions are flaky by nature.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+QUICK = "--quick" in sys.argv
+PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else "postgresql://postgres@127.0.0.1:5432/test"
+N_SEQ = 60 if QUICK else 300
+ROUNDS = 2 if QUICK else 4
+CONCURRENT = 100
+
+
+# -- the baseline server: a bare handler writing the same rows ---------------------------------------------
+
+
+def baseline_app(url: str, prefix: str, template: list[dict[str, Any]]) -> Any:
+    import threading
+
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from loopfsm.store import open_store
+
+    local = threading.local()
+
+    def write(session: str, body: dict[str, Any]) -> dict[str, Any]:
+        store = getattr(local, "store", None)
+        if store is None:
+            store = local.store = open_store(url, prefix=prefix)
+        b = store.backend
+        rid = body["request_id"]
+        resp = {"status": "completed", "data": {"message": "done", "run_id": rid}, "allowed_continuations": []}
+        with b.transaction():
+            b.run(
+                f"INSERT INTO {prefix}run_state (session_id, phase, snapshot, version, last_request_id, "
+                f"last_response, updated_at) VALUES (?, 'Idle', ?, 1, ?, ?, ?) ON CONFLICT (session_id) DO UPDATE "
+                f"SET version = {prefix}run_state.version + 1, last_request_id = excluded.last_request_id, "
+                f"last_response = excluded.last_response, updated_at = excluded.updated_at",
+                (session, json.dumps({"state": "Idle"}), rid, json.dumps(resp), int(time.time() * 1000)),
+            )
+            for i, row in enumerate(template):
+                b.run(
+                    f"INSERT INTO {prefix}rows (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
+                    f"written_fence) VALUES (?, ?, ?, ?, 1, ?, ?, ?, NULL, 1) ON CONFLICT (session_id, kind, row_id) "
+                    f"DO UPDATE SET meta = excluded.meta, body = excluded.body",
+                    (session, row["kind"], f"{row['row_id']}-{rid}", rid, i, row["meta"], row["body"]),
+                )
+        return resp
+
+    async def execute(request: Request) -> JSONResponse:
+        body = await request.json()
+        return JSONResponse(await run_in_threadpool(write, request.path_params["session"], body))
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    return Starlette(
+        routes=[
+            Route("/v1/sessions/{session}/execute", execute, methods=["POST"]),
+            Route("/healthz", health, methods=["GET"]),
+        ]
+    )
+
+
+def serve_baseline() -> None:
+    import uvicorn
+
+    url, prefix, port, template = sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(Path(sys.argv[5]).read_text())
+    uvicorn.run(baseline_app(url, prefix, template), host="127.0.0.1", port=port, log_level="warning")
+
+
+def serve_router() -> None:
+    from loopfsm.providers.scripted import ScriptedProvider
+    from loopfsm.router import Router
+    from loopfsm.router.http import serve
+
+    url, prefix, port = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    script = [{"text": "done", "input_tokens": 10, "output_tokens": 2}]
+    serve(
+        Router(url, prefix=prefix, provider=ScriptedProvider(script), holder=f"bench-{port}", create=True),
+        "127.0.0.1",
+        port,
+    )
+
+
+# -- the driver ---------------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    def __init__(self, mode: str, *args: str):
+        import httpx
+
+        self.port = free_port()
+        self.proc = subprocess.Popen([sys.executable, __file__, mode, *args[:2], str(self.port), *args[2:]])
+        self.base = f"http://127.0.0.1:{self.port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(self.base + "/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError(f"{mode} did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def execute_body() -> dict[str, Any]:
+    return {"type": "execute", "request_id": uuid.uuid4().hex, "data": {"prompt": "hello"}}
+
+
+def sequential(server: Server, n: int) -> tuple[list[float], float]:
+    import httpx
+
+    lat = []
+    with httpx.Client(base_url=server.base, timeout=30) as h:
+        c0 = cpu_s(server.proc.pid)
+        for _ in range(n):
+            t = time.perf_counter()
+            r = h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body()).json()
+            lat.append(time.perf_counter() - t)
+            assert r["status"] == "completed", r
+        return lat, (cpu_s(server.proc.pid) - c0) / n
+
+
+def concurrent(server: Server, n: int) -> tuple[float, float]:
+    import httpx
+
+    async def go() -> float:
+        limits = httpx.Limits(max_connections=n)
+        async with httpx.AsyncClient(base_url=server.base, timeout=60, limits=limits) as h:
+
+            async def one() -> None:
+                r = (await h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body())).json()
+                assert r["status"] == "completed", r
+
+            t = time.perf_counter()
+            await asyncio.gather(*(one() for _ in range(n)))
+            return time.perf_counter() - t
+
+    c0 = cpu_s(server.proc.pid)
+    wall = asyncio.run(go())
+    return wall, (cpu_s(server.proc.pid) - c0) / n
+
+
+def pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def bench(name: str, url: str) -> None:
+    from loopfsm.store import open_store
+
+    p_router, p_base = f"bench_r_{uuid.uuid4().hex[:6]}_", f"bench_b_{uuid.uuid4().hex[:6]}_"
+    for p in (p_router, p_base):
+        open_store(url, prefix=p, create=True).close()
+    router = Server("--serve-router", url, p_router)
+    try:
+        # one router run, whose rows become the baseline's template
+        import httpx
+
+        body = execute_body()
+        assert httpx.post(f"{router.base}/v1/sessions/template/execute", json=body).json()["status"] == "completed"
+        with open_store(url, prefix=p_router) as s:
+            rows = s.rows("template")
+        template = [
+            {
+                "kind": r.kind,
+                "row_id": r.row_id,
+                "meta": json.dumps(r.meta),
+                "body": None if r.body is None else json.dumps(r.body),
+            }
+            for r in rows
+        ]
+        tfile = Path(tempfile.mkdtemp()) / "template.json"
+        tfile.write_text(json.dumps(template))
+        base = Server("--serve-baseline", url, p_base, str(tfile))
+        try:
+            # the baseline does the same work: the same number of rows per request
+            assert httpx.post(f"{base.base}/v1/sessions/template/execute", json=body).json()["status"] == "completed"
+            with open_store(url, prefix=p_base) as s:
+                assert len(s.rows("template")) == len(rows), "baseline writes other rows than the router"
+            seq: dict[str, list[Any]] = {"router": [], "baseline": []}
+            con: dict[str, list[Any]] = {"router": [], "baseline": []}
+            for _ in range(ROUNDS):
+                for label, srv in (("baseline", base), ("router", router)):
+                    seq[label].append(sequential(srv, N_SEQ // ROUNDS))
+                    con[label].append(concurrent(srv, CONCURRENT))
+        finally:
+            base.stop()
+    finally:
+        router.stop()
+        for p in (p_router, p_base):
+            with open_store(url, prefix=p) as s:
+                s.drop()
+    print(f"\n{name}: {len(rows)} rows per run (router and baseline alike)")
+    print(f"{'':28}{'router':>12}{'baseline':>12}{'ratio':>8}")
+    vals = {}
+    for label in ("router", "baseline"):
+        lat = [x for lats, _ in seq[label] for x in lats]
+        vals[label] = {
+            "p50 round trip (ms)": 1000 * statistics.median(lat),
+            "p99 round trip (ms)": 1000 * pct(lat, 0.99),
+            "server CPU / request (ms)": 1000 * min(c for _, c in seq[label]),
+            f"{CONCURRENT} concurrent, wall (ms)": 1000 * min(w for w, _ in con[label]),
+            f"{CONCURRENT} concurrent, CPU/req (ms)": 1000 * min(c for _, c in con[label]),
+        }
+    for key in vals["router"]:
+        r, b = vals["router"][key], vals["baseline"][key]
+        print(f"{key:28}{r:12.2f}{b:12.2f}{r / b if b else float('nan'):8.2f}")
+
+
+def main() -> None:
+    print(f"router round trip over loopback; {N_SEQ} sequential executes, {CONCURRENT} concurrent x {ROUNDS} rounds")
+    with tempfile.TemporaryDirectory() as tmp:
+        bench("SQLite (WAL)", f"sqlite:///{tmp}/bench.db")
+    try:
+        import psycopg
+
+        psycopg.connect(PG, connect_timeout=3).close()
+    except Exception as err:  # noqa: BLE001 - report and skip, this is a script
+        print(f"\nPostgreSQL at {PG} unreachable ({type(err).__name__}); skipped")
+        return
+    bench("PostgreSQL", PG)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--serve-baseline":
+        serve_baseline()
+    elif len(sys.argv) > 1 and sys.argv[1] == "--serve-router":
+        serve_router()
+    else:
+        main()
