@@ -71,10 +71,12 @@ def test_ok_resets_the_count():
 
 def test_fallback_serves_until_the_cooldown_then_exactly_one_probe():
     b = tripped()
-    assert b.route(999, policy=P) == Route("fallback", b.data.generation, number=4)
+    assert b.route(999, policy=P) == Route("fallback", b.data.generation, number=4, breaker=b.data.name)
     probe = b.route(1000, policy=P)
     assert probe.model == "primary" and probe.probe and b.state == "Recovering"
-    assert b.route(1001, policy=P) == Route("fallback", b.data.generation, number=6)  # one probe at a time
+    assert b.route(1001, policy=P) == Route(
+        "fallback", b.data.generation, number=6, breaker=b.data.name
+    )  # one probe at a time
     assert b.route(1002, policy=P).model == "fallback"
 
 
@@ -132,7 +134,7 @@ def test_fallback_failing_fails_fast_or_tries_the_primary():
     assert b.route(20, policy=P) == FailFast(1000, "primary tripped and the fallback is failing too")
     p2 = FallbackBreakerPolicy(**{**P.__dict__, "when_fallback_fails": "try_primary"})
     r = b.route(21, policy=p2)
-    assert r == Route("primary", b.data.generation, number=6)
+    assert r == Route("primary", b.data.generation, number=6, breaker=b.data.name)
     b.record(22, r, "success", policy=p2)
     assert b.state == "Primary"
 
@@ -184,3 +186,20 @@ def test_recovering_never_has_two_primary_probes_out(ops):
         assert len(probes) <= 1
         if b.state == "Recovering" and b.data.probe_expires_at is not None:
             assert b.data.last_now < b.data.probe_expires_at
+
+
+def test_two_unnamed_breakers_never_take_each_others_routes():
+    """The issue's case: a Route from another default-constructed breaker, same generation and number."""
+    from loopfsm.errors import FeedArgumentError
+
+    a, b = FallbackBreaker(), FallbackBreaker()
+    assert a.data.name != b.data.name and a.data.name.startswith("fallback-")
+    ra, rb = a.route(0), b.route(0)
+    assert (ra.generation, ra.number) == (rb.generation, rb.number)
+    before = b.snapshot()
+    with pytest.raises(FeedArgumentError, match="issued by the breaker named"):
+        b.record(0, ra, "auth")
+    after = b.snapshot()
+    assert after["data"]["stats"].pop("refused_permits") == 1 and after == before
+    assert FallbackBreaker.restore(a.snapshot()).data.name == a.data.name  # the identity survives a restore
+    assert FallbackBreaker("fb").data.name == "fb"

@@ -146,7 +146,7 @@ def test_fallback_a_route_recorded_twice_or_never_issued_is_refused_in_every_sta
     assert b.state == state
     b.record(t, r, "context_length", policy=FP)
     before = b.snapshot()
-    for bad in (r, Route(r.model, r.generation, number=r.number + 50)):
+    for bad in (r, Route(r.model, r.generation, number=r.number + 50, breaker=r.breaker)):
         records: list[TransitionRecord] = []
         with tracing.attached(b, records.append), pytest.raises(FeedRefused, match="recorded already, never issued"):
             b.record(t, bad, "auth", policy=FP)

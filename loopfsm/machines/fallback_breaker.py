@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import secrets
+
 from typing import Any, Literal
 
 from ..errors import FeedArgumentError, FeedRefused, shown
@@ -176,13 +178,17 @@ def _refused(breaker: Any, why: str) -> FeedArgumentError:
 class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY, policy="FallbackBreakerPolicy"):
     """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use.
 
-    ``name`` is carried by every Route it issues: give breakers that share a driver distinct names,
-    so a route recorded on the wrong one is refused.
+    ``name`` is carried by every Route it issues, so a route recorded on the wrong breaker is refused.
+    Without one, the breaker names itself once, at creation, with a random token kept in its data (a
+    snapshot restores it exactly, so decisions stay reproducible); pass a name of your own when two
+    runs must produce identical snapshots.
     """
 
     __slots__ = ()
 
-    def __init__(self, name: str = "") -> None:
+    def __init__(self, name: str | None = None) -> None:
+        if name is None:
+            name = "fallback-" + secrets.token_hex(6)
         if type(name) is not str:
             raise FeedArgumentError(f"fallback_breaker: a name is a string, got {type(name).__name__} {shown(name)}")
         super().__init__()
