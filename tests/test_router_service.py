@@ -263,3 +263,21 @@ def test_encrypted_execute_without_sealed_prompt_is_refused(store_at):
     assert resp["status"] == "error" and resp["data"]["code"] == "invalid"
     assert router.store().load("q").phase == "Idle" and router.store().rows("q") == []
     router.close()
+
+
+def test_store_gone_is_an_error_envelope_not_an_exception(store_at, tmp_path):
+    from loopfsm.store import open_store
+
+    url, prefix = store_at
+    router, tc = make(url, prefix, TOOLS_SCRIPT)
+    with open_store(url, prefix=prefix) as s:
+        s.drop()
+    for body in ({"type": "execute", "request_id": "r1", "data": {"prompt": "x"}}, {"type": "nonsense"}):
+        resp = router.handle("gone", body)
+        assert resp["status"] == "error" and resp["data"]["code"] == "internal"
+    with open_store(url, prefix=prefix, create=True):
+        pass
+    assert router.handle("gone", {"type": "execute", "request_id": "r2", "data": {"prompt": "x"}})["status"] == (
+        "awaiting_tool"
+    )
+    router.close()

@@ -194,7 +194,14 @@ class Router:
     def handle(
         self, session_id: str, request: object, *, on_event: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Serve one request; never raises for anything a client can send."""
+        """Serve one request; never raises for anything a client can send, nor when the store is unreachable."""
+        try:
+            return self._handle(session_id, request, on_event)
+        except Exception as err:  # noqa: BLE001 - the store went away mid-request: say so, the client re-sends
+            self._local.store = None  # a fresh connection next time
+            return P.error("internal", f"router unavailable ({type(err).__name__}); re-send the same request", [])
+
+    def _handle(self, session_id: str, request: object, on_event: Callable[[str], None] | None) -> dict[str, Any]:
         emit = on_event or (lambda name: None)
         if not isinstance(session_id, str) or not SESSION_ID.match(session_id):
             return P.error("invalid", "session id must be 1-64 letters, digits, '_', '.' or '-'", ["execute", "inject"])
