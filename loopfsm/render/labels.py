@@ -45,14 +45,6 @@ def branch_label(spec: Spec, event: str, b: Branch) -> str:
     return text
 
 
-def rule_question(spec: Spec, rule: Rule, sep: str = " and ") -> str:
-    parts = []
-    if rule.states is not None:
-        parts.append("state in " + "/".join(rule.states))
-    parts += [ref_label(spec, g) for g in rule.guards]
-    return sep.join(parts) + "?"
-
-
 def state_title(spec: Spec, name: str) -> str:
     """``AwaitingModel { turn }`` for states that carry data."""
     fields = spec.states[name].data
