@@ -7,6 +7,7 @@ import os
 import shutil
 import tempfile
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -71,6 +72,14 @@ def make_registry() -> Registry:
 @pytest.fixture
 def registry() -> Registry:
     return make_registry()
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A scratch project holding a copy of the shipped machines, made the working directory."""
+    shutil.copytree(Path(__file__).resolve().parent.parent / "machines", tmp_path / "machines")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
 def dedent(text: str) -> str:

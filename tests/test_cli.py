@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,13 +11,6 @@ from loopfsm.cli import main
 from loopfsm.render.dot import svg_stamp
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "machines", tmp_path / "machines")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_committed_diagrams_are_fresh(monkeypatch, capsys):

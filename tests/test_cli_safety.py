@@ -13,13 +13,6 @@ from loopfsm.cli import MANIFEST, main
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture
-def project(tmp_path, monkeypatch):
-    shutil.copytree(ROOT / "machines", tmp_path / "machines")
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 def test_build_into_a_folder_of_other_files_deletes_none_of_them(project, capsys):
     keep = {"README.md": "# readme", "logo.svg": "<svg/>", "notes.dot": "digraph {}", "x.mmd": "graph"}
     for name, text in keep.items():
