@@ -301,6 +301,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _check_tool(tool: object) -> None:
+    """Refuse a tool name that is not a string, before it is used as a key."""
+    if type(tool) is not str:
+        raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
+
+
 @dataclass
 class ToolHealth:
     """One breaker per tool name, created on first use; snapshots and restores as one JSON value.
@@ -331,8 +337,7 @@ class ToolHealth:
         return self.overrides.get(tool, self.policy)
 
     def breaker(self, tool: str) -> Any:
-        if type(tool) is not str:
-            raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
+        _check_tool(tool)
         with self._lock:
             b = self.breakers.get(tool)
             if b is None:
@@ -340,20 +345,17 @@ class ToolHealth:
             return b
 
     def _new(self, tool: str) -> Any:
-        if type(tool) is not str:
-            raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
         assert self.machine is not None
         b = self.machine.new()
         b.data.tool = tool
         return b
 
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        if type(tool) is not str:
-            self._new(tool)  # raises: a tool name is a string
+        _check_tool(tool)
         with self._lock:
             b = self.breakers.get(tool) or self._new(tool)
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                policy = self.policy_for(tool)
             answer = b.feed("acquire", now, call_id, policy=policy)
             self.breakers.setdefault(tool, b)  # a refused first feed leaves no breaker behind
             return answer  # type: ignore[no-any-return]
@@ -369,13 +371,12 @@ class ToolHealth:
         retry_after: int | None = None,
         policy: PolicyArg = None,
     ) -> None:
-        if type(tool) is not str:
-            self._new(tool)  # raises: a tool name is a string
+        _check_tool(tool)
         with self._lock:
             b = self.breakers.get(tool) or self._new(tool)
             _check_permit(b, permit)
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                policy = self.policy_for(tool)
             _record(b, now, permit, outcome, error_kind, retry_after, policy)
             self.breakers.setdefault(tool, b)
 
