@@ -409,3 +409,17 @@ def test_time_a_stale_result_carries_still_ages_half_open():
     assert b2.state == "HalfOpen" and b2.data.stats["stale"] == 1  # stale and in time: counted only
     b2.record(1500, old, "success", policy=P)
     assert b2.state == "Open" and b2.state_data["reason"] == "half_open_timeout"
+
+
+@pytest.mark.parametrize("tool", [None, 5, ["search"]])
+def test_tool_health_refuses_a_tool_name_that_is_not_a_string(tool):
+    health = ToolHealth(P)
+    permit = health.acquire("search", 1, "c1")
+    for call in (
+        lambda: health.acquire(tool, 1, "c2"),
+        lambda: health.record(tool, 2, permit, "success"),
+        lambda: health.breaker(tool),
+    ):
+        with pytest.raises(FeedArgumentError, match="a tool name is a string"):
+            call()
+    assert health.states == {"search": "Closed"}
