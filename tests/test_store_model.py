@@ -180,6 +180,8 @@ class StoreModel(RuleBasedStateMachine):
         assert (rec.phase, rec.holder, rec.fence, rec.version) == (self.phase, self.holder, self.fence, self.version)
         assert rec.lease_expires_at == self.expires
         assert rec.phase_machine().state == rec.phase
+        lock = rec.lock_machine()  # the lock columns are a state run_lock.yaml accepts
+        assert (lock.state, lock.data.fence) == ("Free" if self.holder is None else "Held", self.fence)
 
 
 SETTINGS = settings(
