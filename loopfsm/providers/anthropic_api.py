@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 from ..machines.messages import Message, ToolCall
 from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
 
@@ -109,7 +109,7 @@ class AnthropicProvider:
             try:
                 import anthropic
             except ImportError as err:  # pragma: no cover - depends on the environment
-                raise ProviderError("anthropic", "auth", "pip install 'loopfsm[anthropic]'") from err
+                raise ConfigError("the anthropic adapter needs its SDK: pip install 'loopfsm[anthropic]'") from err
             client = anthropic.Anthropic(**client_options)
         self.client = client
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 from ..machines.messages import Message, ToolCall
 from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
 from .anthropic_api import retry_after_ms
@@ -108,7 +108,7 @@ class OpenAIProvider:
             try:
                 import openai
             except ImportError as err:  # pragma: no cover - depends on the environment
-                raise ProviderError("openai", "auth", "pip install 'loopfsm[openai]'") from err
+                raise ConfigError("the openai adapter needs its SDK: pip install 'loopfsm[openai]'") from err
             client = openai.OpenAI(**client_options)
         self.client = client
 
