@@ -281,3 +281,14 @@ def test_a_scripted_model_drives_the_brain_to_completion() -> None:
             break
     assert isinstance(step, Done) and brain.to_loop_error() is None
     assert [r.messages[-1].role for r in model.calls] == ["user", "tool"]
+
+
+def test_a_missing_sdk_is_a_setup_error_not_a_failed_call() -> None:
+    """Never a ProviderError: the fallback breaker must not count a missing package as the model failing."""
+    from loopfsm.errors import ConfigError
+    from loopfsm.providers import import_sdk
+
+    with pytest.raises(ConfigError, match=r"loopfsm\[no_such_sdk\]") as err:
+        import_sdk("no_such_sdk")
+    assert not isinstance(err.value, ProviderError)
+    assert import_sdk("anthropic") is anthropic

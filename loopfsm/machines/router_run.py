@@ -240,6 +240,15 @@ def mediation(m: Any, q: Any, *, permission: str) -> dict[str, Any]:
     }
 
 
+#: What processing ended with, as the feeds' ``outcome`` argument declares it in router_run.yaml.
+Outcome = Literal["needs_decrypt", "gate", "tools", "completed"]
+
+
+def _pause(pause: Any) -> Any:
+    """A feed's ``pause`` argument: the entered pause's refs and metadata, none given meaning none."""
+    return {} if pause is None else pause
+
+
 class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy="RouterRunPolicy"):
     """Compiled from ``machines/router_run.yaml`` on first use, never on import; a typed method per feed."""
 
@@ -248,7 +257,7 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     def execute(
         self,
         run_id: str,
-        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        outcome: Outcome,
         encrypted: bool,
         now: int,
         pause: Any = None,
@@ -256,11 +265,11 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
         policy: PolicyArg = None,
     ) -> Any:
         """A new prompt, fed at release with the outcome of its first turn."""
-        return self.feed("execute", run_id, outcome, encrypted, now, {} if pause is None else pause, policy=policy)
+        return self.feed("execute", run_id, outcome, encrypted, now, _pause(pause), policy=policy)
 
     def decrypted(
         self,
-        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        outcome: Outcome,
         now: int,
         pause: Any = None,
         *,
@@ -268,11 +277,11 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     ) -> Any:
         """The client returned the opened plaintext (and any folded ciphertext); fed at release with the outcome of the
         turn it enabled."""
-        return self.feed("decrypted", outcome, now, {} if pause is None else pause, policy=policy)
+        return self.feed("decrypted", outcome, now, _pause(pause), policy=policy)
 
     def approval_decisions(
         self,
-        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        outcome: Outcome,
         now: int,
         aborted: bool = False,
         pause: Any = None,
@@ -281,11 +290,11 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     ) -> Any:
         """The client's standalone decisions; fed at release with the outcome (aborted when a decision
         rejected the gated step)."""
-        return self.feed("approval_decisions", outcome, now, aborted, {} if pause is None else pause, policy=policy)
+        return self.feed("approval_decisions", outcome, now, aborted, _pause(pause), policy=policy)
 
     def tool_results(
         self,
-        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        outcome: Outcome,
         now: int,
         pause: Any = None,
         *,
@@ -293,7 +302,7 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     ) -> Any:
         """Results of the pending allow/ask calls with ask decisions folded in; fed at release with the outcome of the
         next model turn."""
-        return self.feed("tool_results", outcome, now, {} if pause is None else pause, policy=policy)
+        return self.feed("tool_results", outcome, now, _pause(pause), policy=policy)
 
     def sealed(self, now: int, *, policy: PolicyArg = None) -> Any:
         """The ciphertext for every row in to_encrypt; metadata and sealed content are written together and the
@@ -310,7 +319,7 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     def inject(
         self,
         run_id: str,
-        outcome: Literal["needs_decrypt", "gate", "tools", "completed"],
+        outcome: Outcome,
         encrypted: bool,
         now: int,
         pause: Any = None,
@@ -319,7 +328,7 @@ class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy
     ) -> Any:
         """The user redirects the run with a new message; behaves as break followed by a fresh turn, fed at release with
         that turn's outcome."""
-        return self.feed("inject", run_id, outcome, encrypted, now, {} if pause is None else pause, policy=policy)
+        return self.feed("inject", run_id, outcome, encrypted, now, _pause(pause), policy=policy)
 
 
 def __getattr__(name: str) -> Any:

@@ -16,10 +16,11 @@ Completions APIs (optional extras ``loopfsm[anthropic]`` / ``loopfsm[openai]``).
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 from ..machines.messages import Message
 
 FailureClass = Literal[
@@ -84,6 +85,14 @@ class ModelReply:
         return self.input_tokens + self.output_tokens
 
 
+def import_sdk(name: str) -> Any:
+    """A provider's SDK module, imported when an adapter is built; missing, it is a setup error, not a failed call."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as err:
+        raise ConfigError(f"the {name} adapter needs its SDK: pip install 'loopfsm[{name}]'") from err
+
+
 class Provider(Protocol):
     """One model endpoint.  Implementations raise only :class:`ProviderError` for a failed call."""
 
@@ -95,6 +104,7 @@ class Provider(Protocol):
 __all__ = [
     "FAILURE_CLASSES",
     "FailureClass",
+    "import_sdk",
     "ModelReply",
     "ModelRequest",
     "Provider",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from ..errors import ConfigError, ProviderError
+from ..errors import ProviderError
 from ..machines.messages import Message, ToolCall
-from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
+from . import import_sdk, FailureClass, ModelReply, ModelRequest, StopReason, status_class
 
 #: The API's error ``type`` -> the fallback breaker's outcome class.
 ERROR_TYPES: dict[str, FailureClass] = {
@@ -106,11 +106,7 @@ class AnthropicProvider:
 
     def __init__(self, client: Any = None, **client_options: Any):
         if client is None:
-            try:
-                import anthropic
-            except ImportError as err:  # pragma: no cover - depends on the environment
-                raise ConfigError("the anthropic adapter needs its SDK: pip install 'loopfsm[anthropic]'") from err
-            client = anthropic.Anthropic(**client_options)
+            client = import_sdk("anthropic").Anthropic(**client_options)
         self.client = client
 
     def complete(self, request: ModelRequest) -> ModelReply:

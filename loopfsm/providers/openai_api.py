@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import ConfigError, ProviderError
+from ..errors import ProviderError
 from ..machines.messages import Message, ToolCall
-from . import FailureClass, ModelReply, ModelRequest, StopReason, status_class
+from . import import_sdk, FailureClass, ModelReply, ModelRequest, StopReason, status_class
 from .anthropic_api import retry_after_ms
 
 #: The API's error ``code`` (or ``type``) -> the fallback breaker's outcome class.
@@ -105,11 +105,7 @@ class OpenAIProvider:
 
     def __init__(self, client: Any = None, **client_options: Any):
         if client is None:
-            try:
-                import openai
-            except ImportError as err:  # pragma: no cover - depends on the environment
-                raise ConfigError("the openai adapter needs its SDK: pip install 'loopfsm[openai]'") from err
-            client = openai.OpenAI(**client_options)
+            client = import_sdk("openai").OpenAI(**client_options)
         self.client = client
 
     def complete(self, request: ModelRequest) -> ModelReply:

@@ -109,25 +109,20 @@ def create_app(router: Router) -> Any:
             return error("invalid", f"send {obj.get('type')!s:.20} to {where}", [])
         return None
 
-    async def execute(request: Request) -> Response:
-        session = request.path_params["session"]
-        obj, bad = await body_of(request, session)
-        if bad is not None:
-            return bad
-        wrong = shape(obj, True)
-        if wrong is not None:
-            return JSONResponse(wrong)
-        return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+    def handler(is_execute: bool) -> Any:
+        """/execute and /continue: the same checks, each for its own request types."""
 
-    async def cont(request: Request) -> Response:
-        session = request.path_params["session"]
-        obj, bad = await body_of(request, session)
-        if bad is not None:
-            return bad
-        wrong = shape(obj, False)
-        if wrong is not None:
-            return JSONResponse(wrong)
-        return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+        async def handle(request: Request) -> Response:
+            session = request.path_params["session"]
+            obj, bad = await body_of(request, session)
+            if bad is not None:
+                return bad
+            wrong = shape(obj, is_execute)
+            if wrong is not None:
+                return JSONResponse(wrong)
+            return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+
+        return handle
 
     async def stream(request: Request) -> Response:
         session = request.path_params["session"]
@@ -163,8 +158,8 @@ def create_app(router: Router) -> Any:
 
     return Starlette(
         routes=[
-            Route("/v1/sessions/{session}/execute", execute, methods=["POST"]),
-            Route("/v1/sessions/{session}/continue", cont, methods=["POST"]),
+            Route("/v1/sessions/{session}/execute", handler(True), methods=["POST"]),
+            Route("/v1/sessions/{session}/continue", handler(False), methods=["POST"]),
             Route("/v1/sessions/{session}/stream", stream, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/openapi.json", openapi_doc, methods=["GET"]),
