@@ -145,13 +145,15 @@ def expire(m: Any, ctx: Any, *, reason: str) -> None:
 
 @REGISTRY.action
 def fail_with(m: Any, ctx: Any, *, error_class: str | None) -> None:
-    """Enter failed with ``error_class``, or the feed's own ``error_class`` when the table gives none."""
+    """Enter the target with ``error_class``, or the feed's own ``error_class`` when the table gives none.
+
+    ``failed`` and ``recovering`` both carry the failure's class; the table names the action
+    after the move (``fail_with`` into failed, ``recover`` into recovering).
+    """
     ctx.enter(error_class=error_class if error_class is not None else ctx.args["error_class"])
 
 
-@REGISTRY.action
-def recover(m: Any, ctx: Any, *, error_class: str | None) -> None:
-    ctx.enter(error_class=error_class if error_class is not None else ctx.args["error_class"])
+REGISTRY.action(fail_with, name="recover")
 
 
 @REGISTRY.action
