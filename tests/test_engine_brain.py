@@ -486,3 +486,23 @@ def test_brain_pre_answers_calls_whose_breaker_rejects():
     with pytest.raises(FeedArgumentError, match="needs an assistant message"):
         m2.model_response(Message.user("not a reply"), 1, TOOLS)
     assert m2.snapshot() == before
+
+
+def test_brain_answers_a_forced_open_breaker_with_the_tables_retry_wording():
+    """A breaker only a reset reopens has no retry time: the answer says so, in the YAML's words."""
+    from loopfsm.machines.tool_breaker import ToolHealth
+
+    health = ToolHealth()
+    health.breaker("shell").force_open(500)
+    m = brain_in("AwaitingModel")
+    m.model_response(reply_with_tools("shell"), 100, TOOLS, tool_health=health, now=1_000)
+    (shell,) = m.data.pending_tools
+    import yaml
+
+    from loopfsm.resources import machine_path
+
+    table = yaml.safe_load(machine_path("engine_brain").read_text())
+    actions = table["events"]["model_response"]["from"]["AwaitingModel"][-1]["actions"]
+    params = next(a["params"] for a in actions if isinstance(a, dict) and a["name"] == "classify_tool_calls")
+    assert shell.answer is not None and shell.answer.text.endswith("; retry " + params["retry_never"])
+    assert params["retry_never"] == "after an operator reset"

@@ -219,12 +219,13 @@ def complete(m: Any, ctx: Any) -> None:
 
 
 @REGISTRY.action
-def classify_tool_calls(m: Any, ctx: Any, *, unknown: str, rejected: str) -> None:
+def classify_tool_calls(m: Any, ctx: Any, *, unknown: str, rejected: str, retry_at: str, retry_never: str) -> None:
     """Known names become pending calls; unknown ones are pre-answered so the model can correct itself.
 
     With a ToolHealth, a known call also takes a permit from its tool's breaker;
     a rejected one is pre-answered with when to retry.  The answers' wording
-    is the YAML's (``{name}``, ``{reason}`` and ``{retry}`` are filled in).
+    is the YAML's (``{name}``, ``{reason}``, ``{retry}`` and ``{retry_at}`` are
+    filled in; ``retry_never`` is the retry for a breaker only a reset reopens).
     """
     available = set(ctx.args["available_tools"])
     health, now = ctx.args.get("tool_health"), ctx.args.get("now")
@@ -238,7 +239,7 @@ def classify_tool_calls(m: Any, ctx: Any, *, unknown: str, rejected: str) -> Non
         else:
             permit = health.acquire(call.name, now, call.id)
             if isinstance(permit, Reject):
-                retry = "after an operator reset" if permit.retry_at is None else f"at t={permit.retry_at} ms"
+                retry = retry_never if permit.retry_at is None else retry_at.format(retry_at=permit.retry_at)
                 text = rejected.format(name=call.name, reason=permit.reason, retry=retry)
                 pending.append(PendingToolCall(call, Message.tool_result(call.id, text, is_error=True)))
             else:
