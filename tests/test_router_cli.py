@@ -10,7 +10,7 @@ from pathlib import Path
 
 from loopfsm.cli import main
 
-from test_router_processes import free_port
+from test_router_processes import START_S, free_port
 
 LOOPFSM = [sys.executable, "-m", "loopfsm"]
 
@@ -26,7 +26,7 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + START_S
         while True:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
