@@ -404,9 +404,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row."""
+    """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row;
+    ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.store.sweep`)."""
     from .store import SCHEMA_VERSION, open_store
 
+    if args.store_command == "sweep":
+        if (args.url is None) == (args.store_url is None):
+            raise _UsageError("store sweep needs the store's URL, once: --store URL (or as an argument)")
+        with open_store(args.url or args.store_url, prefix=args.prefix) as store:
+            print(f"swept: {store.sweep().summary()}")
+        return EXIT_OK
     if args.store_command == "init":
         with open_store(args.url, prefix=args.prefix, create=True) as store:
             print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
@@ -509,6 +516,14 @@ def build_parser() -> argparse.ArgumentParser:
     t = store_sub.add_parser("show", help="print a session's saved phase, lock and row count")
     t.add_argument("url", help="sqlite:///runs.db or postgresql://user@host/db")
     t.add_argument("session", help="session id")
+    t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t = store_sub.add_parser(
+        "sweep",
+        help="free expired leases and end paused runs whose pause expired (emptying their clear bundle); "
+        "safe beside running routers",
+    )
+    t.add_argument("url", nargs="?", help="sqlite:///runs.db or postgresql://user@host/db (or --store)")
+    t.add_argument("--store", dest="store_url", metavar="URL", help="the store to sweep")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     s.set_defaults(func=cmd_store)
 

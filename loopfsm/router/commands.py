@@ -25,6 +25,14 @@ def add_commands(sub: Any) -> None:
     )
     t.add_argument("--permissions", help='JSON object of default tool permissions, e.g. {"shell": "deny"}')
     t.add_argument(
+        "--sweep-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="sweep the store this often: free expired leases, end paused runs past their pause TTL "
+        "(default: 60; 0 turns it off, e.g. when `loopfsm store sweep` runs from cron)",
+    )
+    t.add_argument(
         "--provider",
         choices=PROVIDERS,
         default="scripted",
@@ -82,6 +90,8 @@ def cmd_router(args: argparse.Namespace) -> int:
     from .http import serve
     from .service import Router
 
+    if not 0 <= args.sweep_every <= 86400:
+        raise ConfigError("--sweep-every is a number of seconds up to 86400, 0 to turn sweeping off")
     provider = _provider(args.provider, args.model, args.script)
     fb_kind = args.fallback_provider or args.provider
     fb_model = args.fallback_model or args.model
@@ -113,7 +123,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    serve(router, args.host, args.port)
+    serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None)
     return 0
 
 

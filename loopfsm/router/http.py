@@ -77,7 +77,8 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
     }
 
 
-def create_app(router: Router) -> Any:
+def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
+    """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -88,8 +89,19 @@ def create_app(router: Router) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
-        yield
-        router.close()
+        sweeper = None
+        if sweep_every_s:
+            from ..store.sweep import PeriodicSweep
+
+            sweeper = PeriodicSweep(
+                router.store_url, prefix=router.prefix, interval_s=sweep_every_s, clock=router.clock
+            ).start()
+        try:
+            yield
+        finally:
+            if sweeper is not None:
+                sweeper.stop()
+            router.close()
 
     async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
         chunks, size = [], 0
@@ -168,9 +180,16 @@ def create_app(router: Router) -> Any:
     )
 
 
-def serve(router: Router, host: str = "127.0.0.1", port: int = 8787, log_level: str = "warning") -> None:
-    """Recover this router's stale locks, then serve until interrupted."""
+def serve(
+    router: Router,
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    log_level: str = "warning",
+    *,
+    sweep_every_s: float | None = None,
+) -> None:
+    """Recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``)."""
     import uvicorn
 
     router.recover()
-    uvicorn.run(create_app(router), host=host, port=port, log_level=log_level)
+    uvicorn.run(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)

@@ -14,6 +14,7 @@ crash recovery.
 from . import ids
 from .runstore import REQUESTS, Admission, Lease, Row, RunRecord, RunStore, StoredRow, open_store
 from .sql import SCHEMA_VERSION
+from .sweep import Swept
 
 __all__ = [
     "open_store",
@@ -25,5 +26,6 @@ __all__ = [
     "StoredRow",
     "REQUESTS",
     "SCHEMA_VERSION",
+    "Swept",
     "ids",
 ]

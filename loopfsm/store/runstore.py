@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import FencedOut, StoreError
 from ..machines.router_run import ROUTER_RUN
@@ -33,6 +33,9 @@ from ..machines.run_lock import RUN_LOCK
 from . import ids
 from .backends import Backend, connect
 from .sql import ROW_KINDS, SCHEMA_VERSION, check_prefix, ddl, drop
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sweep import Swept
 
 REQUESTS = ("execute", "decrypted", "approval_decisions", "tool_results", "sealed", "inject", "break")
 
@@ -59,9 +62,15 @@ class RunRecord:
     updated_at: int
 
     def lock_state(self, now_ms: int) -> Literal["free", "held", "expired"]:
+        """The lock as of ``now_ms``, as run_lock decides it: its sweeper feed ``expire`` frees a lease that ran out.
+
+        The machine is asked rather than the rule restated here; the store's
+        conditional UPDATEs repeat the comparison in SQL only so that deciding
+        and taking the lock stay one atomic statement.
+        """
         if self.holder is None or self.lease_expires_at is None:
             return "free"
-        return "expired" if now_ms >= self.lease_expires_at else "held"
+        return "expired" if self.lock_machine().expire(now_ms) else "held"
 
     def phase_machine(self) -> Any:
         """The router_run instance this row holds (restored from its snapshot)."""
@@ -487,26 +496,7 @@ class RunStore:
             for order, r in enumerate(all_rows):
                 if order == 1:
                     self._fault("between_rows")
-                rid = r.row_id or ids.row_id(lease.session_id, run_id, step, r.slot)
-                self.backend.run(
-                    f"INSERT INTO {self._t_rows} (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
-                    f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
-                    f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
-                    f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
-                    f"written_fence = excluded.written_fence",
-                    (
-                        lease.session_id,
-                        r.kind,
-                        rid,
-                        run_id,
-                        step,
-                        order,
-                        _dump(r.meta),
-                        None if r.body is None else _dump(r.body),
-                        None if r.sealed is None else _dump(r.sealed),
-                        lease.fence,
-                    ),
-                )
+                self._put_row(lease.session_id, run_id, step, order, r, lease.fence)
             self._fault("before_commit")
         self._fault("after_commit")
         # The row as just committed, without reading it back.
@@ -523,6 +513,29 @@ class RunStore:
             request_id,
             json.loads(_dump(response)) if replayable else None,
             now,
+        )
+
+    def _put_row(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> None:
+        """Write (or overwrite) one row inside the caller's transaction; its id derives from its slot."""
+        rid = r.row_id or ids.row_id(session_id, run_id, step, r.slot)
+        self.backend.run(
+            f"INSERT INTO {self._t_rows} (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
+            f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
+            f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
+            f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
+            f"written_fence = excluded.written_fence",
+            (
+                session_id,
+                r.kind,
+                rid,
+                run_id,
+                step,
+                order,
+                _dump(r.meta),
+                None if r.body is None else _dump(r.body),
+                None if r.sealed is None else _dump(r.sealed),
+                fence,
+            ),
         )
 
     def release(self, lease: Lease, *, now_ms: int | None = None) -> None:
@@ -563,6 +576,17 @@ class RunStore:
             (self.now(now_ms),),
         )
         return sorted(r[0] for r in rows)
+
+    # -- sweeping ---------------------------------------------------------------------------
+    def sweep(self, *, now_ms: int | None = None) -> Swept:
+        """Free expired leases and end paused runs whose pause expired, emptying their clear bundle.
+
+        Safe beside routers and other sweepers on the same database, and
+        idempotent; see :mod:`loopfsm.store.sweep`.
+        """
+        from .sweep import sweep
+
+        return sweep(self, now_ms=now_ms)
 
     def close(self) -> None:
         self.backend.close()
