@@ -87,11 +87,22 @@ def test_aborted_approval_ends_the_run():
     assert (m.state, m.data.ended, m.data.run_id, m.data.last_run_id) == ("Idle", "aborted", None, "r1")
 
 
+def test_a_decided_approval_may_lead_to_a_later_gate():
+    """Text-derived: a plan after an approved disclosure (or a cost ceiling passed again) pauses once more."""
+    m = at("AwaitingApproval")
+    second = {
+        "approvals": [{"approval_id": "a2", "kind": "plan", "args_hash": "sha256:ef", "expires_at": 9000}],
+        "pending_seal": [],
+    }
+    assert m.approval_decisions("gate", 30, pause=second) == ["approval.decided", "approval.requested"]
+    assert m.state == "AwaitingApproval" and m.state_data["approvals"][0]["approval_id"] == "a2"
+    assert m.data.run_id == "r1" and m.state_data["since"] == 30
+
+
 @pytest.mark.parametrize(
     "src, req, outcome",
     [
         ("AwaitingDecrypt", "decrypted", "needs_decrypt"),
-        ("AwaitingApproval", "approval_decisions", "gate"),
         ("AwaitingApproval", "approval_decisions", "needs_decrypt"),
         ("AwaitingTool", "tool_results", "needs_decrypt"),
     ],

@@ -202,6 +202,7 @@ SECRET_SCRIPT = [
                 "name": "edit_file",
                 "arguments": {"path": "g.txt", "old_text": "a", "new_text": "secret-denied"},
             },
+            {"id": "c4", "name": "remember", "arguments": {"key": "secret-memory-key", "value": "secret-memory"}},
         ],
     },
     {"text": "secret-final-answer"},
@@ -229,11 +230,13 @@ def test_encrypted_sessions_leave_no_plaintext_at_rest(store_at, tmp_path):
         "secret-diff-body",
         "secret-denied",
         "secret-final-answer",
+        "secret-memory",
     ]
     assert _scan(router, needles) == []
     rows = router.store().rows("enc")
-    content = [r for r in rows if r.kind in ("message", "tool_call", "diff")]
+    content = [r for r in rows if r.kind in ("message", "tool_call", "diff", "memory")]
     assert content and all(r.body is None for r in content)
+    assert [r.sealed is not None for r in rows if r.kind == "memory"] == [True]
     assert all(r.sealed is not None for r in content if r.kind == "message")
     # tampered, moved and wrong-key ciphertexts are refused
     msg = next(r for r in rows if r.kind == "message")

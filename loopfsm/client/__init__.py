@@ -117,8 +117,15 @@ class Client:
         return uuid.uuid4().hex
 
     # -- a run ------------------------------------------------------------------------------
-    def run(self, prompt: str, *, permissions: dict[str, str] | None = None) -> dict[str, Any]:
-        """Carry one prompt to the end of its run; returns the last response."""
+    def run(
+        self, prompt: str, *, permissions: dict[str, str] | None = None, gates: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Carry one prompt to the end of its run; returns the last response.
+
+        ``gates`` is the session's own approval rule for the run (``disclosure``:
+        ``off`` / ``first_call`` / ``every_call``, ``cost_ceiling_tokens``); the
+        router's policy applies as well, so these can only make it stricter.
+        """
         rid = self._rid()
         data: dict[str, Any] = {"prompt": prompt}
         if self.keyring is not None:
@@ -127,6 +134,8 @@ class Client:
             data["encrypted"] = {ref: self._seal(ref, P.message_text({"role": "user", "text": prompt}))}
         if permissions is not None:
             data["permissions"] = permissions
+        if gates:
+            data["gates"] = dict(gates)
         resp = self._exchange({"type": "execute", "request_id": rid, "data": data})
         for _ in range(10_000):
             state = self.machine.state

@@ -144,6 +144,31 @@ def arg_true(m: Any, ctx: Any, *, name: str) -> bool:
     return ctx.args[name] is True
 
 
+@REGISTRY.guard
+def value_in(m: Any, ctx: Any, *, value: Any, values: list[Any]) -> bool:
+    """A value the YAML names (a policy number, usually) is one of ``values``."""
+    return value in values
+
+
+@REGISTRY.guard
+def arg_reached(m: Any, ctx: Any, *, name: str, limit: str) -> bool:
+    """The argument ``name`` is at or past the argument ``limit`` (a time at or after an expiry)."""
+    return bool(ctx.args[name] >= ctx.args[limit])
+
+
+def _ceiling(ctx: Any, ceiling: int | None, arg: str | None) -> int:
+    return int(ctx.args[arg] if arg is not None else ceiling or 0)
+
+
+@REGISTRY.guard
+def over_ceiling(m: Any, ctx: Any, *, ceiling: int | None = None, arg: str | None = None) -> bool:
+    """A ceiling is set (the policy number ``ceiling`` or the argument ``arg``; 0 is none) and the run's
+    spent plus next tokens would pass it, raised by the tokens already granted."""
+    limit = _ceiling(ctx, ceiling, arg)
+    a = ctx.args
+    return limit > 0 and a["spent_tokens"] + a["next_tokens"] > limit + a["granted_tokens"]
+
+
 # -- actions ------------------------------------------------------------------------------
 
 
@@ -211,6 +236,24 @@ def answer(m: Any, q: Any, *, value: Any) -> Any:
 def envelope(m: Any, q: Any, *, status: str, allowed: list[str]) -> dict[str, Any]:
     """A response envelope's status and allowed_continuations (its data is the driver's)."""
     return {"status": status, "allowed_continuations": list(allowed)}
+
+
+@REGISTRY.result
+def ceiling_passed(m: Any, q: Any, *, ceiling: int | None = None, arg: str | None = None) -> dict[str, Any]:
+    """cost_gate's ask: the ceiling that was passed and the figures the approval is about."""
+    a = q.args
+    return {
+        "gate": "ask",
+        "ceiling_tokens": _ceiling(q, ceiling, arg),
+        "spent_tokens": a["spent_tokens"],
+        "next_tokens": a["next_tokens"],
+    }
+
+
+@REGISTRY.result
+def within_ceiling(m: Any, q: Any) -> dict[str, Any]:
+    """cost_gate's pass."""
+    return {"gate": "pass"}
 
 
 @REGISTRY.result

@@ -3,6 +3,14 @@
 The script is a YAML (or already-parsed) list of replies, served in order.  A
 reply is an assistant turn (text and/or tool calls, with token usage) or a
 failure of a given class, so a script can also exercise the fallback breaker.
+
+A scripted model runs in this process, so it discloses nothing: it is local
+(``remote = False``).  A script file may say ``remote: true`` to stand in for
+a remote model offline, so a router's disclosure approvals can be shown and
+tested without a network.  The router's own tools are scripted like any
+other: a ``submit_plan`` call raises a plan approval, a ``remember`` call
+writes session memory, and ``input_tokens`` / ``output_tokens`` drive the
+cost ceiling.
 """
 
 from __future__ import annotations
@@ -66,9 +74,13 @@ class ScriptedProvider:
 
     name = "scripted"
 
-    def __init__(self, replies: Sequence[object]):
+    def __init__(self, replies: Sequence[object], *, remote: bool = False):
         if isinstance(replies, (str, bytes)) or not isinstance(replies, Sequence):
             raise ScriptError("a script is a list of replies")
+        if not isinstance(remote, bool):
+            raise ScriptError("remote: true or false")
+        #: Whether this model stands in for a remote one (a router then asks for disclosure consent).
+        self.remote = remote
         self._replies = [_reply(i, r) for i, r in enumerate(replies)]
         self.calls: list[ModelRequest] = []
 
@@ -90,7 +102,10 @@ class ScriptedProvider:
             raise ScriptError(f"script is not valid YAML{where}") from None
         if not isinstance(doc, Mapping) or "replies" not in doc:
             raise ScriptError("a script file is a mapping with a 'replies' list")
-        return cls(doc["replies"])
+        unknown = sorted(str(k)[:32] for k in doc if k not in ("replies", "remote"))
+        if unknown:
+            raise ScriptError(f"unknown keys {unknown} in a script file (known: remote, replies)")
+        return cls(doc["replies"], remote=doc.get("remote", False))
 
     @property
     def remaining(self) -> int:

@@ -46,6 +46,19 @@ def add_commands(sub: Any) -> None:
         help="the model the fallback breaker switches to (default: the primary)",
     )
     t.add_argument("--fallback-model", help="the fallback model's name")
+    t.add_argument(
+        "--disclosure",
+        choices=("off", "first_call", "every_call"),
+        default="off",
+        help="ask every session's user before the conversation goes to a remote model (router_run policy)",
+    )
+    t.add_argument(
+        "--cost-ceiling",
+        type=int,
+        default=0,
+        metavar="TOKENS",
+        help="ask before a model call takes a run past this many tokens; 0 is none (router_run policy)",
+    )
     s.set_defaults(func=cmd_router)
 
     s = sub.add_parser("client", help="run the reference client against a router")
@@ -57,6 +70,18 @@ def add_commands(sub: Any) -> None:
     t.add_argument("--workspace", default=".", help="directory the tools are confined to (default: .)")
     t.add_argument("--yes", action="store_true", help="approve every ask call and approval without asking")
     t.add_argument("--keyring", help="keyring file: makes the session end-to-end encrypted (created if missing)")
+    t.add_argument(
+        "--disclosure",
+        choices=("off", "first_call", "every_call"),
+        help="ask before the conversation is sent to a remote model: before the run's first call or every call "
+        "(the router's own rule applies too)",
+    )
+    t.add_argument(
+        "--cost-ceiling",
+        type=int,
+        metavar="TOKENS",
+        help="ask before a model call would take the run past this many tokens (input plus output)",
+    )
     s.set_defaults(func=cmd_client)
 
 
@@ -106,6 +131,8 @@ def cmd_router(args: argparse.Namespace) -> int:
         isinstance(perms, dict) and all(v in ("allow", "ask", "deny") for v in perms.values())
     ):
         raise ConfigError('--permissions maps tool names to "allow", "ask" or "deny"')
+    if args.cost_ceiling < 0:
+        raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
     router = Router(
         args.store,
         prefix=args.prefix,
@@ -113,6 +140,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         provider=provider,
         fallback=fallback,
         permissions=perms,
+        policy={"disclosure": args.disclosure, "cost_ceiling_tokens": args.cost_ceiling},
         create=True,
         model=args.model or "scripted",
         fallback_model=fb_model,
@@ -130,6 +158,7 @@ def cmd_router(args: argparse.Namespace) -> int:
 def cmd_client(args: argparse.Namespace) -> int:
     from ..client import Client
     from ..crypto import Keyring
+    from ..errors import ConfigError
 
     keyring = None
     if args.keyring:
@@ -150,7 +179,8 @@ def cmd_client(args: argparse.Namespace) -> int:
         if not sys.stdin.isatty():
             print(f"  rejected (no terminal to ask; use --yes): {what}", file=sys.stderr)
             return "rejected"
-        answer = input(f"  allow {what}? [y/N/b(reak)] ").strip().lower()
+        verb = "allow" if kind == "tool" else "approve"
+        answer = input(f"  {verb} {what}? [y/N/b(reak)] ").strip().lower()
         return "approved" if answer in ("y", "yes") else "break" if answer in ("b", "break") else "rejected"
 
     def progress(what: str, info: dict[str, Any]) -> None:
@@ -164,8 +194,15 @@ def cmd_client(args: argparse.Namespace) -> int:
     client = Client(
         args.router, args.session, workspace=args.workspace, keyring=keyring, approver=approver, on_progress=progress
     )
+    gates: dict[str, Any] = {}
+    if args.disclosure:
+        gates["disclosure"] = args.disclosure
+    if args.cost_ceiling is not None:
+        if args.cost_ceiling < 0:
+            raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
+        gates["cost_ceiling_tokens"] = args.cost_ceiling
     try:
-        resp = client.run(args.prompt)
+        resp = client.run(args.prompt, gates=gates or None)
     finally:
         client.close()
     data = resp["data"]

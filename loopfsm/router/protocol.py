@@ -9,7 +9,7 @@ sealed payloads are the envelopes of :mod:`loopfsm.crypto`.
 What a sealed payload holds (the client seals, the router never sees a key):
 ``message:*`` and ``tool_call:*`` hold the canonical JSON of one conversation
 message (:func:`message_text`), ``diff:*`` the JSON of the proposed change,
-``plan:*`` the plan's text.
+``plan:*`` the plan's text, ``memory:*`` the canonical JSON ``{key, value}``.
 """
 
 from __future__ import annotations

@@ -20,10 +20,20 @@ Rules chosen where the seed is silent (README "Router service" repeats them):
   nothing in them to seal.
 - The stored response of an encrypted session's live run is a content-free
   stub; a re-sent request_id is answered from the bundle's copy.
-- ``submit_plan`` raises a standalone plan approval (kind ``plan``) with the
-  argument hash, the approver and an expiry; a rejection ends the run
-  (aborted), a decision after ``expires_at`` ends it (expired).  A run has at
-  most one plan gate (the table allows no second gate after a decision).
+- Standalone approvals (router_run.yaml states the rules, its decisions
+  ``disclosure_gate``, ``cost_gate``, ``approval_answer`` and
+  ``after_approval`` make them): before every model call the router asks
+  whether the call needs the user's consent to disclose the conversation to
+  a remote provider, or would pass the run's token ceiling; ``submit_plan``
+  raises a plan approval after the reply.  Each carries its argument hash and
+  ``expires_at``; an answer at or after it ends the run (expired), a rejection
+  ends it (aborted).  Every approval is recorded as a ``trace`` row
+  (``approval/<id>``: kind, hash, status, approver, expiry; no content).  A run
+  has at most one approved plan.
+- ``remember`` writes a session memory row under an id derived from the
+  session and the key (a later value replaces it); in an encrypted session
+  it rides ``to_encrypt`` like every router-authored content and is written
+  only sealed.
 - Every tool call of an encrypted session is sealed under its ``tool_call:*``
   ref: results the client ran are sealed by the client, router-authored
   answers (deny, unknown tool, breaker rejection) ride ``to_encrypt``.
@@ -50,7 +60,16 @@ from ..store import Lease, Row, RunStore, ids, open_store
 from ..store.runstore import RunRecord, wall_clock_ms
 from ..store.serve import feed_phase
 from . import protocol as P
-from .tools import ALL_TOOLS, CLIENT_TOOLS, DEFAULT_PERMISSIONS, FILE_CHANGING, PLAN_TOOL, proposed_change
+from .tools import (
+    ALL_TOOLS,
+    CLIENT_TOOLS,
+    DEFAULT_PERMISSIONS,
+    FILE_CHANGING,
+    MAX_MEMORY_CHARS,
+    MEMORY_TOOL,
+    PLAN_TOOL,
+    proposed_change,
+)
 
 SESSION_ID = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 TOOL_NAMES = [t.name for t in ALL_TOOLS]
@@ -134,7 +153,8 @@ class Router:
         provider: Provider | None = None,
         fallback: Provider | None = None,
         permissions: dict[str, str] | None = None,
-        approval_ttl_ms: int = 600_000,
+        policy: dict[str, Any] | None = None,
+        approval_ttl_ms: int | None = None,
         max_rounds: int = 32,
         max_model_attempts: int = 3,
         model: str = "scripted",
@@ -150,7 +170,7 @@ class Router:
         self.provider: Any = provider if provider is not None else ScriptedProvider(DEMO_SCRIPT)
         self.fallback: Any = fallback if fallback is not None else self.provider
         self.permissions = dict(DEFAULT_PERMISSIONS if permissions is None else permissions)
-        self.approval_ttl_ms, self.max_rounds, self.max_model_attempts = approval_ttl_ms, max_rounds, max_model_attempts
+        self.max_rounds, self.max_model_attempts = max_rounds, max_model_attempts
         self.model, self.clock, self._fault = model, clock, store_fault
         self.fallback_model = fallback_model or model
         self.breaker = FallbackBreaker()
@@ -158,7 +178,11 @@ class Router:
         self._local = threading.local()
         self._stores: list[RunStore] = []
         self._stores_lock = threading.Lock()
-        self.policy = ROUTER_RUN.default_policy
+        # router_run's policy: the YAML defaults, overridden by ``policy`` (and the older ``approval_ttl_ms``)
+        overrides = dict(policy or {})
+        if approval_ttl_ms is not None:
+            overrides["approval_ttl_ms"] = approval_ttl_ms
+        self.policy = ROUTER_RUN.policy(overrides) if overrides else ROUTER_RUN.default_policy
         if create:
             open_store(store_url, prefix=prefix, create=True).close()
 
@@ -308,10 +332,12 @@ class Router:
         if req.type == "execute":
             mode = req.data.get("mode", "plaintext")
             perms = req.data.get("permissions")
+            gates = dict(req.data.get("gates") or {})
             text = req.data["prompt"]
         else:
             mode = (prior or {}).get("mode") or history.get("mode") or "plaintext"
             perms = (prior or {}).get("permissions")
+            gates = dict((prior or {}).get("gates") or {})
             text = req.data["message"]
         if history.get("mode") not in (None, mode):
             raise _Invalid(f"this session is {history['mode']}: its mode is fixed by its first run")
@@ -325,6 +351,7 @@ class Router:
         ctx.bundle = {
             "mode": mode,
             "permissions": dict(self.permissions if perms is None else perms),
+            "gates": gates,
             "model_calls": {},
             "turn": 0,
             "prompt_ref": ref,
@@ -414,8 +441,13 @@ class Router:
                 if isinstance(step, CallTools):  # pragma: no cover - tools are answered before asking again
                     raise _RunFailed("tool calls left unanswered")
                 assert isinstance(step, CallLLM)
+                gated = self._gate_before_call(ctx, brain, health)
+                if gated is not None:
+                    return gated
                 brain.begin(step)
                 reply = self._call_model(ctx, brain)
+                ctx.bundle["tokens"] = ctx.bundle.get("tokens", 0) + reply.input_tokens + reply.output_tokens
+                ctx.bundle["context_tokens"] = reply.context_tokens
                 brain.model_response(reply.message, reply.context_tokens, TOOL_NAMES, tool_health=health, now=ctx.now)
                 ctx.bundle["turn"] += 1
                 turn = ctx.bundle["turn"]
@@ -464,9 +496,16 @@ class Router:
                 else:
                     gate = {"call": call.to_json(), "ref": ref, "generation": p.generation}
                     continue
+            if answer is None and call.name == MEMORY_TOOL.name:
+                med = ctx.phase.decide(
+                    "mediate", policy=self.policy, permission=ctx.bundle["permissions"].get(call.name)
+                )
+                if med["route"] != "deny":
+                    answer, route = self._remember(ctx, call.id, call.arguments, turn), "memory"
             if answer is None:
                 perm = ctx.bundle["permissions"].get(call.name)
-                med = ctx.phase.decide("mediate", permission=perm, known=call.name in CLIENT_TOOLS)
+                known = call.name in CLIENT_TOOLS or call.name == MEMORY_TOOL.name
+                med = ctx.phase.decide("mediate", policy=self.policy, permission=perm, known=known)
                 ctx.event(med["trace"])
                 if med["route"] == "deny":
                     route = "deny"
@@ -517,30 +556,21 @@ class Router:
         ctx.bundle["resolved"] = resolved
         ctx.bundle["brain"] = brain.snapshot()
         ctx.bundle["health"] = health.snapshot()
-        pending_seal = sorted(ctx.bundle.get("pending", {}))
         if gate is not None:
             args = gate["call"]["arguments"]
             plan = args.get("plan") if isinstance(args.get("plan"), str) else P.canonical(args)
             pid = ctx.rid(f"plan/{turn}/{gate['call']['id']}")
-            aid = f"plan-{turn}-{gate['call']['id']}"[:200]
-            approval = {
-                "approval_id": aid,
-                "kind": "plan",
-                "args_hash": P.args_hash(PLAN_TOOL.name, args),
-                "expires_at": ctx.now + self.approval_ttl_ms,
-                "ref": f"plan:{pid}",
-            }
-            ctx.bundle["gate"] = dict(gate, approval=approval)
-            pmeta = {"approval_id": aid, "status": "requested"}
+            approval = self._approval(
+                ctx, "plan", f"plan-{turn}-{gate['call']['id']}"[:200], P.args_hash(PLAN_TOOL.name, args), f"plan:{pid}"
+            )
+            pmeta = {"approval_id": approval["approval_id"], "status": "requested"}
             if ctx.encrypted:
                 ctx.hold_for_seal(f"plan:{pid}", plan, pmeta)
-                pending_seal = sorted(ctx.bundle.get("pending", {}))
             else:
                 ctx.put("plan", pid, pmeta, content={"plan": plan})
             shown = dict(approval, summary="" if ctx.encrypted else plan)
-            return _Outcome(
-                "gate", pause={"approvals": [approval], "pending_seal": pending_seal}, data={"approvals": [shown]}
-            )
+            return self._raise_gate(ctx, brain, health, [(approval, shown, {})], plan=gate)
+        pending_seal = sorted(ctx.bundle.get("pending", {}))
         ctx.bundle["calls"] = calls
         requests = [dict(c["entry"], name=c["call"]["name"], arguments=c["call"]["arguments"]) for c in calls]
         return _Outcome(
@@ -670,43 +700,72 @@ class Router:
         return self._advance(ctx, brain, health)
 
     def _approvals(self, ctx: _Ctx) -> _Outcome:
+        """after_approval: check the answers against the pending approvals, then continue, abort or expire."""
         gate = ctx.bundle.get("gate") or {}
-        approval = gate.get("approval") or {}
+        pending = list(gate.get("approvals") or [])
+        by_id = {a["approval_id"]: a for a in pending}
         decisions = ctx.req.data["decisions"]
-        if [d["approval_id"] for d in decisions] != [approval.get("approval_id")]:
-            raise _Invalid("approval_decisions must decide each pending approval exactly once")
-        d = decisions[0]
-        if d.get("args_hash") not in (None, approval["args_hash"]):
-            raise _Invalid("the decision was made for another plan")
+        got = [d["approval_id"] for d in decisions]
+        if sorted(got) != sorted(by_id):
+            raise _Invalid(
+                "approval_decisions must decide each pending approval exactly once "
+                f"(pending {len(by_id)}, got {len(got)})"
+            )
+        for d in decisions:
+            if d.get("args_hash") not in (None, by_id[d["approval_id"]]["args_hash"]):
+                raise _Invalid(f"approval {d['approval_id'][:40]!r}: the decision was made for other arguments")
         pending_seal = list(ctx.phase.state_data.get("pending_seal") or [])
         sealed = self._take_seals(ctx, pending_seal)
-        pref = approval["ref"]
-        pmeta = {
-            "approval_id": approval["approval_id"],
-            "approver": d["approver"],
-            "args_hash": approval["args_hash"],
-            "expires_at": approval["expires_at"],
-        }
-        if ctx.now > approval["expires_at"]:
-            ctx.event("approval.expired")
-            pmeta["status"] = "expired"
-            self._write_sealed(ctx, sealed, pending_seal, {pref: pmeta})
+        answers: dict[str, str] = {}
+        for d in decisions:
+            a = by_id[d["approval_id"]]
+            answers[a["approval_id"]] = ctx.phase.decide(
+                "approval_answer", policy=self.policy, answer=d["decision"], now=ctx.now, expires_at=a["expires_at"]
+            )
+            self._record_approval(ctx, a, answers[a["approval_id"]], d["approver"])
+        verdict = ctx.phase.decide(
+            "after_approval",
+            policy=self.policy,
+            expired="expired" in answers.values(),
+            rejected="rejected" in answers.values(),
+        )
+        plan = gate.get("plan")
+        meta_of: dict[str, dict[str, Any]] = {}
+        if plan is not None:
+            approval = next(a for a in pending if a["kind"] == "plan")
+            pref = approval["ref"]
+            pmeta = {
+                "approval_id": approval["approval_id"],
+                "approver": next(d["approver"] for d in decisions if d["approval_id"] == approval["approval_id"]),
+                "args_hash": approval["args_hash"],
+                "expires_at": approval["expires_at"],
+                "status": answers[approval["approval_id"]],
+            }
+            meta_of[pref] = pmeta
             if not ctx.encrypted:
-                ctx.put("plan", pref.split(":", 1)[1], pmeta, content={"plan": gate["call"]["arguments"].get("plan")})
+                ctx.put("plan", pref.split(":", 1)[1], pmeta, content={"plan": plan["call"]["arguments"].get("plan")})
+        self._write_sealed(ctx, sealed, pending_seal, meta_of)
+        if verdict == "expired":
+            ctx.event("approval.expired")
             return _Outcome("expired", data={"ended": "expired"})
-        ctx.event("approval.decided")
-        pmeta["status"] = d["decision"]
-        self._write_sealed(ctx, sealed, pending_seal, {pref: pmeta})
-        if not ctx.encrypted:
-            plan = gate["call"]["arguments"].get("plan")
-            ctx.put("plan", pref.split(":", 1)[1], pmeta, content={"plan": plan})
-        if d["decision"] == "rejected":
+        if verdict == "aborted":
             return _Outcome("aborted", data={"ended": "aborted"})
-        ctx.bundle["plan_approved"] = True
         brain, health = self._restore(ctx)
-        call = gate["call"]
+        details = gate.get("details") or {}
+        for a in pending:  # what each approval grants the gated step
+            args = details.get(a["approval_id"]) or {}
+            if a["kind"] == "disclosure":
+                ctx.bundle["disclosed_turn"] = args["turn"]
+            elif a["kind"] == "cost_ceiling":
+                ctx.bundle["granted_tokens"] = args["spent_tokens"] + args["next_tokens"]
+        ctx.bundle["gate"] = None
+        if plan is None:  # a gate before a model call: the call goes ahead
+            return self._advance(ctx, brain, health)
+        ctx.bundle["plan_approved"] = True
+        d = next(x for x in decisions if x["approval_id"] == approval["approval_id"])
+        call = plan["call"]
         answer = Message.tool_result(call["id"], f"plan approved by {d['approver']}")
-        cid = gate["ref"].split(":", 1)[1]
+        cid = plan["ref"].split(":", 1)[1]
         meta = {
             "call_id": call["id"],
             "name": call["name"],
@@ -718,7 +777,7 @@ class Router:
         }
         if ctx.encrypted:
             ctx.put("tool_call", cid, meta)
-            ctx.hold_for_seal(gate["ref"], P.message_text(answer.to_json()), meta)
+            ctx.hold_for_seal(plan["ref"], P.message_text(answer.to_json()), meta)
         else:
             ctx.put(
                 "tool_call",
@@ -728,8 +787,147 @@ class Router:
             )
         ordered = [Message.from_json(m) for m in ctx.bundle.get("resolved", [])] + [answer]
         brain.tool_results(ordered)
-        ctx.bundle["resolved"], ctx.bundle["gate"] = [], None
+        ctx.bundle["resolved"] = []
         return self._advance(ctx, brain, health)
+
+    # -- gates and memory -------------------------------------------------------------------
+    def _remote_providers(self) -> list[str]:
+        """Where a model call may send the conversation: the primary and the fallback, if remote.
+
+        A provider is remote unless it says otherwise (``remote = False``), so an
+        adapter that forgets to say is asked about, never silently trusted.
+        """
+        return sorted(
+            {
+                str(getattr(p, "name", type(p).__name__))
+                for p in (self.provider, self.fallback)
+                if getattr(p, "remote", True)
+            }
+        )
+
+    def _approval(
+        self, ctx: _Ctx, kind: str, approval_id: str, args_hash: str, ref: str | None = None
+    ) -> dict[str, Any]:
+        """An approval record as the pause holds it: refs and non-secret metadata only."""
+        a: dict[str, Any] = {
+            "approval_id": approval_id,
+            "kind": kind,
+            "args_hash": args_hash,
+            "expires_at": ctx.now + self.policy.approval_ttl_ms,
+        }
+        if ref is not None:
+            a["ref"] = ref
+        return a
+
+    def _record_approval(self, ctx: _Ctx, a: dict[str, Any], status: str, approver: str | None = None) -> None:
+        """The approval's durable record: a trace row (metadata only) rewritten as its status changes."""
+        meta = {
+            "event": "approval.record",
+            "approval_id": a["approval_id"],
+            "kind": a["kind"],
+            "args_hash": a["args_hash"],
+            "expires_at": a["expires_at"],
+            "status": status,
+            "approver": approver,
+            "at": ctx.now,
+            "ref": a.get("ref"),
+        }
+        rid = ctx.rid(f"approval/{a['approval_id']}")
+        ctx.rows.append(Row("trace", f"approval/{a['approval_id']}", meta, row_id=rid))
+
+    def _raise_gate(
+        self,
+        ctx: _Ctx,
+        brain: LoopMachine,
+        health: ToolHealth,
+        approvals: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]],
+        plan: dict[str, Any] | None = None,
+    ) -> _Outcome:
+        """Pause at AwaitingApproval: ``approvals`` are (record, what the client is shown, the gated figures)."""
+        ctx.bundle["brain"] = brain.snapshot()
+        ctx.bundle["health"] = health.snapshot()
+        records = [a for a, _, _ in approvals]
+        ctx.bundle["gate"] = {
+            "approvals": records,
+            "details": {a["approval_id"]: args for a, _, args in approvals},
+            "plan": plan,
+        }
+        for a in records:
+            self._record_approval(ctx, a, "requested")
+        pending_seal = sorted(ctx.bundle.get("pending", {}))
+        return _Outcome(
+            "gate",
+            pause={"approvals": records, "pending_seal": pending_seal},
+            data={"approvals": [shown for _, shown, _ in approvals]},
+        )
+
+    def _gate_before_call(self, ctx: _Ctx, brain: LoopMachine, health: ToolHealth) -> _Outcome | None:
+        """Ask router_run's disclosure_gate and cost_gate about the next model call; a gate if either asks."""
+        turn = ctx.bundle["turn"]
+        gates = ctx.bundle.get("gates") or {}
+        remote = self._remote_providers()
+        messages = [m.to_json() for m in brain.full_history()]
+        disclose = ctx.phase.decide(
+            "disclosure_gate",
+            policy=self.policy,
+            remote=bool(remote),
+            session=gates.get("disclosure"),
+            first_call=turn == 0,
+            approved=ctx.bundle.get("disclosed_turn") == turn,
+        )
+        spent = int(ctx.bundle.get("tokens", 0))
+        estimate = max(int(ctx.bundle.get("context_tokens", 0)), len(P.canonical(messages)) // 4)
+        cost = ctx.phase.decide(
+            "cost_gate",
+            policy=self.policy,
+            spent_tokens=spent,
+            next_tokens=estimate,
+            session_ceiling=int(gates.get("cost_ceiling_tokens", 0)),
+            granted_tokens=int(ctx.bundle.get("granted_tokens", 0)),
+        )
+        asked: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+        if disclose == "ask":
+            args = {"providers": remote, "turn": turn, "messages": len(messages)}
+            a = self._approval(ctx, "disclosure", f"disclosure-{turn}", P.args_hash("disclosure", args))
+            summary = (
+                f"send the conversation ({len(messages)} message{'' if len(messages) == 1 else 's'}) to the remote model "
+                f"{', '.join(remote)} (model call {turn + 1} of this run)"
+            )
+            asked.append((a, dict(a, summary=summary, details=args), args))
+        if cost["gate"] == "ask":
+            args = {k: cost[k] for k in ("ceiling_tokens", "spent_tokens", "next_tokens")}
+            args["turn"] = turn
+            granted = int(ctx.bundle.get("granted_tokens", 0))
+            a = self._approval(ctx, "cost_ceiling", f"cost-{turn}-{granted}", P.args_hash("cost_ceiling", args))
+            summary = (
+                f"this run has used {args['spent_tokens']} tokens; the next model call (about "
+                f"{args['next_tokens']} more) would pass the ceiling of {args['ceiling_tokens']} tokens"
+            )
+            asked.append((a, dict(a, summary=summary, details=args), args))
+        if not asked:
+            return None
+        return self._raise_gate(ctx, brain, health, asked)
+
+    def _remember(self, ctx: _Ctx, call_id: str, arguments: dict[str, Any], turn: int) -> Message:
+        """The remember tool: a session memory row under an id of (session, key); the answer the model sees."""
+        key, value = arguments.get("key"), arguments.get("value")
+        if not (isinstance(key, str) and 0 < len(key) <= 128 and isinstance(value, str)):
+            return Message.tool_result(
+                call_id, "remember needs a key (1-128 characters) and a string value", is_error=True
+            )
+        if len(value) > MAX_MEMORY_CHARS:
+            return Message.tool_result(
+                call_id, f"a remembered value holds at most {MAX_MEMORY_CHARS} characters", is_error=True
+            )
+        rid = ids.row_id(ctx.session_id, "", 0, f"memory/{key}")
+        meta = {"call_id": call_id, "turn": turn, "status": "remembered"}
+        content = {"key": key, "value": value}
+        if ctx.encrypted:
+            ctx.hold_for_seal(f"memory:{rid}", P.canonical(content), meta)
+        else:
+            ctx.put("memory", rid, meta, content=content)
+        ctx.event("memory.written")
+        return Message.tool_result(call_id, f"remembered {key}")
 
     def _decrypted(self, ctx: _Ctx) -> _Outcome:
         order = list(ctx.bundle.get("decrypt_order") or [])

@@ -1,8 +1,10 @@
-"""The tools a router advertises to the model: the client runs the first four, the router answers the last.
+"""The tools a router advertises to the model: the client runs the first four, the router answers the last two.
 
 ``write_file`` and ``edit_file`` change files, so the router records their
 proposed change as a diff when the call is requested.  ``submit_plan`` never
 reaches the client as a tool: it raises a standalone plan approval.
+``remember`` never reaches it either: the router writes a session ``memory``
+row (sealed, in an encrypted session) and answers the call itself.
 """
 
 from __future__ import annotations
@@ -46,8 +48,19 @@ PLAN_TOOL = ToolSpec(
     "Submit a plan for the user's approval before acting on it.",
     {"type": "object", "required": ["plan"], "properties": {"plan": {"type": "string"}}},
 )
+MEMORY_TOOL = ToolSpec(
+    "remember",
+    "Remember a fact for later runs of this session under a key (a later value for the same key replaces it).",
+    {
+        "type": "object",
+        "required": ["key", "value"],
+        "properties": {"key": {"type": "string", "minLength": 1, "maxLength": 128}, "value": {"type": "string"}},
+    },
+)
 FILE_CHANGING = ("write_file", "edit_file")
-ALL_TOOLS = (*CLIENT_TOOLS.values(), PLAN_TOOL)
+ALL_TOOLS = (*CLIENT_TOOLS.values(), PLAN_TOOL, MEMORY_TOOL)
+#: A remembered value larger than this is refused (the model is told so).
+MAX_MEMORY_CHARS = 65_536
 #: Permissions of a session that names none: reading is harmless, everything else asks.
 DEFAULT_PERMISSIONS = {"read_file": "allow"}
 
