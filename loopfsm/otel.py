@@ -112,3 +112,54 @@ class OtelSpanEventSink:
         span = trace.get_current_span()
         if span.is_recording():
             span.add_event(event_name(record), event_attributes(record))
+
+
+# -- model calls as GenAI client spans ----------------------------------------------------------
+#: A model call's trace row (see the router) -> OpenTelemetry GenAI semantic-convention attributes.
+GENAI_ATTRIBUTES = {
+    "provider": "gen_ai.provider.name",
+    "model": "gen_ai.request.model",
+    "response_model": "gen_ai.response.model",
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+}
+#: Fields the conventions have no name for, under loopfsm's own.
+LOOPFSM_ATTRIBUTES = {
+    "route": "loopfsm.model.route",
+    "fallback": "loopfsm.model.fallback",
+    "outcome": "loopfsm.model.outcome",
+    "latency_ms": "loopfsm.model.latency_ms",
+}
+
+
+def model_call_attributes(call: dict[str, Any]) -> dict[str, Any]:
+    """A model call's metadata under the GenAI semantic conventions' names (``gen_ai.*``, ``error.type``).
+
+    Only what the router's trace row holds: no prompt, message or tool payload.
+    A failed call carries its outcome class as ``error.type``.
+    """
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "chat"}
+    for key, name in (*GENAI_ATTRIBUTES.items(), *LOOPFSM_ATTRIBUTES.items()):
+        if call.get(key) is not None:
+            attrs[name] = call[key]
+    if call.get("stop_reason") is not None:
+        attrs["gen_ai.response.finish_reasons"] = [call["stop_reason"]]
+    if call.get("outcome") not in (None, "success"):
+        attrs["error.type"] = call["outcome"]
+    return attrs
+
+
+def record_model_call(tracer: Any, call: dict[str, Any], start_ns: int, end_ns: int) -> None:
+    """One finished model call as a CLIENT span named ``chat {model}``, in the current context."""
+    _require()
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    span = tracer.start_span(
+        f"chat {call.get('model')}",
+        kind=SpanKind.CLIENT,
+        attributes=model_call_attributes(call),
+        start_time=start_ns,
+    )
+    if call.get("outcome") not in (None, "success"):
+        span.set_status(Status(StatusCode.ERROR))
+    span.end(end_time=end_ns)

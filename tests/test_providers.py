@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import importlib
 
 import pytest
 
@@ -22,17 +21,20 @@ from loopfsm.providers.scripted import ScriptedProvider
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
 
-from loopfsm.providers.anthropic_api import AnthropicProvider  # noqa: E402
-from loopfsm.providers.openai_api import OpenAIProvider  # noqa: E402
+from provider_streams import (  # noqa: E402
+    Recorder,
+    anthropic_body,
+    anthropic_error as _a,
+    anthropic_provider,
+    httpx,
+    openai_body,
+    openai_error as _o,
+    openai_provider,
+    openai_reply,
+    sse,
+)
+from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
 
-
-def _http_module(sdk: Any) -> Any:
-    """httpx or httpx2: the package whose Client the SDK's DefaultHttpxClient extends."""
-    return importlib.import_module(sdk.DefaultHttpxClient.__mro__[1].__module__.split(".")[0])
-
-
-httpx = _http_module(anthropic)
-assert _http_module(openai) is httpx, "both SDKs must share one HTTP library for these tests"
 
 CONVERSATION = (
     Message("system", "be brief"),
@@ -46,54 +48,18 @@ REQUEST = ModelRequest(
 )
 
 
-class Recorder:
-    """A MockTransport handler that answers from a queue and keeps every request body."""
-
-    def __init__(self, *answers: Any):
-        self.answers = list(answers)
-        self.bodies: list[dict[str, Any]] = []
-
-    def __call__(self, request: Any) -> Any:
-        self.bodies.append(json.loads(request.content))
-        answer = self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
-
-
-def anthropic_provider(rec: Recorder) -> AnthropicProvider:
-    client = anthropic.Anthropic(
-        api_key="test-key", max_retries=0, http_client=anthropic.DefaultHttpxClient(transport=httpx.MockTransport(rec))
-    )
-    return AnthropicProvider(client)
-
-
-def openai_provider(rec: Recorder) -> OpenAIProvider:
-    client = openai.OpenAI(
-        api_key="test-key", max_retries=0, http_client=openai.DefaultHttpxClient(transport=httpx.MockTransport(rec))
-    )
-    return OpenAIProvider(client)
-
-
-ANTHROPIC_REPLY = {
-    "id": "msg_1",
-    "type": "message",
-    "role": "assistant",
-    "model": "m-1",
-    "content": [
-        {"type": "text", "text": "Reading "},
-        {"type": "text", "text": "it."},
-        {"type": "tool_use", "id": "t9", "name": "read_file", "input": {"path": "a.txt"}},
-    ],
-    "stop_reason": "tool_use",
-    "stop_sequence": None,
-    "usage": {"input_tokens": 120, "output_tokens": 30},
-}
+ANTHROPIC_REPLY = Reply(
+    (Block("text", "Reading it."), Block("tool", '{"path": "a.txt"}', "t9", "read_file")),
+    "tool_use",
+    {"input_tokens": 120, "output_tokens": 30},
+    model="m-1-20260101",
+)
 
 
 def test_anthropic_request_and_reply_translate_both_ways() -> None:
-    rec = Recorder(httpx.Response(200, json=ANTHROPIC_REPLY))
+    rec = Recorder(sse(anthropic_body(anthropic_events(ANTHROPIC_REPLY))))
     reply = anthropic_provider(rec).complete(REQUEST)
+    assert reply.model == "m-1-20260101"
     assert reply.message == Message.assistant("Reading it.", [ToolCall("t9", "read_file", {"path": "a.txt"})])
     assert (reply.stop_reason, reply.input_tokens, reply.output_tokens, reply.context_tokens) == (
         "tool_use",
@@ -102,7 +68,7 @@ def test_anthropic_request_and_reply_translate_both_ways() -> None:
         150,
     )
     sent = rec.bodies[0]
-    assert sent["system"] == "be brief" and sent["model"] == "m-1"
+    assert sent["system"] == "be brief" and sent["model"] == "m-1" and sent["stream"] is True
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
     results = sent["messages"][2]["content"]
     assert [b["tool_use_id"] for b in results] == ["c1", "c2"] and results[1]["is_error"] is True
@@ -116,34 +82,11 @@ def test_anthropic_request_and_reply_translate_both_ways() -> None:
 
 
 def test_openai_request_and_reply_translate_both_ways() -> None:
-    completion = {
-        "id": "c",
-        "object": "chat.completion",
-        "created": 0,
-        "model": "m-1",
-        "choices": [
-            {
-                "index": 0,
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": "t9",
-                            "type": "function",
-                            "function": {"name": "read_file", "arguments": '{"path":"a.txt"}'},
-                        }
-                    ],
-                },
-            }
-        ],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107},
-    }
-    rec = Recorder(httpx.Response(200, json=completion))
+    rec = Recorder(openai_reply(calls=(("t9", "read_file", {"path": "a.txt"}),), input_tokens=100, output_tokens=7))
     reply = openai_provider(rec).complete(REQUEST)
     assert reply.message == Message.assistant("", [ToolCall("t9", "read_file", {"path": "a.txt"})])
     assert (reply.stop_reason, reply.context_tokens) == ("tool_use", 107)
+    assert rec.bodies[0]["stream"] is True and rec.bodies[0]["stream_options"] == {"include_usage": True}
     sent = rec.bodies[0]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
     assert json.loads(sent[2]["tool_calls"][0]["function"]["arguments"]) == {"path": "."}
@@ -151,25 +94,10 @@ def test_openai_request_and_reply_translate_both_ways() -> None:
 
 
 def test_openai_tool_arguments_that_are_not_an_object_fail_the_call() -> None:
-    bad = {
-        "id": "c", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": None,
-                     "tool_calls": [{"id": "t", "type": "function", "function": {"name": "x", "arguments": '{"pa'}}]}}],
-    }  # fmt: skip
+    bad = Reply((Block("tool", '{"pa', "t", "x"),), "tool_calls", {"prompt_tokens": 1})
     with pytest.raises(ProviderError) as err:
-        openai_provider(Recorder(httpx.Response(200, json=bad))).complete(REQUEST)
-    assert err.value.outcome == "transient"
-
-
-def _a(status: int, kind: str, message: str = "", **headers: str) -> Any:
-    """An Anthropic error response."""
-    body = {"type": "error", "error": {"type": kind, "message": message}}
-    return httpx.Response(status, json=body, headers=headers)
-
-
-def _o(status: int, kind: str, code: str | None) -> Any:
-    """An OpenAI error response."""
-    return httpx.Response(status, json={"error": {"type": kind, "code": code, "message": "m"}})
+        openai_provider(Recorder(sse(openai_body(openai_chunks(bad))))).complete(REQUEST)
+    assert err.value.outcome == "transient" and "incomplete" in str(err.value)
 
 
 @pytest.mark.parametrize(

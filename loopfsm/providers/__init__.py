@@ -74,15 +74,23 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class ModelReply:
+    """The assistant turn, why it stopped, and the usage and model name as the provider reported them."""
+
     message: Message
     stop_reason: StopReason
     input_tokens: int = 0
     output_tokens: int = 0
+    model: str = ""
 
     @property
     def context_tokens(self) -> int:
         """What the brain's ``model_response`` wants: the conversation's size after this reply."""
         return self.input_tokens + self.output_tokens
+
+
+def token_count(value: Any) -> int:
+    """A token count as the provider reported it; anything but a non-negative integer counts as not reported (0)."""
+    return value if type(value) is int and value >= 0 else 0
 
 
 def import_sdk(name: str) -> Any:
@@ -94,7 +102,14 @@ def import_sdk(name: str) -> Any:
 
 
 class Provider(Protocol):
-    """One model endpoint.  Implementations raise only :class:`ProviderError` for a failed call."""
+    """One model endpoint.
+
+    A failed call raises :class:`ProviderError`.  A streamed reply that breaks
+    its provider's stream protocol raises stream assembly's
+    :class:`~loopfsm.errors.StreamEventError` or
+    :class:`~loopfsm.errors.StreamProtocolError`: the reply is refused, never
+    repaired, and the caller decides what a refused reply means.
+    """
 
     name: str
 

@@ -1,8 +1,11 @@
 """The Anthropic Messages API as a :class:`~loopfsm.providers.Provider` (extra ``loopfsm[anthropic]``).
 
-Requests and replies are translated between the brain's provider-neutral
-messages and the API's content blocks; failures are classified by HTTP status
-and the API's error type, which are stable across SDK versions.
+Requests are translated from the brain's provider-neutral messages to the
+API's content blocks and sent streaming; the reply's events are assembled by
+:class:`~loopfsm.streams.AnthropicStream` (stream assembly), so a tool call's
+arguments arrive whole or the reply is refused.  Failures are classified by
+HTTP status and the API's error type (also when it arrives as an ``error``
+event mid-stream), which are stable across SDK versions.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ from __future__ import annotations
 from typing import Any, cast
 
 from ..errors import ProviderError
-from ..machines.messages import Message, ToolCall
-from . import import_sdk, FailureClass, ModelReply, ModelRequest, StopReason, status_class
+from ..machines.messages import Message
+from ..streams.anthropic import AnthropicStream
+from . import sse
+from . import import_sdk, token_count, FailureClass, ModelReply, ModelRequest, StopReason, status_class
 
 #: The API's error ``type`` -> the fallback breaker's outcome class.
 ERROR_TYPES: dict[str, FailureClass] = {
@@ -51,28 +56,6 @@ def to_api_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, 
     return system, out
 
 
-def from_api_message(body: Any) -> ModelReply:
-    """A Messages API response (SDK object or dict) as a reply; unknown block kinds are ignored, not guessed."""
-    data = body if isinstance(body, dict) else body.model_dump()
-    texts, calls = [], []
-    for block in data.get("content") or ():
-        if block.get("type") == "text":
-            texts.append(block.get("text", ""))
-        elif block.get("type") == "tool_use":
-            args = block.get("input")
-            if not isinstance(args, dict):
-                raise ProviderError("anthropic", "transient", "tool_use input is not a JSON object")
-            calls.append(ToolCall(block["id"], block["name"], args))
-    stop = data.get("stop_reason") or "end_turn"
-    usage = data.get("usage") or {}
-    return ModelReply(
-        Message.assistant("".join(texts), calls),
-        cast(StopReason, stop if stop in _STOPS else "end_turn"),
-        int(usage.get("input_tokens") or 0),
-        int(usage.get("output_tokens") or 0),
-    )
-
-
 def retry_after_ms(headers: Any) -> int | None:
     """The ``retry-after`` header in ms, when the provider sent one in seconds."""
     value = headers.get("retry-after") if headers is not None else None
@@ -100,18 +83,20 @@ def classify(status: int | None, body: object, headers: Any = None) -> ProviderE
 
 
 class AnthropicProvider:
-    """``client`` is an ``anthropic.Anthropic`` (pass ``http_client=`` to it for proxies or tests)."""
+    """``client`` is an ``anthropic.Anthropic`` (pass ``http_client=`` to it for proxies or tests).
+
+    Without one, the SDK's client is made from ``client_options`` and the
+    SDK's environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_BASE_URL``).
+    """
 
     name = "anthropic"
 
     def __init__(self, client: Any = None, **client_options: Any):
-        if client is None:
-            client = import_sdk("anthropic").Anthropic(**client_options)
-        self.client = client
+        self._sdk = import_sdk("anthropic")
+        self._http_error = sse.http_error(self._sdk)
+        self.client = client if client is not None else self._sdk.Anthropic(**client_options)
 
-    def complete(self, request: ModelRequest) -> ModelReply:
-        import anthropic
-
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         system, messages = to_api_messages(request.messages)
         if request.system:
             system = f"{request.system}\n\n{system}" if system else request.system
@@ -122,10 +107,26 @@ class AnthropicProvider:
             kwargs["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
             ]
+        return kwargs
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        sdk, stream = self._sdk, AnthropicStream()
         try:
-            body = self.client.messages.create(**kwargs)
-        except anthropic.APIStatusError as err:
+            with self.client.messages.with_streaming_response.create(**self._arguments(request), stream=True) as resp:
+                for number, (_, data) in enumerate(sse.events(resp.iter_lines()), 1):
+                    stream.feed(sse.decode(data, number))
+                    if stream.machine.state in ("Done", "Failed"):
+                        break
+        except sdk.APIStatusError as err:
             raise classify(err.status_code, err.body, err.response.headers) from None
-        except anthropic.APIConnectionError:  # includes timeouts
+        except (sdk.APIConnectionError, self._http_error):  # includes timeouts, and a body cut mid-stream
             raise classify(None, None) from None
-        return from_api_message(body)
+        result = sse.assembled(self.name, stream, lambda kind: ERROR_TYPES.get(kind, "transient"))
+        stop = result.stop_reason or "end_turn"
+        return ModelReply(
+            result.message,
+            cast(StopReason, stop if stop in _STOPS else "end_turn"),
+            token_count(result.usage.get("input_tokens")),
+            token_count(result.usage.get("output_tokens")),
+            result.model,
+        )

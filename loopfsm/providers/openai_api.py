@@ -1,4 +1,10 @@
-"""The OpenAI Chat Completions API as a :class:`~loopfsm.providers.Provider` (extra ``loopfsm[openai]``)."""
+"""The OpenAI Chat Completions API as a :class:`~loopfsm.providers.Provider` (extra ``loopfsm[openai]``).
+
+Requests are sent streaming with usage included; the chunks are assembled by
+:class:`~loopfsm.streams.OpenAIChatStream` (stream assembly), so tool-call
+arguments arrive as one whole JSON object or the reply is refused.  An error
+object in place of a chunk is classified like an error response.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +12,10 @@ import json
 from typing import Any
 
 from ..errors import ProviderError
-from ..machines.messages import Message, ToolCall
-from . import import_sdk, FailureClass, ModelReply, ModelRequest, StopReason, status_class
+from ..machines.messages import Message
+from ..streams.openai_chat import OpenAIChatStream
+from . import sse
+from . import import_sdk, token_count, FailureClass, ModelReply, ModelRequest, StopReason, status_class
 from .anthropic_api import retry_after_ms
 
 #: The API's error ``code`` (or ``type``) -> the fallback breaker's outcome class.
@@ -54,39 +62,6 @@ def to_api_messages(messages: tuple[Message, ...], system: str = "") -> list[dic
     return out
 
 
-def from_api_completion(body: Any) -> ModelReply:
-    """A chat completion (SDK object or dict) as a reply.
-
-    Tool-call arguments arrive as a JSON string; one that is not a JSON object
-    is a failed call (``transient``: asking again usually helps), never cut to
-    whatever part of it parses.
-    """
-    data = body if isinstance(body, dict) else body.model_dump()
-    choices = data.get("choices") or ()
-    if not choices:
-        raise ProviderError("openai", "transient", "the completion has no choices")
-    choice = choices[0]
-    msg = choice.get("message") or {}
-    calls = []
-    for c in msg.get("tool_calls") or ():
-        fn = c.get("function") or {}
-        try:
-            args = json.loads(fn.get("arguments") or "{}")
-        except ValueError:
-            args = None
-        if not isinstance(args, dict):
-            raise ProviderError("openai", "transient", "tool call arguments are not a JSON object")
-        calls.append(ToolCall(c["id"], fn.get("name", ""), args))
-    text = msg.get("content") or msg.get("refusal") or ""
-    usage = data.get("usage") or {}
-    return ModelReply(
-        Message.assistant(text, calls),
-        FINISH.get(choice.get("finish_reason") or "stop", "end_turn"),
-        int(usage.get("prompt_tokens") or 0),
-        int(usage.get("completion_tokens") or 0),
-    )
-
-
 def classify(status: int | None, body: object, headers: Any = None) -> ProviderError:
     err = body.get("error", body) if isinstance(body, dict) else None
     codes = [err.get("code"), err.get("type")] if isinstance(err, dict) else []
@@ -99,22 +74,25 @@ def classify(status: int | None, body: object, headers: Any = None) -> ProviderE
 
 
 class OpenAIProvider:
-    """``client`` is an ``openai.OpenAI`` (pass ``http_client=`` to it for proxies or tests)."""
+    """``client`` is an ``openai.OpenAI`` (pass ``http_client=`` to it for proxies or tests).
+
+    Without one, the SDK's client is made from ``client_options`` and the
+    SDK's environment (``OPENAI_API_KEY``, ``OPENAI_BASE_URL``).
+    """
 
     name = "openai"
 
     def __init__(self, client: Any = None, **client_options: Any):
-        if client is None:
-            client = import_sdk("openai").OpenAI(**client_options)
-        self.client = client
+        self._sdk = import_sdk("openai")
+        self._http_error = sse.http_error(self._sdk)
+        self.client = client if client is not None else self._sdk.OpenAI(**client_options)
 
-    def complete(self, request: ModelRequest) -> ModelReply:
-        import openai
-
+    def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": to_api_messages(request.messages, request.system),
             "max_completion_tokens": request.max_tokens,
+            "stream_options": {"include_usage": True},
         }
         if request.tools:
             kwargs["tools"] = [
@@ -124,10 +102,35 @@ class OpenAIProvider:
                 }
                 for t in request.tools
             ]
+        return kwargs
+
+    def complete(self, request: ModelRequest) -> ModelReply:
+        sdk, stream = self._sdk, OpenAIChatStream()
         try:
-            body = self.client.chat.completions.create(**kwargs)
-        except openai.APIStatusError as err:
+            with self.client.chat.completions.with_streaming_response.create(
+                **self._arguments(request), stream=True
+            ) as resp:
+                for number, (_, data) in enumerate(sse.events(resp.iter_lines()), 1):
+                    if data == "[DONE]":
+                        break
+                    chunk = sse.decode(data, number)
+                    if "error" in chunk and "choices" not in chunk:
+                        raise classify(None, chunk)
+                    stream.feed(chunk)
+        except sdk.APIStatusError as err:
             raise classify(err.status_code, err.body, err.response.headers) from None
-        except openai.APIConnectionError:
+        except (sdk.APIConnectionError, self._http_error):  # includes timeouts, and a body cut mid-stream
             raise classify(None, None) from None
-        return from_api_completion(body)
+        if stream.machine.state == "Stopped":  # [DONE], or the body closed after the finish reason
+            stream.finish()
+        result = sse.assembled(self.name, stream, lambda kind: ERROR_CODES.get(kind, "transient"))
+        message = result.message
+        if not message.text and result.refusal:
+            message = Message.assistant(result.refusal, message.tool_calls, message.thinking)
+        return ModelReply(
+            message,
+            FINISH.get(result.stop_reason or "stop", "end_turn"),
+            token_count(result.usage.get("prompt_tokens")),
+            token_count(result.usage.get("completion_tokens")),
+            result.model,
+        )

@@ -16,8 +16,10 @@ Rules chosen where the seed is silent (README "Router service" repeats them):
   is overwritten with an empty body the moment the run ends, whichever way it
   ends (completed, sealed, break, inject, expiry, failure).  In an encrypted
   session it is the only clear content at rest, and only while the run lives.
-- Trace rows carry the stable event name only, never a payload, so there is
-  nothing in them to seal.
+- Trace rows carry the stable event name and, for a model call, only its
+  metadata (provider, model, route, outcome class, token counts as the
+  provider reported them, latency measured here on a monotonic clock), never
+  a payload, so there is nothing in them to seal.
 - The stored response of an encrypted session's live run is a content-free
   stub; a re-sent request_id is answered from the bundle's copy.
 - Standalone approvals (router_run.yaml states the rules, its decisions
@@ -42,12 +44,13 @@ Rules chosen where the seed is silent (README "Router service" repeats them):
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError
+from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError, StreamEventError, StreamProtocolError
 from ..machines.engine_brain import LoopMachine
 from ..machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
 from ..machines.breaker_values import Route
@@ -105,7 +108,7 @@ class _Ctx:
         self.lease, self.record, self.now = lease, record, now
         self.phase = record.phase_machine()
         self.rows: list[Row] = []
-        self.events: list[str] = []
+        self.events: list[str | dict[str, Any]] = []
         self._emit = emit
         self.bundle: dict[str, Any] = {}
         self.run_id: str = self.phase.data.run_id or ""
@@ -115,6 +118,11 @@ class _Ctx:
     def event(self, name: str) -> None:
         self.events.append(name)
         self._emit(name)
+
+    def trace(self, row: dict[str, Any]) -> None:
+        """An event with metadata (a model call's provider, tokens, latency): a trace row of its own."""
+        self.events.append(row)
+        self._emit(row["event"])
 
     # -- rows -------------------------------------------------------------------------------
     def rid(self, slot: str) -> str:
@@ -162,6 +170,8 @@ class Router:
         clock: Callable[[], int] = wall_clock_ms,
         create: bool = False,
         store_fault: Callable[[str], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        tracer: Any = None,
     ):
         from ..providers.scripted import ScriptedProvider
 
@@ -173,6 +183,9 @@ class Router:
         self.max_rounds, self.max_model_attempts = max_rounds, max_model_attempts
         self.model, self.clock, self._fault = model, clock, store_fault
         self.fallback_model = fallback_model or model
+        # Model-call latency is measured here, at the edge, on a monotonic clock (seconds, like
+        # time.monotonic); ``tracer`` (an OpenTelemetry Tracer) also gets each call as a GenAI span.
+        self.monotonic, self.tracer = monotonic, tracer
         self.breaker = FallbackBreaker()
         self._breaker_lock = threading.Lock()
         self._local = threading.local()
@@ -388,8 +401,17 @@ class Router:
 
     # -- the turn loop ----------------------------------------------------------------------
     def _call_model(self, ctx: _Ctx, brain: LoopMachine) -> ModelReply:
+        """Call the model the fallback breaker routes to, retrying within ``max_model_attempts``.
+
+        Every call writes a ``model.called`` trace row, then one ``model.responded`` or ``model.failed``
+        row with its metadata (:func:`model_call_row`), never content.  A provider that refused its
+        credentials (``auth``) is not asked again in this turn: when the breaker routes back to it the
+        run fails as a setup error.  A reply whose stream breaks its protocol is refused: the breaker
+        counts it as ``transient`` and the run fails.
+        """
         messages = tuple(brain.full_history())
         last: ProviderError | None = None
+        refused_credentials: set[int] = set()
         for _ in range(self.max_model_attempts):
             with self._breaker_lock:
                 route = self.breaker.route(ctx.now)
@@ -397,6 +419,14 @@ class Router:
                 raise _RunFailed(f"model unavailable ({route.reason})")
             primary = route.model == "primary"
             provider = self.provider if primary else self.fallback
+            name = str(getattr(provider, "name", type(provider).__name__))
+            if id(provider) in refused_credentials:
+                with self._breaker_lock:
+                    self.breaker.record(ctx.now, route, "auth")
+                raise _RunFailed(
+                    f"model setup error: the {name} API refused the router's credentials (auth); "
+                    "check the API key in the router's environment"
+                )
             request = ModelRequest(self.model if primary else self.fallback_model, messages, tuple(ALL_TOOLS))
             # A scripted model answers by position: each route keeps its own count in the run's bundle, so a
             # retried or restarted turn asks for the same reply, and a scripted failure moves on to the next.
@@ -404,27 +434,42 @@ class Router:
             index = counts.get(route.model, 0)
             counts[route.model] = index + 1
             ctx.event("model.called")
+            call = _ModelCall(self, name, request.model, route.model)
             try:
                 if hasattr(provider, "reply_at"):
                     reply: ModelReply = provider.reply_at(index, request)
                 else:
                     reply = provider.complete(request)
             except ProviderError as err:
+                ctx.trace(call.done(err.outcome))
                 last = err
                 with self._breaker_lock:
                     if err.outcome != "invalid_request":
                         self.breaker.record(
                             ctx.now, route, cast(FallbackOutcome, err.outcome), retry_after=err.retry_after_ms
                         )
+                if err.outcome == "auth":
+                    refused_credentials.add(id(provider))
                 if err.outcome in ("invalid_request", "context_length", "content_policy"):
                     break
                 continue
+            except (StreamEventError, StreamProtocolError) as err:
+                ctx.trace(call.done("malformed_stream"))
+                with self._breaker_lock:
+                    self.breaker.record(ctx.now, route, "transient")
+                raise _RunFailed(f"the {name} reply was refused, its stream is malformed: {str(err)[:300]}") from None
             except ScriptError as err:
+                ctx.trace(call.done("script_error"))
                 raise _RunFailed(f"scripted model: {err}") from None
+            ctx.trace(call.done("success", reply))
             with self._breaker_lock:
                 self.breaker.record(ctx.now, route, "success")
-            ctx.event("model.responded")
             return reply
+        if last is not None and last.outcome == "auth":
+            raise _RunFailed(
+                f"model setup error: the {last.provider} API refused the router's credentials (auth); "
+                "check the API key in the router's environment"
+            )
         raise _RunFailed(f"model call failed ({last.outcome if last else 'unknown'})")
 
     def _advance(self, ctx: _Ctx, brain: LoopMachine, health: ToolHealth) -> _Outcome:
@@ -1039,6 +1084,35 @@ class Router:
             ctx.lease, phase, request_id=req.request_id, response=stored, rows=rows, trace=trace, run_id=run_id
         )
         return response
+
+
+class _ModelCall:
+    """One model call, timed at the edge: its trace row, and its span when a tracer is configured."""
+
+    def __init__(self, router: Router, provider: str, model: str, route: str):
+        self.router, self.provider, self.model, self.route = router, provider, model, route
+        self.started, self.started_ns = router.monotonic(), time.time_ns()
+
+    def done(self, outcome: str, reply: ModelReply | None = None) -> dict[str, Any]:
+        latency_ms = max(0.0, (self.router.monotonic() - self.started) * 1000.0)
+        row: dict[str, Any] = {
+            "event": "model.responded" if reply is not None else "model.failed",
+            "provider": self.provider,
+            "model": self.model,
+            "response_model": (reply.model or None) if reply is not None else None,
+            "route": self.route,
+            "fallback": self.route == "fallback",
+            "outcome": outcome,
+            "input_tokens": reply.input_tokens if reply is not None else None,
+            "output_tokens": reply.output_tokens if reply is not None else None,
+            "stop_reason": reply.stop_reason if reply is not None else None,
+            "latency_ms": round(latency_ms, 3),
+        }
+        if self.router.tracer is not None:
+            from ..otel import record_model_call
+
+            record_model_call(self.router.tracer, row, self.started_ns, self.started_ns + int(latency_ms * 1e6))
+        return row
 
 
 class _RunFailed(Exception):

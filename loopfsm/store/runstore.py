@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -445,7 +445,7 @@ class RunStore:
         request_id: str,
         response: Any,
         rows: Sequence[Row] = (),
-        trace: Sequence[str] = (),
+        trace: Sequence[str | Mapping[str, Any]] = (),
         now_ms: int | None = None,
         replayable: bool = True,
         run_id: str | None = None,
@@ -470,7 +470,9 @@ class RunStore:
         now = self.now(now_ms)
         snap = phase.snapshot()
         run_id = run_id or phase.data.run_id or phase.data.last_run_id or ""
-        all_rows = list(rows) + [Row("trace", f"trace/{i}", {"event": e}) for i, e in enumerate(trace)]
+        all_rows = list(rows) + [
+            Row("trace", f"trace/{i}", dict(e) if isinstance(e, Mapping) else {"event": e}) for i, e in enumerate(trace)
+        ]
         self._fault("before_transaction")
         with self.backend.transaction():
             _, got = self.backend.run(
