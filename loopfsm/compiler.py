@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import inspect
 from collections.abc import Mapping
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from .backend import LoopBackendMachine, LoopEvent
 from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
+from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, MachineInstance
@@ -181,9 +183,12 @@ def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dic
 
 
 def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
-    """A frozen dataclass whose fields, types, defaults and bounds are the YAML's ``policy``."""
+    """A frozen dataclass whose fields, types, defaults and bounds are the YAML's ``policy``.
+
+    Built as ``dataclasses.make_dataclass`` builds it (its module stays ``types``
+    unless a typed class names one), with the methods written on first use.
+    """
     params = list(spec.policy.values())
-    fields = [(p.name, _PY_POLICY[p.type], dataclasses.field(default=p.default)) for p in params]
 
     def __post_init__(self: Any) -> None:
         for p in params:
@@ -192,13 +197,16 @@ def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
             if problem:
                 raise PolicyError(f"{spec.name}: policy '{p.name}' = {shown(v)} {problem}")
 
-    cls = dataclasses.make_dataclass(cls_name, fields, frozen=True, namespace={"__post_init__": __post_init__})
-    if module is not None:
-        cls.__module__ = module  # where users import it from, so it pickles and reprs by that name
-    cls.__doc__ = f"Policy of machine '{spec.name}'; defaults come from its YAML file.\n\n" + "\n".join(
-        f"{p.name}: {p.description}" for p in params
-    )
-    return cls
+    namespace: dict[str, Any] = {
+        "__annotations__": {p.name: _PY_POLICY[p.type] for p in params},
+        "__module__": module or "types",  # where users import it from, so it pickles and reprs by that name
+        "__qualname__": cls_name,
+        "__doc__": f"Policy of machine '{spec.name}'; defaults come from its YAML file.\n\n"
+        + "\n".join(f"{p.name}: {p.description}" for p in params),
+        "__post_init__": __post_init__,
+    }
+    namespace.update((p.name, dataclasses.field(default=p.default)) for p in params)
+    return dataclass(frozen=True)(type(cls_name, (), namespace))
 
 
 def _make_data_class(spec: Spec) -> type:
@@ -313,7 +321,6 @@ class CompiledMachine:
         policy_name = declared if isinstance(declared, str) else cls_name + "Policy"
         module = typed.__module__ if typed is not None else None
         self.Policy = _make_policy_class(spec, policy_name, module)
-        self.default_policy = self.Policy()
         self.Data = _make_data_class(spec)
 
         self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
@@ -427,6 +434,11 @@ class CompiledMachine:
             if module is not None:
                 namespace["__module__"] = module
             self.Instance = type(cls_name, bases, namespace)
+
+    @cached_property
+    def default_policy(self) -> Any:
+        """The policy of the YAML's defaults (made on first use: most of a compile's callers never feed)."""
+        return self.Policy()
 
     def policy(self, value: Any = None) -> Any:
         """The policy to use for one call: ``None`` means the YAML defaults; a mapping is converted."""

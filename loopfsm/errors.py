@@ -8,7 +8,7 @@ matter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .lazyclass import dataclass
 from collections.abc import Iterable, Sequence
 
 

@@ -20,7 +20,7 @@ import importlib
 import re
 import sys
 from collections.abc import Iterable
-from dataclasses import dataclass
+from .lazyclass import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..lazyclass import dataclass
 from typing import Any, Literal
 
 from .json_prefix import INCOMPLETE, classify

@@ -1,0 +1,172 @@
+"""Deferred dataclasses: nothing generated at definition, then exactly what ``dataclasses.dataclass`` makes."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import pickle
+from typing import Any
+
+import pytest
+
+from loopfsm.lazyclass import dataclass as lazy
+
+
+def twins(options: dict[str, Any], doc: bool = True) -> tuple[type, type]:
+    """The same class body decorated by the standard decorator and by the deferred one."""
+
+    def make(decorate: Any) -> type:
+        ns: dict[str, Any] = {
+            "__annotations__": {"x": "int", "tags": "list[str]", "y": "str"},
+            "tags": dataclasses.field(default_factory=list),
+            "y": "why",
+            "__module__": __name__,
+            "__qualname__": "Point",
+        }
+        if doc:
+            ns["__doc__"] = "A point."
+        return decorate(**options)(type("Point", (), ns))
+
+    return make(dataclasses.dataclass), make(lazy)
+
+
+def calls(cls: type) -> list[str]:
+    """What each constructor call gives: a repr, or the TypeError's message."""
+    out = []
+    tries: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((1,), {}),
+        ((1, ["a"], "z"), {}),
+        ((), {"x": 2, "y": "q"}),
+        ((), {}),
+        ((1,), {"z": 0}),
+        ((1, [], "", 4), {}),
+        ((1,), {"x": 1}),
+    ]
+    for args, kw in tries:
+        try:
+            out.append(repr(cls(*args, **kw)))
+        except TypeError as err:
+            out.append(str(err))
+    return out
+
+
+@pytest.mark.parametrize("options", [{}, {"frozen": True}, {"frozen": True, "order": True}, {"eq": False}])
+def test_a_deferred_class_behaves_exactly_as_a_standard_dataclass(options: dict[str, Any]) -> None:
+    std, ours = twins(options)
+    assert not inspect.isfunction(ours.__dict__["__init__"])  # nothing generated yet
+    assert str(inspect.signature(ours)) == str(inspect.signature(std))
+    assert calls(ours) == calls(std)
+    assert [(f.name, f.default, f.default_factory) for f in dataclasses.fields(ours)] == [
+        (f.name, f.default, f.default_factory) for f in dataclasses.fields(std)
+    ]
+    assert ours.__match_args__ == std.__match_args__ == ("x", "tags", "y")
+    assert ours.__dataclass_params__.__repr__() == std.__dataclass_params__.__repr__()
+    for name in ("__init__", "__repr__", "__eq__", "__hash__", "__lt__"):
+        mine, theirs = ours.__dict__.get(name), std.__dict__.get(name)
+        assert (mine is None) == (theirs is None), name
+        if inspect.isfunction(theirs):
+            assert mine.__code__.co_code == theirs.__code__.co_code, name
+    a, b = ours(1), ours(1)
+    assert a.tags is not b.tags
+    assert (a == b) == (std(1) == std(1))
+    if options.get("frozen"):
+        assert hash(ours(1, ())) == hash(std(1, ()))
+        for obj in (a, std(1)):
+            with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
+                obj.x = 2
+            with pytest.raises(dataclasses.FrozenInstanceError, match="cannot delete field 'y'"):
+                del obj.y
+            with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'other'"):
+                obj.other = 2
+        loose = type("Loose", (ours,), {})(1)  # a plain subclass may add attributes, not change fields
+        loose.other = 3
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            loose.x = 2
+    assert ("tags" in vars(ours)) == ("tags" in vars(std))
+    assert ours.y == std.y == "why"
+    if options.get("order"):
+        assert ours(1) < ours(2)
+    assert repr(copy.deepcopy(a)) == repr(a)
+
+
+def test_first_use_by_instance_by_match_or_by_introspection_each_makes_the_class() -> None:
+    for use in (
+        lambda c: c(1),
+        lambda c: dataclasses.is_dataclass(c),
+        lambda c: c.__match_args__,
+        lambda c: c.__doc__,
+        lambda c: inspect.signature(c),
+    ):
+        std, ours = twins({"frozen": True}, doc=False)
+        use(ours)
+        assert inspect.isfunction(ours.__dict__["__init__"])
+        assert ours.__doc__ == std.__doc__  # the signature line the standard decorator writes
+        match ours(3):
+            case ours(x):  # type: ignore[misc]
+                assert x == 3
+
+
+def test_a_subclass_sees_the_fields_of_a_deferred_base() -> None:
+    _, base = twins({"frozen": True})
+    sub = dataclasses.dataclass(frozen=True)(
+        type("Sub", (base,), {"__annotations__": {"z": "int"}, "z": 0, "__module__": __name__})
+    )
+    assert [f.name for f in dataclasses.fields(sub)] == ["x", "tags", "y", "z"]
+    assert sub(1).z == 0
+
+
+@lazy(frozen=True)
+class Pickled:
+    """Module level, so pickle can find it."""
+
+    n: int
+    words: tuple[str, ...] = ()
+
+
+def test_a_deferred_instance_pickles() -> None:
+    p = Pickled(2, ("a",))
+    assert pickle.loads(pickle.dumps(p)) == p
+
+
+def test_a_policy_class_is_what_make_dataclass_made_before() -> None:
+    from loopfsm.machines import ToolBreakerPolicy, TurnstilePolicy
+
+    for cls in (TurnstilePolicy, ToolBreakerPolicy):
+        fields = [(f.name, f.type, dataclasses.field(default=f.default)) for f in dataclasses.fields(cls)]
+        ref = dataclasses.make_dataclass(cls.__name__, fields, frozen=True)
+        assert str(inspect.signature(cls)) == str(inspect.signature(ref))
+        assert repr(cls()) == repr(ref())
+        assert cls.__dataclass_params__.__repr__() == ref.__dataclass_params__.__repr__()
+        for bad in ({"nope": 1}, {"trip_after": 1, "fare": 1}):
+            with pytest.raises(TypeError) as ours:
+                cls(**bad)
+            with pytest.raises(TypeError) as theirs:
+                ref(**bad)
+            assert str(ours.value) == str(theirs.value)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            cls().x = 1  # type: ignore[attr-defined]
+
+
+def test_threads_meeting_a_deferred_class_all_get_the_real_one() -> None:
+    import threading
+
+    def race(cls: type) -> list[str]:
+        start, made = threading.Barrier(6), []
+
+        def build() -> None:
+            start.wait()
+            try:
+                made.append(repr(cls(1)))
+            except Exception as err:  # noqa: BLE001 - the test reports any failure
+                made.append(f"{type(err).__name__}: {err}")
+
+        threads = [threading.Thread(target=build) for _ in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return made
+
+    for _ in range(20):
+        assert race(twins({"frozen": True}, doc=False)[1]) == ["Point(x=1, tags=[], y='why')"] * 6
