@@ -12,9 +12,12 @@ so a typo in a parameter name is caught at load time, not mid-run.
 
 from __future__ import annotations
 
+import builtins
 import inspect
 import typing
-from dataclasses import dataclass
+from keyword import iskeyword
+from types import FunctionType, GenericAlias, ModuleType
+from .lazyclass import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable
 
@@ -76,13 +79,13 @@ BUILTIN_CODECS: dict[str, Codec] = {
 
 
 def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]:
+    plain = _plain_params(fn, kind, name)
+    if plain is not None:
+        return plain
     sig = inspect.signature(fn)
     positional = [p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) != 2:
-        raise RegistryError(
-            f"{kind} '{name}' must take exactly two positional arguments (machine, ctx) "
-            f"and its YAML parameters as keyword-only arguments; it takes {len(positional)} positional"
-        )
+        raise _positional_error(kind, name, len(positional))
     try:
         hints = typing.get_type_hints(fn)
     except Exception:  # unresolvable annotations: treat as untyped rather than refuse
@@ -92,8 +95,75 @@ def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]
         if p.kind is p.KEYWORD_ONLY:
             out[p.name] = Param(p.name, hints.get(p.name, Any), p.default is inspect.Parameter.empty)
         elif p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
-            raise RegistryError(f"{kind} '{name}' may not take *args or **kwargs: its parameters must be declared")
+            raise _varargs_error(kind, name)
     return out
+
+
+def _positional_error(kind: str, name: str, count: int) -> RegistryError:
+    return RegistryError(
+        f"{kind} '{name}' must take exactly two positional arguments (machine, ctx) "
+        f"and its YAML parameters as keyword-only arguments; it takes {count} positional"
+    )
+
+
+def _varargs_error(kind: str, name: str) -> RegistryError:
+    return RegistryError(f"{kind} '{name}' may not take *args or **kwargs: its parameters must be declared")
+
+
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+
+
+def _plain_params(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param] | None:
+    """What ``_params_of`` finds, read straight off a plain function; None for anything else.
+
+    ``inspect.signature`` and ``typing.get_type_hints`` cost about as much as
+    the rest of registering a function, and every registry a process imports
+    registers dozens.  For a plain function (no ``__wrapped__``, no
+    ``__signature__``) whose annotations are bare names of classes (``int``,
+    ``DataField``, or a missing name, which makes every hint unknown just as
+    ``get_type_hints`` failing does) the answer comes from the code object
+    and one dictionary lookup per annotation; anything else takes the general path.
+    """
+    if type(fn) is not FunctionType or hasattr(fn, "__wrapped__") or "__signature__" in fn.__dict__:
+        return None
+    if getattr(fn, "__no_type_check__", None):
+        return None
+    hints = _plain_hints(fn)
+    if hints is None:
+        return None
+    code = fn.__code__
+    if code.co_argcount != 2:
+        raise _positional_error(kind, name, code.co_argcount)
+    names = code.co_varnames[2 : 2 + code.co_kwonlyargcount]
+    if code.co_flags & (_CO_VARARGS | _CO_VARKEYWORDS):
+        raise _varargs_error(kind, name)
+    defaults = fn.__kwdefaults__ or {}
+    return {n: Param(n, hints.get(n, Any), n not in defaults) for n in names}
+
+
+def _plain_hints(fn: FunctionType) -> dict[str, Any] | None:
+    """``typing.get_type_hints(fn)`` (``{}`` where it raises) when every annotation is a bare class name, else None."""
+    namespace = fn.__globals__
+    hints: dict[str, Any] = {}
+    for key, value in fn.__annotations__.items():
+        if value is None or value == "None":
+            hints[key] = type(None)
+            continue
+        if isinstance(value, str):
+            if not value.isidentifier() or iskeyword(value):
+                return None
+            if value in namespace:
+                value = namespace[value]
+            else:
+                found = namespace.get("__builtins__", builtins)
+                table = found.__dict__ if isinstance(found, ModuleType) else found
+                if value not in table:
+                    return {}  # get_type_hints raises NameError: every hint unknown
+                value = table[value]
+        if not isinstance(value, type) or isinstance(value, GenericAlias) or value in (typing.Generic, typing.Protocol):
+            return None
+        hints[key] = value
+    return hints
 
 
 class Registry:

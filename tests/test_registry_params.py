@@ -1,0 +1,80 @@
+"""A guard's declared parameters read off its code object are what inspect and get_type_hints say."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Literal
+
+import pytest
+
+from loopfsm import registry as registry_module
+from loopfsm.errors import RegistryError
+from loopfsm.registry import DataField, Registry
+from loopfsm.registries import Registries
+
+
+def general(fn: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The parameters by ``inspect.signature`` and ``typing.get_type_hints`` alone."""
+    with monkeypatch.context() as m:
+        m.setattr(registry_module, "_plain_params", lambda *a: None)
+        return registry_module._params_of(fn, "guard", "g")
+
+
+def test_every_shipped_guard_action_and_result_reads_the_same_either_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    registries = Registries()
+    fast = 0
+    for name in registries.names():
+        reg = registries.get(name)
+        for kind, entries in reg.entries.items():
+            for key, entry in entries.items():
+                if registry_module._plain_params(entry.fn, kind, key) is not None:
+                    fast += 1
+                assert registry_module._params_of(entry.fn, kind, key) == general(entry.fn, monkeypatch), key
+    assert fast > 50  # most of them take the quick reading
+
+
+def unresolvable(m: Any, ctx: Any, *, n: int, field: NotDefinedAnywhere) -> bool:  # type: ignore[name-defined]  # noqa: F821
+    return True
+
+
+def plain(m: Any, ctx: Any, *, n: int, label: str = "x", field: DataField, free=None) -> None:  # type: ignore[no-untyped-def]
+    pass
+
+
+def literal(m: Any, ctx: Any, *, mode: Literal["a", "b"] = "a", n: None = None) -> bool:
+    return True
+
+
+def test_edge_cases_match_the_general_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    for fn in (unresolvable, plain, literal, functools.partial(plain)):
+        assert registry_module._params_of(fn, "guard", "g") == general(fn, monkeypatch)
+    assert registry_module._plain_params(plain, "guard", "g") is not None
+    assert registry_module._plain_params(literal, "guard", "g") is None  # Literal: the general path decides
+    assert all(p.type is Any for p in registry_module._params_of(unresolvable, "guard", "g").values())
+    p = registry_module._params_of(plain, "guard", "g")
+    assert (p["n"].type, p["n"].required, p["label"].required, p["field"].type, p["free"].type) == (
+        int,
+        True,
+        False,
+        DataField,
+        Any,
+    )
+
+
+def test_wrong_shapes_are_refused_with_the_same_words() -> None:
+    reg = Registry("shapes")
+
+    def one(m: Any) -> bool:
+        return True
+
+    def star(m: Any, ctx: Any, *rest: Any) -> bool:
+        return True
+
+    def kwargs(m: Any, ctx: Any, **rest: Any) -> bool:
+        return True
+
+    with pytest.raises(RegistryError, match="exactly two positional arguments .* it takes 1 positional"):
+        reg.guard(one)
+    for fn in (star, kwargs):
+        with pytest.raises(RegistryError, match=r"may not take \*args or \*\*kwargs"):
+            reg.guard(fn)
