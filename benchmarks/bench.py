@@ -1,6 +1,7 @@
 """Benchmark: loopfsm's cost as ratios against baselines timed in the same run, each beside its goal.
 
-Run ``python benchmarks/bench.py`` (``--quick`` for fewer rounds).  How it measures:
+Run ``python benchmarks/bench.py`` (``--quick`` for fewer rounds, ``--only breaker,turnstile``
+for some sections: cold, turnstile, brain, breaker, compile).  How it measures:
 
 * CPU time (``time.process_time``), not wall time, so a busy machine slows
   both sides alike instead of adding noise to one of them.
@@ -400,8 +401,19 @@ def main() -> None:
         f"python {platform.python_version()} on {platform.machine()} {platform.processor() or ''} "
         f"({os.cpu_count()} cpus); CPU time, best of {ROUNDS} alternating rounds; ratio > 1: loopfsm slower\n"
     )
-    for section in (cold_start_section, turnstile_section, brain_section, breaker_section, compile_section):
-        section()
+    sections = {
+        "cold": cold_start_section,
+        "turnstile": turnstile_section,
+        "brain": brain_section,
+        "breaker": breaker_section,
+        "compile": compile_section,
+    }
+    only = sys.argv[sys.argv.index("--only") + 1].split(",") if "--only" in sys.argv else list(sections)
+    unknown = set(only) - set(sections)
+    if unknown:
+        sys.exit(f"--only takes some of {', '.join(sections)}; not {', '.join(sorted(unknown))}")
+    for name in only:
+        sections[name]()
         print()
     print("goals:")
     for what, value, goal, met in RESULTS:

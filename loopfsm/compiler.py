@@ -12,6 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import itertools
+import math
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -263,11 +265,17 @@ def _make_binder(
 
     pairs = tuple((n, checks[n]) for n in names)
     name_set = frozenset(names)
+    n_args = len(names)
+    signatures, value_checks = _exact_signatures(args, codecs, checks)
 
     def bind(pos: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-        if not names and not pos and not kw:
-            return {}
-        if not kw and len(pos) == len(names):  # the typed methods' call: every argument, in order
+        if not kw and len(pos) == n_args:  # the typed methods' call: every argument, in order
+            if signatures is not None and tuple(map(type, pos)) in signatures:
+                for i, check in value_checks:
+                    if not check(pos[i]):
+                        break
+                else:
+                    return dict(zip(names, pos, strict=False))  # lengths equal: checked above
             bound = {}
             for (n, check), v in zip(pairs, pos, strict=True):
                 if not check(v):
@@ -300,6 +308,31 @@ def _make_binder(
         return bound
 
     return bind
+
+
+def _exact_signatures(
+    args: dict[str, FieldDef], codecs: dict[str, Codec], checks: dict[str, Callable[[Any], bool]]
+) -> tuple[frozenset[tuple[type, ...]] | None, tuple[tuple[int, Callable[[Any], bool]], ...]]:
+    """The argument types a binder can accept by their exact types alone, and the value checks left over.
+
+    ``tuple(map(type, args)) in signatures`` is one C-level test for the common
+    call (plain ``int`` / ``str`` / ``None`` values); an argument with an enum or
+    bounds keeps its full check on top.  Lists, JSON and anything whose type does
+    not settle the question take the general path (signatures is None).
+    """
+    per_arg: list[tuple[type, ...]] = []
+    value_checks = []
+    for i, (n, f) in enumerate(args.items()):
+        codec = codecs[f.type]
+        py = codec.py_type if isinstance(codec.py_type, tuple) else (codec.py_type,)
+        if f.list or codec.name == "json" or object in py:
+            return None, ()
+        per_arg.append((*py, type(None)) if f.nullable else py)
+        if f.enum is not None or f.minimum is not None or f.maximum is not None:
+            value_checks.append((i, checks[n]))
+    if math.prod(len(t) for t in per_arg) > 64:
+        return None, ()
+    return frozenset(itertools.product(*per_arg)), tuple(value_checks)
 
 
 class CompiledMachine:

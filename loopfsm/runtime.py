@@ -125,9 +125,17 @@ class MachineInstance:
             ev, bind = c.feed_table[event]
         except KeyError:
             raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
-        # A feed that declares no arguments (bind is None) and got none needs no binding.
-        bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else _NO_ARGS
-        done = ev.trigger(self, bound, c.default_policy if policy is None else c.policy(policy))
+        if bind is not None:
+            bound = bind(args, kwargs)
+        elif args or kwargs:  # a feed that declares no arguments got some: its binder explains
+            bound = c.binders[event](args, kwargs)
+        else:
+            bound = _NO_ARGS
+        if policy is None:
+            policy = c.default_policy
+        elif type(policy) is not c.Policy:
+            policy = c.policy(policy)
+        done = ev.trigger(self, bound, policy)
         if _tracing.ACTIVE:
             _tracing.feed_done(self, event, done)
         return done.reply

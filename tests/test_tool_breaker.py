@@ -423,3 +423,46 @@ def test_tool_health_refuses_a_tool_name_that_is_not_a_string(tool):
         with pytest.raises(FeedArgumentError, match="a tool name is a string"):
             call()
     assert health.states == {"search": "Closed"}
+
+
+class _Int(int):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    ("position", "value", "accepted"),
+    [
+        (0, True, False),  # a bool is not a time
+        (0, 1.0, False),
+        (0, _Int(5), True),  # an int subclass is an int
+        (1, _Str("c"), True),
+        (1, 7, False),
+        (2, "bogus", False),  # not one of the outcomes
+        (2, _Str("success"), True),
+        (3, None, False),
+        (4, 5, False),  # error_kind: a string or None
+        (4, "timeout", True),
+        (5, True, False),  # retry_after: an integer or None
+        (5, 250, True),
+    ],
+)
+def test_record_arguments_are_checked_whatever_their_type(position, value, accepted):
+    """The binder's shortcut for plain int / str / None arguments decides exactly as the full checks."""
+    b = ToolBreaker()
+    permit = b.acquire(1, "c", policy=P)
+    args = [2, "c", "success", permit.generation, None, None]
+    args[position] = value
+    before = b.snapshot()
+    if accepted:
+        b.feed("record", *args, policy=P)
+        assert b.data.last_now == 5 if position == 0 else b.data.last_now == 2
+        assert type(b.data.last_now) is int
+    else:
+        names = ("now", "call_id", "outcome", "generation", "error_kind", "retry_after")
+        with pytest.raises(FeedArgumentError, match=f"argument '{names[position]}' must be"):
+            b.feed("record", *args, policy=P)
+        assert b.snapshot() == before

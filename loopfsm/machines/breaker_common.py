@@ -14,7 +14,9 @@ from ..registry import Registry
 
 def now_of(m: Any, ctx: Any) -> int:
     """The feed's time, never earlier than the latest time already seen."""
-    return int(max(ctx.args["now"], m.data.last_now))
+    now = ctx.args["now"]
+    last: int = m.data.last_now
+    return int(now) if now > last else last
 
 
 def bump(stats: dict[str, int], what: str) -> None:
@@ -41,7 +43,10 @@ def probe_successes_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
 
 
 def clamp_clock(m: Any, ctx: Any) -> None:
-    m.data.last_now = now_of(m, ctx)
+    d = m.data
+    now = ctx.args["now"]
+    if now > d.last_now:
+        d.last_now = int(now)
 
 
 def count(m: Any, ctx: Any, *, what: str) -> None:

@@ -28,26 +28,23 @@ ToolOutcome = Literal["success", "failure", "slow", "ignored"]
 register_common(REGISTRY)
 
 
-def _window_after(m: Any, ctx: Any, window_size: int) -> list[str]:
-    """The window with this feed's outcome added; computed once per feed (the rate guards and
-    ``record_outcome`` all ask for it)."""
-    memo = getattr(ctx, "memo", None)
-    if memo is not None and memo[0] == window_size:
-        return memo[1]  # type: ignore[no-any-return]
+_RECORDED = frozenset(("success", "failure", "slow"))  # the outcomes the window holds ("ignored" is not one)
+
+
+def _rate_reached(m: Any, ctx: Any, kind: str, percent: int, window_size: int, minimum_calls: int) -> bool:
+    """With this feed's outcome added to the window (and the oldest beyond ``window_size`` dropped),
+    ``kind`` is at least ``percent`` of it; counted in place, the window is not rebuilt to ask."""
+    window = m.data.window
     outcome = ctx.args["outcome"]
-    window: list[str] = m.data.window + ([outcome] if outcome in ("success", "failure", "slow") else [])
-    window = window[-window_size:]
-    try:
-        ctx.memo = (window_size, window)
-    except AttributeError:  # a context without scratch space (a decision's)
-        pass
-    return window
-
-
-def _rate_reached(window: list[str], kind: str, percent: int, minimum_calls: int) -> bool:
-    if percent == 0 or len(window) < minimum_calls:
-        return False
-    return window.count(kind) * 100 >= percent * len(window)
+    calls = len(window)
+    hits = window.count(kind)
+    if outcome in _RECORDED:
+        calls += 1
+        hits += outcome == kind
+    if calls > window_size:
+        hits -= window[: calls - window_size].count(kind)
+        calls = window_size
+    return calls >= minimum_calls and hits * 100 >= percent * calls
 
 
 def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
@@ -99,12 +96,12 @@ def consecutive_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
 @REGISTRY.guard
 def failure_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
     """With this outcome in the window, failures are at least ``percent`` of it (0 turns the rule off)."""
-    return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "failure", percent, minimum_calls)
+    return percent > 0 and _rate_reached(m, ctx, "failure", percent, window_size, minimum_calls)
 
 
 @REGISTRY.guard
 def slow_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
-    return percent > 0 and _rate_reached(_window_after(m, ctx, window_size), "slow", percent, minimum_calls)
+    return percent > 0 and _rate_reached(m, ctx, "slow", percent, window_size, minimum_calls)
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -175,8 +172,12 @@ def reject(m: Any, ctx: Any, *, reason: str, retry_at: Literal["open_until", "fi
 @REGISTRY.action
 def record_outcome(m: Any, ctx: Any, *, window_size: int) -> None:
     d = m.data
-    d.window = _window_after(m, ctx, window_size)
     outcome = ctx.args["outcome"]
+    window = d.window
+    if outcome in _RECORDED:
+        window.append(outcome)
+    if len(window) > window_size:
+        del window[: len(window) - window_size]
     d.consecutive_failures = d.consecutive_failures + 1 if outcome == "failure" else 0
     bump(d.stats, outcome)
 
@@ -351,14 +352,18 @@ class ToolHealth:
         return b
 
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        _check_tool(tool)
+        if type(tool) is not str:
+            _check_tool(tool)
         with self._lock:
-            b = self.breakers.get(tool) or self._new(tool)
+            b = self.breakers.get(tool)
+            if b is None:  # filed only once its first feed was accepted: a refused one leaves no breaker
+                b = self._new(tool)
+                answer = b.acquire(now, call_id, policy=self.policy_for(tool) if policy is None else policy)
+                self.breakers[tool] = b
+                return answer  # type: ignore[no-any-return]
             if policy is None:
-                policy = self.policy_for(tool)
-            answer = b.feed("acquire", now, call_id, policy=policy)
-            self.breakers.setdefault(tool, b)  # a refused first feed leaves no breaker behind
-            return answer  # type: ignore[no-any-return]
+                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+            return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
     def record(
         self,
@@ -371,14 +376,20 @@ class ToolHealth:
         retry_after: int | None = None,
         policy: PolicyArg = None,
     ) -> None:
-        _check_tool(tool)
+        if type(tool) is not str:
+            _check_tool(tool)
         with self._lock:
-            b = self.breakers.get(tool) or self._new(tool)
-            _check_permit(b, permit)
+            b = self.breakers.get(tool)
+            known = b is not None
+            if b is None:
+                b = self._new(tool)
+            if type(permit) is not Allow or permit.tool != b.data.tool:
+                _check_permit(b, permit)  # raises, and counts the refusal
             if policy is None:
-                policy = self.policy_for(tool)
+                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
             _record(b, now, permit, outcome, error_kind, retry_after, policy)
-            self.breakers.setdefault(tool, b)
+            if not known:  # filed only once its first feed was accepted
+                self.breakers[tool] = b
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         with self._lock:
