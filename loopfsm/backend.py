@@ -30,7 +30,7 @@ from typing import Any
 
 from transitions import Event, Machine, Transition
 
-from .errors import ActionError, IllegalFeed, NoBranchMatched
+from .errors import ActionError, IllegalFeed, NoBranchMatched, RegistryError
 
 
 class FeedData:
@@ -73,7 +73,18 @@ class FeedData:
 
 
 Plan = tuple[Any, tuple[Callable[..., Any], ...], tuple[Callable[..., Any], ...]]
-PlanRef = tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]
+#: A guard or action of a branch: function, fixed params, policy-read params, negation, and (for a
+#: guard) the feed arguments that alone decide it, or None.
+PlanRef = tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool, "frozenset[str] | None"]
+
+
+class AnyOf:
+    """An ``any:`` guard of a branch plan: holds when all guards of one option hold."""
+
+    __slots__ = ("options",)
+
+    def __init__(self, options: tuple[tuple[PlanRef | AnyOf, ...], ...]):
+        self.options = options
 
 
 _NO_POLICY = object()
@@ -93,13 +104,64 @@ def _on_event_data(fn: Callable[[Any], Any]) -> Callable[[Any, Any], Any]:
 
 def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
     """``fn(machine, ctx)`` with the YAML's parameters (policy ones read from ``policy``) already bound."""
-    fn, static, dynamic, _negate = ref
+    fn, static, dynamic, _negate, _reads = ref
     if not static and not dynamic:
         return fn
     kw = dict(static)
     for key, name in dynamic:
         kw[key] = getattr(policy, name)
     return partial(fn, **kw)
+
+
+def _any_of(options: tuple[tuple[Callable[..., Any], ...], ...]) -> Callable[..., Any]:
+    """One ``(machine, ctx)`` guard over ``any:`` options: the first option whose guards all hold wins."""
+    if len(options) == 1 and len(options[0]) == 1:
+        return options[0][0]
+
+    def any_of(model: Any, ctx: Any) -> bool:
+        for option in options:
+            for guard in option:
+                if not guard(model, ctx):
+                    break
+            else:
+                return True
+        return False
+
+    return any_of
+
+
+_Narrowed = Any  # True / False when the probe's arguments decide a guard, else the guard to run per feed
+
+
+def _plan_guard(ref: PlanRef | AnyOf, policy: Any, probe: FeedData | None) -> _Narrowed:
+    """A plan guard for ``policy``; with ``probe``, answered now if the probe's arguments alone decide it."""
+    if isinstance(ref, AnyOf):
+        left = []
+        for option in ref.options:
+            rest = []
+            for g in option:
+                got = _plan_guard(g, policy, probe)
+                if got is False:
+                    break
+                if got is not True:
+                    rest.append(got)
+            else:
+                if not rest:
+                    return True  # guards are pure: one option that holds decides the whole any
+                left.append(tuple(rest))
+        return _any_of(tuple(left)) if left else False
+    guard = _held(_resolved(ref, policy), ref[3])
+    reads = ref[4]
+    if probe is not None and reads is not None and reads <= probe.args.keys():
+        try:
+            return bool(guard(None, probe))
+        except Exception as err:  # it read more than it declared
+            name = getattr(ref[0], "__name__", "?")
+            raise RegistryError(
+                f"guard '{name}' is registered with reads={sorted(reads)} but needs more than those "
+                f"arguments to answer: {type(err).__name__}: {err}"
+            ) from err
+    return guard
 
 
 class LoopTransition(Transition):
@@ -143,10 +205,23 @@ class LoopTransition(Transition):
             guards = tuple(_held(_on_event_data(c.func), not c.target) for c in self.conditions)  # type: ignore[arg-type]
             actions = tuple(_on_event_data(a) for a in self.before)  # type: ignore[arg-type]
         else:
-            guards = tuple(_held(_resolved(r, policy), r[3]) for r in self._refs[0])
+            guards = tuple(_plan_guard(r, policy, None) for r in self._refs[0])
             actions = tuple(_resolved(r, policy) for r in self._refs[1])
         plan = plans[id(policy)] = (policy, guards, actions)
         return plan
+
+    def narrowed(self, policy: Any, probe: FeedData) -> tuple[Callable[..., Any], ...] | None:
+        """This branch's guards for feeds with the probe's arguments: None if one of them never holds."""
+        if self._refs is None:
+            return self._plan(policy)[1]
+        guards = []
+        for ref in self._refs[0]:
+            got = _plan_guard(ref, policy, probe)
+            if got is False:
+                return None
+            if got is not True:
+                guards.append(got)
+        return tuple(guards)
 
     def execute(self, event_data: FeedData) -> bool:  # type: ignore[override]
         """Guards, then actions, then the move: ``Transition.execute`` without the hooks we never set.
@@ -207,8 +282,34 @@ class LoopEvent(Event):
         self.ignored_in: frozenset[str] = frozenset()
         self.otherwise_raise: frozenset[str] = frozenset()
         self.legal_states: tuple[str, ...] = ()
-        self._by_policy: dict[int, tuple[Any, dict[str, tuple[Any, ...]]]] = {}
-        self._current: tuple[Any, dict[str, tuple[Any, ...]]] = (_NO_POLICY, {})
+        self._by_policy: dict[int, tuple[Any, dict[Any, tuple[Any, ...]]]] = {}
+        self._current: tuple[Any, dict[Any, tuple[Any, ...]]] = (_NO_POLICY, {})
+        # The argument whose value picks the branch list (see narrow_by), and its values.
+        self.narrow_on: str | None = None
+        self.narrow_values: tuple[Any, ...] = ()
+
+    def narrow_by(self, enums: Mapping[str, tuple[Any, ...]]) -> None:
+        """Pick the enum argument (of ``enums``: name -> values) that guards declared ``reads=`` decide alone.
+
+        Each state's branches are then narrowed once per value (per policy): a
+        branch such a guard refuses is dropped, a guard that holds is left out,
+        so ``record(outcome="success")`` never asks ``outcome_in`` at all.
+        """
+        read = set()
+        for branches in self.transitions.values():
+            for trans in branches:
+                refs = getattr(trans, "_refs", None)
+                stack: list[Any] = list(refs[0]) if refs else []
+                while stack:
+                    ref = stack.pop()
+                    if isinstance(ref, AnyOf):
+                        stack.extend(g for option in ref.options for g in option)
+                    elif ref[4] is not None and len(ref[4]) == 1:
+                        read |= ref[4]
+        for name, values in enums.items():
+            if name in read:
+                self.narrow_on, self.narrow_values = name, values
+                return
 
     def trigger(self, model: Any, args: Mapping[str, Any] | None = None, policy: Any = None) -> FeedData:  # type: ignore[override]
         """Run the feed on ``model``: the branches of its state, each a precompiled plan, first match wins.
@@ -229,7 +330,8 @@ class LoopEvent(Event):
         current = self._current
         plans = current[1] if current[0] is policy else self._plans_for(policy)
         state = model._state
-        branches = plans.get(state)
+        on = self.narrow_on
+        branches = plans.get(state if on is None else (state, event_data.args.get(on)))
         if branches is None:
             if state in self.ignored_in:
                 event_data.transition = None
@@ -257,20 +359,35 @@ class LoopEvent(Event):
         event_data.result = False
         return event_data
 
-    def _plans_for(self, policy: Any) -> dict[str, tuple[Any, ...]]:
-        """Per state, each branch as (transition, guards, actions, destination, data keys) for ``policy``."""
+    def _plans_for(self, policy: Any) -> dict[Any, tuple[Any, ...]]:
+        """Per state (or per state and value of ``narrow_on``), each branch as
+        (transition, guards, actions, destination, data keys) for ``policy``."""
         found = self._by_policy.get(id(policy))
         if found is None or found[0] is not policy:
             if len(self._by_policy) > 64:  # callers building a policy per call: keep the memory bounded
                 self._by_policy.clear()
-            plans = {}
+            plans: dict[Any, tuple[Any, ...]] = {}
+            on = self.narrow_on
             for state, branches in self.transitions.items():
-                rows = []
-                for trans in branches:
-                    assert isinstance(trans, LoopTransition)
-                    _, guards, actions = trans._plan(policy)
-                    rows.append((trans, guards, actions, trans.dest, trans.data_keys))
-                plans[state] = tuple(rows)
+                for value in (None,) if on is None else self.narrow_values:
+                    probe = None
+                    if on is not None:
+                        probe = _new_feed_data(FeedData)
+                        probe.event, probe.model, probe.args, probe.policy = self, None, {on: value}, policy
+                        probe.enter_data, probe.reply, probe.transition = {}, None, None
+                    rows = []
+                    for trans in branches:
+                        assert isinstance(trans, LoopTransition)
+                        _, guards, actions = trans._plan(policy)
+                        if probe is not None:
+                            narrowed = trans.narrowed(policy, probe)
+                            if narrowed is None:
+                                continue  # a guard decided by the argument alone never holds here
+                            guards = narrowed
+                        rows.append((trans, guards, actions, trans.dest, trans.data_keys))
+                        if not guards:
+                            break  # always taken: the branches after it are never reached
+                    plans[state if on is None else (state, value)] = tuple(rows)
             found = self._by_policy[id(policy)] = (policy, plans)
         self._current = found  # one attribute holds policy and plans together: threads never see a mix
         return found[1]
@@ -278,7 +395,8 @@ class LoopEvent(Event):
     def would_accept(self, model: Any, args: dict[str, Any], policy: Any) -> bool:
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
         state = model._state
-        branches = self._plans_for(policy).get(state)
+        on = self.narrow_on
+        branches = self._plans_for(policy).get(state if on is None else (state, args.get(on)))
         if branches is None:
             return False
         event_data = _new_feed_data(FeedData)

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Callable
 
-from .backend import LoopBackendMachine, LoopEvent
+from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
 from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
 from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
 from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
-from .runtime import SNAPSHOT_FORMAT, MachineInstance
+from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
 from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
@@ -74,13 +74,12 @@ def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
     return call
 
 
-def _plan_ref(
-    entry_fn: Callable[..., Any], ref: Ref
-) -> tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]:
-    """A guard or action as a branch plan needs it: function, fixed params, policy-read params, negation."""
+def _plan_ref(entry_fn: Callable[..., Any], ref: Ref, reads: frozenset[str] | None = None) -> PlanRef:
+    """A guard or action as a branch plan needs it: function, fixed params, policy-read params, negation,
+    and for a guard that depends on feed arguments only, which ones."""
     static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
     dynamic = tuple((k, policy_ref(v)) for k, v in ref.params.items() if k not in static)
-    return entry_fn, static, dynamic, ref.negate  # type: ignore[return-value]
+    return entry_fn, static, dynamic, ref.negate, reads  # type: ignore[return-value]
 
 
 def _on_ctx(fn: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
@@ -121,14 +120,12 @@ def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch:
     return refuse
 
 
-def _plan_guard(
-    registry: Registry, g: Ref
-) -> tuple[Callable[..., Any], dict[str, Any], tuple[tuple[str, str], ...], bool]:
-    """A guard for a branch plan; an ``any:`` guard is one ``(machine, ctx)`` callable over its options."""
+def _plan_guard(registry: Registry, g: Ref) -> PlanRef | AnyOf:
+    """A guard for a branch plan; an ``any:`` guard keeps its options, each a tuple of plan guards."""
     if g.options:
-        any_of = _bind_guard(registry, g)
-        return (lambda model, ctx: any_of(ctx)), {}, (), False
-    return _plan_ref(registry.get("guard", g.name).fn, g)
+        return AnyOf(tuple(tuple(_plan_guard(registry, x) for x in opt) for opt in g.options))
+    entry = registry.get("guard", g.name)
+    return _plan_ref(entry.fn, g, entry.reads)
 
 
 def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
@@ -265,17 +262,11 @@ def _make_binder(
 
     pairs = tuple((n, checks[n]) for n in names)
     name_set = frozenset(names)
-    n_args = len(names)
-    signatures, value_checks = _exact_signatures(args, codecs, checks)
 
     def bind(pos: tuple[Any, ...], kw: dict[str, Any]) -> dict[str, Any]:
-        if not kw and len(pos) == n_args:  # the typed methods' call: every argument, in order
-            if signatures is not None and tuple(map(type, pos)) in signatures:
-                for i, check in value_checks:
-                    if not check(pos[i]):
-                        break
-                else:
-                    return dict(zip(names, pos, strict=False))  # lengths equal: checked above
+        if not names and not pos and not kw:
+            return {}
+        if not kw and len(pos) == len(names):  # the typed methods' call: every argument, in order
             bound = {}
             for (n, check), v in zip(pairs, pos, strict=True):
                 if not check(v):
@@ -310,29 +301,30 @@ def _make_binder(
     return bind
 
 
-def _exact_signatures(
-    args: dict[str, FieldDef], codecs: dict[str, Codec], checks: dict[str, Callable[[Any], bool]]
-) -> tuple[frozenset[tuple[type, ...]] | None, tuple[tuple[int, Callable[[Any], bool]], ...]]:
-    """The argument types a binder can accept by their exact types alone, and the value checks left over.
+def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDef], codecs: dict[str, Codec]) -> Binder:
+    """A feed's binder with the argument types it can accept by their exact types alone.
 
     ``tuple(map(type, args)) in signatures`` is one C-level test for the common
-    call (plain ``int`` / ``str`` / ``None`` values); an argument with an enum or
-    bounds keeps its full check on top.  Lists, JSON and anything whose type does
-    not settle the question take the general path (signatures is None).
+    call (plain ``int`` / ``str`` / ``None`` values); an argument with an enum
+    keeps a set-membership test on top, one with bounds its full check.  Lists,
+    JSON and anything whose type does not settle the question take the general
+    binder (signatures is None).
     """
     per_arg: list[tuple[type, ...]] = []
-    value_checks = []
-    for i, (n, f) in enumerate(args.items()):
+    value_checks: list[tuple[int, Callable[[Any], bool]]] = []
+    for i, f in enumerate(args.values()):
         codec = codecs[f.type]
         py = codec.py_type if isinstance(codec.py_type, tuple) else (codec.py_type,)
         if f.list or codec.name == "json" or object in py:
-            return None, ()
+            return Binder(general, tuple(args), None, ())
         per_arg.append((*py, type(None)) if f.nullable else py)
-        if f.enum is not None or f.minimum is not None or f.maximum is not None:
-            value_checks.append((i, checks[n]))
+        if f.minimum is not None or f.maximum is not None:
+            value_checks.append((i, python_checker(f, codec)))
+        elif f.enum is not None:
+            value_checks.append((i, frozenset((*f.enum, *((None,) if f.nullable else ()))).__contains__))
     if math.prod(len(t) for t in per_arg) > 64:
-        return None, ()
-    return frozenset(itertools.product(*per_arg)), tuple(value_checks)
+        return Binder(general, tuple(args), None, ())
+    return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))
 
 
 class CompiledMachine:
@@ -382,7 +374,7 @@ class CompiledMachine:
                             branch_name(ev.name, written_under, index, b.name),
                         )
                         before = [_on_ctx(refuse)]
-                        action_plan = ((refuse, {}, (), False),)
+                        action_plan = ((refuse, {}, (), False, None),)
                     plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
                     data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
                     add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
@@ -401,6 +393,9 @@ class CompiledMachine:
             event = self.backend.events[ev.name]
             assert isinstance(event, LoopEvent)
             event.legal_states = tuple(sources)
+            event.narrow_by(
+                {n: (*f.enum, *((None,) if f.nullable else ())) for n, f in ev.args.items() if f.enum and not f.list}
+            )
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
             event.otherwise_raise = frozenset(all_guarded if ev.otherwise == "raise" else ())
             event.ignored_in = frozenset(
@@ -409,8 +404,12 @@ class CompiledMachine:
             self.events[ev.name] = event
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
         # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
-        self.feed_table: dict[str, tuple[Any, Any]] = {
-            name: (self.events[name], self.binders[name] if spec.events[name].args else None) for name in self.events
+        self.feed_table: dict[str, tuple[Any, Binder | None]] = {
+            name: (
+                self.events[name],
+                _feed_binder(self.binders[name], spec.events[name].args, codecs) if spec.events[name].args else None,
+            )
+            for name in self.events
         }
 
         self.decisions: dict[str, dict[str, list[RuleRow]]] = {}

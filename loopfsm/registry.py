@@ -44,6 +44,9 @@ class Entry:
     fn: Callable[..., Any]
     params: dict[str, Param]
     doc: str
+    # A guard whose answer depends on nothing but these feed arguments (and its params):
+    # for an argument with an enum, each branch list is narrowed per value once.
+    reads: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,19 +181,26 @@ class Registry:
         # (set by ``class X(MachineInstance, machine=..., registry=...)``).
         self.instance_class: type | None = None
 
-    def _register(self, kind: str, fn: F | None, name: str | None) -> Any:
+    def _register(self, kind: str, fn: F | None, name: str | None, reads: frozenset[str] | None = None) -> Any:
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
             key = name or f.__name__
             if key in self.entries[kind]:
                 raise RegistryError(f"registry '{self.name}': {kind} '{key}' is registered twice")
-            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), inspect.cleandoc(f.__doc__ or ""))
+            doc = inspect.cleandoc(f.__doc__ or "")
+            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), doc, reads)
             return f
 
         return add(fn) if fn is not None else add
 
-    def guard(self, fn: F | None = None, *, name: str | None = None) -> Any:
-        """Register ``fn(machine, ctx, **params) -> bool``."""
-        return self._register("guard", fn, name)
+    def guard(self, fn: F | None = None, *, name: str | None = None, reads: tuple[str, ...] | None = None) -> Any:
+        """Register ``fn(machine, ctx, **params) -> bool``.
+
+        ``reads=("outcome",)`` promises the answer depends only on those feed
+        arguments and the guard's params, never on the machine: for a feed whose
+        argument is an enum, the branches are then narrowed once per value
+        instead of asking the guard on every feed.
+        """
+        return self._register("guard", fn, name, None if reads is None else frozenset(reads))
 
     def action(self, fn: F | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(machine, ctx, **params)``; it may mutate the machine's data and ``ctx.enter``."""

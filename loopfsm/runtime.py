@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from . import tracing as _tracing
@@ -27,6 +27,31 @@ _NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 #: What every feed and decision accepts as ``policy=``: ``None`` (the YAML's
 #: defaults), the machine's policy class, or a mapping of policy names to values.
 PolicyArg = Any
+
+
+class Binder:
+    """What :meth:`MachineInstance.feed` binds a feed's arguments with.
+
+    ``general`` binds any call (positional, keywords, defaults) and explains a
+    wrong one.  The call typed methods make, every argument in order, is bound
+    inline instead: when ``tuple(map(type, args))`` is one of ``signatures`` the
+    types are right, and ``value_checks`` (position, check) hold enum and bound
+    checks.  ``signatures`` is None when exact types cannot settle it.
+    """
+
+    __slots__ = ("general", "names", "signatures", "value_checks")
+
+    def __init__(
+        self,
+        general: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]],
+        names: tuple[str, ...],
+        signatures: frozenset[tuple[type, ...]] | None,
+        value_checks: tuple[tuple[int, Callable[[Any], bool]], ...],
+    ):
+        self.general = general
+        self.names = names
+        self.signatures = signatures
+        self.value_checks = value_checks
 
 
 class QueryData:
@@ -125,8 +150,18 @@ class MachineInstance:
             ev, bind = c.feed_table[event]
         except KeyError:
             raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+        bound: Mapping[str, Any]
         if bind is not None:
-            bound = bind(args, kwargs)
+            signatures = bind.signatures
+            if kwargs or signatures is None or tuple(map(type, args)) not in signatures:
+                bound = bind.general(args, kwargs)
+            else:
+                for i, check in bind.value_checks:
+                    if not check(args[i]):
+                        bound = bind.general(args, kwargs)  # explains which argument is wrong
+                        break
+                else:
+                    bound = dict(zip(bind.names, args, strict=False))  # lengths equal: a signature matched
         elif args or kwargs:  # a feed that declares no arguments got some: its binder explains
             bound = c.binders[event](args, kwargs)
         else:

@@ -96,7 +96,8 @@ def register_common(registry: Registry) -> None:
             "properties": {"call_id": {"type": "string"}, "expires_at": {"type": "integer"}},
         },
     )
-    for guard in (stale, outcome_in, cooldown_over, probe_successes_reach):
+    registry.guard(outcome_in, reads=("outcome",))  # decided by the outcome alone: narrowed per outcome
+    for guard in (stale, cooldown_over, probe_successes_reach):
         registry.guard(guard)
     for action in (clamp_clock, count, count_probe_success):
         registry.action(action)

@@ -31,20 +31,31 @@ register_common(REGISTRY)
 _RECORDED = frozenset(("success", "failure", "slow"))  # the outcomes the window holds ("ignored" is not one)
 
 
-def _rate_reached(m: Any, ctx: Any, kind: str, percent: int, window_size: int, minimum_calls: int) -> bool:
-    """With this feed's outcome added to the window (and the oldest beyond ``window_size`` dropped),
-    ``kind`` is at least ``percent`` of it; counted in place, the window is not rebuilt to ask."""
-    window = m.data.window
-    outcome = ctx.args["outcome"]
-    calls = len(window)
-    hits = window.count(kind)
-    if outcome in _RECORDED:
-        calls += 1
-        hits += outcome == kind
-    if calls > window_size:
-        hits -= window[: calls - window_size].count(kind)
-        calls = window_size
-    return calls >= minimum_calls and hits * 100 >= percent * calls
+def _rate_guard(kind: str, doc: str) -> Any:
+    """The guard "with this outcome added to the window, ``kind`` is at least ``percent`` of it".
+
+    The window is counted in place (plus this outcome, minus the oldest beyond
+    ``window_size``), not rebuilt to ask; 0 percent turns the rule off.
+    """
+
+    def guard(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
+        if percent <= 0:
+            return False
+        window = m.data.window
+        outcome = ctx.args["outcome"]
+        calls = len(window)
+        hits = window.count(kind)
+        if outcome in _RECORDED:
+            calls += 1
+            hits += outcome == kind
+        if calls > window_size:
+            hits -= window[: calls - window_size].count(kind)
+            calls = window_size
+        return calls >= minimum_calls and hits * 100 >= percent * calls
+
+    guard.__name__ = guard.__qualname__ = f"{kind}_rate_reaches"
+    guard.__doc__ = doc
+    return guard
 
 
 def jitter_ms(tool: str, trips: int, duration: int, jitter_percent: int) -> int:
@@ -82,9 +93,11 @@ def holds_lease(m: Any, ctx: Any) -> bool:
     return any(lease["call_id"] == ctx.args["call_id"] for lease in m.data.leases)
 
 
-@REGISTRY.guard
 def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
+
+
+REGISTRY.guard(error_kind_in, reads=("error_kind",))
 
 
 @REGISTRY.guard
@@ -93,15 +106,16 @@ def consecutive_failures_reach(m: Any, ctx: Any, *, threshold: int) -> bool:
     return threshold > 0 and ctx.args["outcome"] == "failure" and m.data.consecutive_failures + 1 >= threshold
 
 
-@REGISTRY.guard
-def failure_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
-    """With this outcome in the window, failures are at least ``percent`` of it (0 turns the rule off)."""
-    return percent > 0 and _rate_reached(m, ctx, "failure", percent, window_size, minimum_calls)
-
-
-@REGISTRY.guard
-def slow_rate_reaches(m: Any, ctx: Any, *, percent: int, window_size: int, minimum_calls: int) -> bool:
-    return percent > 0 and _rate_reached(m, ctx, "slow", percent, window_size, minimum_calls)
+failure_rate_reaches = REGISTRY.guard(
+    _rate_guard(
+        "failure", "With this outcome in the window, failures are at least ``percent`` of it (0 turns the rule off)."
+    )
+)
+slow_rate_reaches = REGISTRY.guard(
+    _rate_guard(
+        "slow", "With this outcome in the window, slow calls are at least ``percent`` of it (0 turns the rule off)."
+    )
+)
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -117,8 +131,10 @@ def _new_generation(d: Any) -> None:
 
 @REGISTRY.action
 def allow(m: Any, ctx: Any) -> None:
-    bump(m.data.stats, "allowed")
-    ctx.reply = Allow(ctx.args["call_id"], m.data.generation, tool=m.data.tool)
+    d = m.data
+    stats = d.stats
+    stats["allowed"] = stats.get("allowed", 0) + 1
+    ctx.reply = Allow(ctx.args["call_id"], d.generation, tool=d.tool)
 
 
 @REGISTRY.action
@@ -179,7 +195,8 @@ def record_outcome(m: Any, ctx: Any, *, window_size: int) -> None:
     if len(window) > window_size:
         del window[: len(window) - window_size]
     d.consecutive_failures = d.consecutive_failures + 1 if outcome == "failure" else 0
-    bump(d.stats, outcome)
+    stats = d.stats
+    stats[outcome] = stats.get(outcome, 0) + 1
 
 
 @REGISTRY.action
@@ -387,7 +404,13 @@ class ToolHealth:
                 _check_permit(b, permit)  # raises, and counts the refusal
             if policy is None:
                 policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
-            _record(b, now, permit, outcome, error_kind, retry_after, policy)
+            try:
+                b.feed(
+                    "record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy
+                )
+            except FeedRefused:  # recorded twice, or never issued: the table refused it; the stats count it
+                bump(b.data.stats, "refused_permits")
+                raise
             if not known:  # filed only once its first feed was accepted
                 self.breakers[tool] = b
 
