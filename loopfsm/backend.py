@@ -170,8 +170,9 @@ class LoopTransition(Transition):
     Its guards and actions also live in a plan per policy object: a tuple of
     callables with every YAML parameter already bound (``functools.partial``),
     so running a branch calls registered functions directly, with no wrapper
-    frame and no keyword rebuilding per call.  ``conditions`` and ``before``
-    stay filled as ``transitions`` expects, for anything that inspects them.
+    frame and no keyword rebuilding per call.  A compiled branch leaves
+    ``conditions`` and ``before`` empty (the plan is all that runs); a
+    transition built through ``transitions``' own API runs its ``Condition``s.
     """
 
     def __init__(

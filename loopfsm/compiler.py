@@ -82,11 +82,6 @@ def _plan_ref(entry_fn: Callable[..., Any], ref: Ref, reads: frozenset[str] | No
     return entry_fn, static, dynamic, ref.negate, reads  # type: ignore[return-value]
 
 
-def _on_ctx(fn: Callable[[Any, Any], Any]) -> Callable[[Any], Any]:
-    """A ``(machine, ctx)`` callable as the one-argument callback ``transitions`` keeps."""
-    return lambda ctx: fn(ctx.model, ctx)
-
-
 def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
     """A guard as a one-argument callable, negation included; ``any:`` becomes an ordered OR of ANDs."""
     if g.options:
@@ -351,45 +346,18 @@ class CompiledMachine:
         self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
         self.events: dict[str, Any] = {}
         self.binders: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]] = {}
+        add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
+            made: dict[int, dict[str, Any]] = {}  # a '*' branch is one plan shared by every state it covers
             for state, branches in sources.items():
                 for b in branches:
-                    written_under, index = b.path[3], b.path[4]
-                    conditions = [
-                        _bind_guard(registry, g) if g.options else _bind_ref(registry.get("guard", g.name).fn, g)
-                        for g in b.guards
-                        if not g.negate
-                    ]
-                    unless = [_bind_ref(registry.get("guard", g.name).fn, g) for g in b.guards if g.negate]
-                    actions = spec.actions_of(ev.name, b) if b.refusal is None else ()
-                    before = [_bind_ref(registry.get("action", a.name).fn, a) for a in actions]
-                    action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in actions)
-                    if b.refusal is not None:
-                        refuse = _refusal(
-                            spec.name,
-                            ev.name,
-                            tuple(sources),
-                            b.refusal,
-                            branch_name(ev.name, written_under, index, b.name),
-                        )
-                        before = [_on_ctx(refuse)]
-                        action_plan = ((refuse, {}, (), False, None),)
-                    plan_refs = (tuple(_plan_guard(registry, g) for g in b.guards), action_plan)
-                    data_keys = frozenset(spec.states[b.dest].data) if b.dest else frozenset()
-                    add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
-                    add(
-                        ev.name,
-                        state,
-                        b.dest,
-                        conditions=conditions,
-                        unless=unless,
-                        before=before,
-                        data_keys=data_keys,
-                        name=branch_name(ev.name, written_under, index, b.name),
-                        plan_refs=plan_refs,
-                        refusal=b.refusal,
-                    )
+                    kw = made.get(id(b))
+                    if kw is None:
+                        kw = made[id(b)] = self._branch(spec, registry, ev.name, tuple(sources), b)
+                    # Guards and actions live in plan_refs only: LoopTransition runs plans, never
+                    # transitions' conditions or before callbacks, so none are built here.
+                    add(ev.name, state, b.dest, **kw)
             event = self.backend.events[ev.name]
             assert isinstance(event, LoopEvent)
             event.legal_states = tuple(sources)
@@ -427,14 +395,6 @@ class CompiledMachine:
         self.trace_attributes = compile_attributes(
             spec, lambda ref: _bind_ref(registry.get("result", ref.name).fn, ref)
         )
-        self.data_encoders = {n: _encoder(f, codecs[f.type]) for n, f in spec.data.items()}
-        self.data_decoders = {n: _decoder(f, codecs[f.type]) for n, f in spec.data.items()}
-        self.state_encoders = {
-            s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in spec.states.values()
-        }
-        self.state_decoders = {
-            s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()} for s in spec.states.values()
-        }
         # Snapshot validators are compiled on the first restore (most processes never restore),
         # and only for field sets that exist: a state without data needs no validator.
         self._codecs = codecs
@@ -466,6 +426,40 @@ class CompiledMachine:
             if module is not None:
                 namespace["__module__"] = module
             self.Instance = type(cls_name, bases, namespace)
+
+    @staticmethod
+    def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> dict[str, Any]:
+        """What a branch's transitions carry: its plan (guards and actions bound to the YAML), name and data keys."""
+        name = branch_name(event, b.path[3], b.path[4], b.name)
+        if b.refusal is not None:
+            action_plan: tuple[Any, ...] = ((_refusal(spec.name, event, legal, b.refusal, name), {}, (), False, None),)
+        else:
+            action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in spec.actions_of(event, b))
+        return {
+            "data_keys": frozenset(spec.states[b.dest].data) if b.dest else frozenset(),
+            "name": name,
+            "plan_refs": (tuple(_plan_guard(registry, g) for g in b.guards), action_plan),
+            "refusal": b.refusal,
+        }
+
+    # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
+    @cached_property
+    def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
+        return {n: _encoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
+
+    @cached_property
+    def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
+        return {n: _decoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
+
+    @cached_property
+    def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
+        codecs = self._codecs
+        return {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
+
+    @cached_property
+    def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
+        codecs = self._codecs
+        return {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
 
     @cached_property
     def default_policy(self) -> Any:
