@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
-
 from typing import Any, Literal
 
 from ..errors import FeedArgumentError, FeedRefused, shown
@@ -188,7 +186,9 @@ class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGI
 
     def __init__(self, name: str | None = None) -> None:
         if name is None:
-            name = "fallback-" + secrets.token_hex(6)
+            from secrets import token_hex  # noqa: PLC0415 - hmac and OpenSSL load only when a breaker names itself
+
+            name = "fallback-" + token_hex(6)
         if type(name) is not str:
             raise FeedArgumentError(f"fallback_breaker: a name is a string, got {type(name).__name__} {shown(name)}")
         super().__init__()
