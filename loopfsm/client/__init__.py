@@ -9,8 +9,9 @@ same request (same ``request_id``) after a transport error or a ``busy``.
 
 ``approver(kind, info)`` answers ``"approved"``, ``"rejected"``, ``"break"`` or
 ``("inject", text)``; ``kind`` is ``tool`` (an ask call) or an approval kind
-(``disclosure``, ``cost_ceiling``, ``plan``), whose ``info`` carries the router's ``summary`` and ``expires_at``.  ``interrupt(state, response)``, asked before the client
-answers any pause, may return ``"break"`` or ``("inject", text)`` to take the
+(``disclosure``, ``cost_ceiling``, ``plan``), whose ``info`` carries the
+router's ``summary`` and ``expires_at``.  ``interrupt(state, response)``,
+asked before the client answers any pause, may return ``"break"`` or ``("inject", text)`` to take the
 user's escape hatch there instead (the machine refuses one the response did
 not allow).
 """

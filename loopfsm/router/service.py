@@ -934,8 +934,9 @@ class Router:
         if disclose == "ask":
             args = {"providers": remote, "turn": turn, "messages": len(messages)}
             a = self._approval(ctx, "disclosure", f"disclosure-{turn}", P.args_hash("disclosure", args))
+            n = len(messages)
             summary = (
-                f"send the conversation ({len(messages)} message{'' if len(messages) == 1 else 's'}) to the remote model "
+                f"send the conversation ({n} message{'' if n == 1 else 's'}) to the remote model "
                 f"{', '.join(remote)} (model call {turn + 1} of this run)"
             )
             asked.append((a, dict(a, summary=summary, details=args), args))
