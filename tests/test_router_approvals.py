@@ -257,6 +257,8 @@ def test_disclosure_rules_local_first_call_every_call_and_stricter_wins(store_at
         session="q",
     )
     assert [i["details"]["turn"] for _, i in asked] == [0, 1, 2]
+    asked = kinds_asked(ScriptedProvider(tools, remote=True), {}, policy={"disclosure": "every_call"}, session="r")
+    assert [i["details"]["turn"] for _, i in asked] == [0, 1, 2]
 
 
 def test_cost_ceiling_asks_again_one_ceiling_later(store_at, tmp_path):
