@@ -7,6 +7,14 @@ ask calls and standalone approvals, seals and opens content with a
 :class:`~loopfsm.crypto.Keyring` in an encrypted session, and re-sends the very
 same request (same ``request_id``) after a transport error or a ``busy``.
 
+Each request goes through the router's server-sent-events stream, so
+``on_trace(name)`` hears the turn's steps as they happen (``model.called``,
+``tool.requested`` ...: event names only, never content); a router that
+answers without a stream, or a stream that breaks, makes the client re-send
+the same request as plain request/response and stay with that for the rest
+of the run.  ``on_progress(what, info)`` is told each response's status, each
+tool it runs (``tool``) and each re-send (``retry``).
+
 ``approver(kind, info)`` answers ``"approved"``, ``"rejected"``, ``"break"`` or
 ``("inject", text)``; ``kind`` is ``tool`` (an ask call) or an approval kind
 (``disclosure``, ``cost_ceiling``, ``plan``), whose ``info`` carries the
@@ -21,7 +29,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..crypto import Keyring
@@ -53,16 +61,24 @@ class Client:
         http: Any = None,
         timeout_s: float = 60.0,
         interrupt: Callable[[str, dict[str, Any]], Any] | None = None,
+        stream: bool = True,
+        on_trace: Callable[[str], None] | None = None,
     ):
         import httpx
 
         self.session_id = session_id
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
-        self.keyring, self.approver, self.approver_name = keyring, approver, approver_name
+        self.keyring, self.approver, self.approver_name = (
+            keyring,
+            approver,
+            approver_name,
+        )
         self.on_progress = on_progress or (lambda what, info: None)
+        self.on_trace = on_trace or (lambda name: None)
         self.retries, self.retry_delay_s = retries, retry_delay_s
         self.interrupt = interrupt or (lambda state, resp: None)
         self.http = http or httpx.Client(base_url=router_url.rstrip("/"), timeout=timeout_s)
+        self.stream = stream  # off for the rest of the run once the router has no usable stream
         self.machine = RouterClient()
         self.last_message: str | None = None  # the last completed turn's text (an encrypted one ends idle)
         self.sent: list[dict[str, Any]] = []  # every request put on the wire, re-sends included (tests read it)
@@ -74,32 +90,77 @@ class Client:
     def _post(self, req: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
-        path = "execute" if req["type"] == "execute" else "continue"
-        url = f"/v1/sessions/{self.session_id}/{path}"
         for attempt in range(self.retries + 1):
             self.sent.append(req)
             try:
-                r = self.http.post(url, json=req)
+                got = self._stream_once(req) if self.stream else self._post_once(req)
             except httpx.TransportError:
                 self.on_progress("retry", {"type": req["type"], "why": "transport"})
                 time.sleep(self.retry_delay_s)
                 continue
-            if r.status_code >= 500:
+            except _StreamUnavailable as why:
+                # The same request again, as plain request/response: a re-send of one request_id is safe.
+                self.stream = False
+                self.on_progress("retry", {"type": req["type"], "why": str(why)})
+                continue
+            if got is None:  # a 5xx: the router (or a proxy) failed; the same request again
                 time.sleep(self.retry_delay_s)
                 continue
-            resp: dict[str, Any] = r.json()
+            resp = got
             P.check_response(resp)
             if resp["status"] == "error" and resp["data"].get("code") == "busy" and attempt < self.retries:
-                time.sleep(min(2.0, max(self.retry_delay_s, resp["data"].get("retry_after_ms", 0) / 1000)))
+                time.sleep(
+                    min(
+                        2.0,
+                        max(
+                            self.retry_delay_s,
+                            resp["data"].get("retry_after_ms", 0) / 1000,
+                        ),
+                    )
+                )
                 continue
             return resp
         raise ClientError(f"router unreachable after {self.retries + 1} attempts")
+
+    def _post_once(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        path = "execute" if req["type"] == "execute" else "continue"
+        r = self.http.post(f"/v1/sessions/{self.session_id}/{path}", json=req)
+        if r.status_code >= 500:
+            return None
+        got: dict[str, Any] = r.json()
+        return got
+
+    def _stream_once(self, req: dict[str, Any]) -> dict[str, Any] | None:
+        """One request through the router's server-sent-events stream: ``trace`` progress, then ``response``."""
+        with self.http.stream("POST", f"/v1/sessions/{self.session_id}/stream", json=req) as r:
+            kind = r.headers.get("content-type", "").split(";")[0].strip()
+            if r.status_code in (404, 405, 501) or (r.status_code < 300 and kind != "text/event-stream"):
+                raise _StreamUnavailable(f"no event stream (HTTP {r.status_code})")
+            if r.status_code >= 500:
+                return None
+            if kind != "text/event-stream":  # a refusal before the turn started (400, 413): an error envelope
+                r.read()
+                got: dict[str, Any] = r.json()
+                return got
+            for event, data in sse_events(r.iter_lines()):
+                if event == "trace":
+                    self.on_trace(data)
+                elif event == "response":
+                    resp: dict[str, Any] = json.loads(data)
+                    return resp
+        raise _StreamUnavailable("the event stream ended before the response")
 
     def _exchange(self, req: dict[str, Any]) -> dict[str, Any]:
         self.machine.send(req["type"], req["request_id"])
         resp = self._post(req)
         allowed = [a for a in resp["allowed_continuations"] if a != "execute"]
-        self.machine.response(req["request_id"], resp["status"], allowed, bool(resp["data"].get("to_encrypt")), False)
+        self.machine.response(
+            req["request_id"],
+            resp["status"],
+            allowed,
+            bool(resp["data"].get("to_encrypt")),
+            False,
+        )
         if resp["status"] == "completed":
             self.last_message = resp["data"].get("message")
         self.on_progress(resp["status"], resp["data"])
@@ -165,7 +226,11 @@ class Client:
         data = resp["data"]
         to_encrypt = data.get("to_encrypt") or {}
         if state == "Sealing":
-            return {"type": "sealed", "request_id": self._rid(), "data": {"encrypted": self._seal_all(to_encrypt)}}
+            return {
+                "type": "sealed",
+                "request_id": self._rid(),
+                "data": {"encrypted": self._seal_all(to_encrypt)},
+            }
         if state == "Decrypting":
             assert self.keyring is not None
             plain = {
@@ -197,7 +262,11 @@ class Client:
             out = {"decisions": decisions}
             if to_encrypt:
                 out["encrypted"] = self._seal_all(to_encrypt)
-            return {"type": "approval_decisions", "request_id": self._rid(), "data": out}
+            return {
+                "type": "approval_decisions",
+                "request_id": self._rid(),
+                "data": out,
+            }
         if state == "RunningTools":
             results, sealed = [], {}
             for call in data["tool_requests"]:
@@ -221,7 +290,8 @@ class Client:
                 results.append(r)
                 if self.keyring is not None:
                     sealed[call["ref"]] = self._seal(
-                        call["ref"], P.message_text(P.tool_result_message(call["call_id"], content, is_error))
+                        call["ref"],
+                        P.message_text(P.tool_result_message(call["call_id"], content, is_error)),
                     )
             out = {"results": results}
             if self.keyring is not None:
@@ -229,6 +299,32 @@ class Client:
                 out["encrypted"] = sealed
             return {"type": "tool_results", "request_id": self._rid(), "data": out}
         raise ClientError(f"client in unexpected state {state}")  # pragma: no cover
+
+
+class _StreamUnavailable(Exception):
+    """The router answered without an event stream, or the stream broke: fall back to request/response."""
+
+
+def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
+    """(event, data) of each server-sent event in ``lines``; comments (keep-alives) and ids are skipped."""
+    event: str = "message"
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data:
+                yield event, "\n".join(data)
+            event, data = "message", []
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                event = value
+            elif field == "data":
+                data.append(value)
+    if data:
+        yield event, "\n".join(data)
 
 
 def dumps(resp: dict[str, Any]) -> str:

@@ -13,17 +13,27 @@ def add_commands(sub: Any) -> None:
     s = sub.add_parser("router", help="serve the reference router over HTTP")
     rs = s.add_subparsers(dest="router_command", required=True, metavar="ACTION")
     t = rs.add_parser("serve", help="serve execute / continue / stream on HOST:PORT (uvicorn)")
-    t.add_argument("--store", required=True, help="sqlite:///runs.db or postgresql://user@host/db (created if missing)")
+    t.add_argument(
+        "--store",
+        required=True,
+        help="sqlite:///runs.db or postgresql://user@host/db (created if missing)",
+    )
     t.add_argument("--host", default="127.0.0.1")
     t.add_argument("--port", type=int, default=8787)
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
-    t.add_argument("--script", help="YAML script of model replies (default: the built-in demo script)")
+    t.add_argument(
+        "--script",
+        help="YAML script of model replies (default: the built-in demo script)",
+    )
     t.add_argument(
         "--holder",
         help="this router's lock-holder id; keep it across restarts so recovery frees its locks "
         "(default: router-HOST-PORT)",
     )
-    t.add_argument("--permissions", help='JSON object of default tool permissions, e.g. {"shell": "deny"}')
+    t.add_argument(
+        "--permissions",
+        help='JSON object of default tool permissions, e.g. {"shell": "deny"}',
+    )
     t.add_argument(
         "--sweep-every",
         type=float,
@@ -63,7 +73,10 @@ def add_commands(sub: Any) -> None:
 
     s = sub.add_parser("client", help="run the reference client against a router")
     cs = s.add_subparsers(dest="client_command", required=True, metavar="ACTION")
-    t = cs.add_parser("run", help="send a prompt and carry its run to the end, running tools in the workspace")
+    t = cs.add_parser(
+        "run",
+        help="send a prompt and carry its run to the end, running tools in the workspace",
+    )
     t.add_argument("prompt")
     t.add_argument("--router", default="http://127.0.0.1:8787")
     t.add_argument("--session", required=True)
@@ -81,6 +94,13 @@ def add_commands(sub: Any) -> None:
         type=int,
         metavar="TOKENS",
         help="ask before a model call would take the run past this many tokens (input plus output)",
+    )
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress lines (questions are still asked)")
+    t.add_argument("--json", action="store_true", help="print the last response envelope as JSON instead of the text")
+    t.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="plain request/response instead of the router's event stream (progress then shows per response)",
     )
     s.set_defaults(func=cmd_client)
 
@@ -183,16 +203,19 @@ def cmd_client(args: argparse.Namespace) -> int:
         answer = input(f"  {verb} {what}? [y/N/b(reak)] ").strip().lower()
         return "approved" if answer in ("y", "yes") else "break" if answer in ("b", "break") else "rejected"
 
-    def progress(what: str, info: dict[str, Any]) -> None:
-        if what == "tool":
-            print(f"  running {info['name']}", file=sys.stderr)
-        elif what == "retry":
-            print(f"  router unreachable, re-sending {info['type']}", file=sys.stderr)
-        else:
-            print(f"- {what}", file=sys.stderr)
+    def say(line: str | None) -> None:
+        if line and not args.quiet:
+            print(line, file=sys.stderr, flush=True)
 
     client = Client(
-        args.router, args.session, workspace=args.workspace, keyring=keyring, approver=approver, on_progress=progress
+        args.router,
+        args.session,
+        workspace=args.workspace,
+        keyring=keyring,
+        approver=approver,
+        on_progress=lambda what, info: say(progress_line(what, info)),
+        on_trace=lambda name: say(f"  {TRACE_LINES[name]}" if name in TRACE_LINES else None),
+        stream=not args.no_stream,
     )
     gates: dict[str, Any] = {}
     if args.disclosure:
@@ -206,8 +229,61 @@ def cmd_client(args: argparse.Namespace) -> int:
     finally:
         client.close()
     data = resp["data"]
-    if resp["status"] == "completed" or data.get("ended") == "completed":
+    done = resp["status"] == "completed" or data.get("ended") == "completed"
+    if args.json:
+        print(json.dumps(resp, indent=2, sort_keys=True))
+    elif done:
         print(client.last_message or "")
-        return 0
-    print(f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip())
-    return 1
+    else:
+        print(
+            f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip()
+        )
+    return 0 if done else 1
+
+
+#: What the router's trace events say, as progress lines: the steps a user waits on or should know of (the
+#: response lines and the tools this client runs say the rest).  A name not listed here is not shown, so
+#: nothing a router sends reaches the terminal but these fixed lines.
+TRACE_LINES = {
+    "model.called": "model call started",
+    "tool.requested": "tool call proposed",
+    "tool.denied": "tool call denied by the session's permissions",
+    "diff.proposed": "file change proposed",
+    "diff.applied": "file change applied",
+    "diff.rejected": "file change rejected",
+    "approval.expired": "approval expired",
+    "context.resolved": "sealed history opened",
+    "run.expired": "the run's pause expired",
+    "run.failed": "run failed",
+}
+
+
+def progress_line(what: str, info: dict[str, Any]) -> str:
+    """The line a client event prints: response statuses, tools run, sealing, re-sends (tool names, no content)."""
+    if what == "tool":
+        return f"  running {_name(info.get('name'))}"
+    if what == "retry":
+        return (
+            f"  router unreachable, re-sending {info['type']}"
+            if info.get("why") == "transport"
+            else f"  {info.get('why')}: re-sending {info['type']} as a plain request"
+        )
+    if what == "completed" and info.get("to_encrypt"):
+        return f"- completed\n  sealing {len(info['to_encrypt'])} item(s) with your keyring"
+    if what == "awaiting_tool":
+        return "- awaiting_tool: " + ", ".join(_name(t.get("name")) for t in info.get("tool_requests") or [])
+    if what == "awaiting_approval":
+        return "- awaiting_approval: " + ", ".join(_name(a.get("kind")) for a in info.get("approvals") or [])
+    if what == "awaiting_decrypt":
+        return f"- awaiting_decrypt: opening {len(info.get('to_decrypt') or {})} sealed item(s)"
+    if what == "idle" and info.get("ended"):
+        return f"- idle (run ended: {_name(info.get('ended'))})"
+    if what == "error":
+        return f"- error: {_name(info.get('code'))}"
+    return f"- {_name(what)}"
+
+
+def _name(value: Any) -> str:
+    """A name from the router, shown only if it is one (letters, digits, _ . -): never a terminal escape."""
+    text = str(value)
+    return text if text and len(text) <= 64 and all(c.isalnum() or c in "_.-" for c in text) else "?"

@@ -5,7 +5,8 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 - ``POST /v1/sessions/{session}/execute``: an ``execute`` request.
 - ``POST /v1/sessions/{session}/continue``: any continuation (``tool_results``, ``break`` ...).
 - ``POST /v1/sessions/{session}/stream``: either, answered as server-sent events: one ``trace``
-  event per step of the turn as it runs, then one ``response`` event with the envelope.
+  event per step of the turn as it runs (its data is the stable event name, never content), a
+  ``: keep-alive`` comment after 10 s of silence, then one ``response`` event with the envelope.
 - ``GET /healthz``.
 
 Every protocol outcome, refusals included, is HTTP 200 with the response
@@ -19,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import threading
 from typing import Any
 
 from .protocol import MAX_REQUEST_BYTES, error, protocol_schema
 from .service import SESSION_ID, Router
+
+#: Seconds of silence after which the event stream sends a comment, so a long model call does not look dead.
+KEEPALIVE_S = 10.0
 
 
 def openapi(schema_url: str = "") -> dict[str, Any]:
@@ -55,7 +58,14 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
     defs["continuation"] = {
         "oneOf": [
             {"$ref": f"#/components/schemas/{k}"}
-            for k in ("tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break")
+            for k in (
+                "tool_results",
+                "approval_decisions",
+                "decrypted",
+                "sealed",
+                "inject",
+                "break",
+            )
         ]
     }
     return {
@@ -71,7 +81,12 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
                     {"text/event-stream": {"schema": {"type": "string"}}},
                 )
             },
-            "/healthz": {"get": {"summary": "liveness", "responses": {"200": {"description": "ok"}}}},
+            "/healthz": {
+                "get": {
+                    "summary": "liveness",
+                    "responses": {"200": {"description": "ok"}},
+                }
+            },
         },
         "components": {"schemas": defs},
     }
@@ -86,6 +101,7 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
     from starlette.routing import Route
 
     doc = openapi()
+    turns: set[asyncio.Future[None]] = set()  # streamed turns still running (kept referenced until done)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
@@ -94,7 +110,10 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
             from ..store.sweep import PeriodicSweep
 
             sweeper = PeriodicSweep(
-                router.store_url, prefix=router.prefix, interval_s=sweep_every_s, clock=router.clock
+                router.store_url,
+                prefix=router.prefix,
+                interval_s=sweep_every_s,
+                clock=router.clock,
             ).start()
         try:
             yield
@@ -147,20 +166,29 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
         def on_event(name: str) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, ("trace", name))
 
-        def work() -> None:
-            resp = router.handle(session, obj, on_event=on_event)
-            loop.call_soon_threadsafe(queue.put_nowait, ("response", json.dumps(resp)))
+        async def work() -> None:
+            # The worker threads are the ones /execute and /continue use, so their store connections are reused.
+            resp = await run_in_threadpool(router.handle, session, obj, on_event=on_event)
+            queue.put_nowait(("response", json.dumps(resp)))
 
-        threading.Thread(target=work, daemon=True).start()
+        # The turn runs to its end even if the client goes away: its re-send is then answered by replay.
+        task = asyncio.ensure_future(work())
+        turns.add(task)
+        task.add_done_callback(turns.discard)
 
         async def events() -> Any:
             while True:
-                kind, data = await queue.get()
+                try:
+                    kind, data = await asyncio.wait_for(queue.get(), KEEPALIVE_S)
+                except TimeoutError:
+                    yield ": keep-alive\n\n"  # a long model call: proxies and read timeouts see traffic
+                    continue
                 yield f"event: {kind}\ndata: {data}\n\n"
                 if kind == "response":
                     return
 
-        return StreamingResponse(events(), media_type="text/event-stream")
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, "holder": router.holder})
@@ -192,4 +220,9 @@ def serve(
     import uvicorn
 
     router.recover()
-    uvicorn.run(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)
+    uvicorn.run(
+        create_app(router, sweep_every_s=sweep_every_s),
+        host=host,
+        port=port,
+        log_level=log_level,
+    )
