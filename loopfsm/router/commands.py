@@ -46,16 +46,16 @@ def add_commands(sub: Any) -> None:
         "--provider",
         choices=PROVIDERS,
         default="scripted",
-        help="the primary model's API (default: scripted, offline); keys come from the SDK's environment "
-        "variables (ANTHROPIC_API_KEY, OPENAI_API_KEY)",
+        help="the primary model's API (default: scripted, offline); keys come from the environment only "
+        "(ANTHROPIC_API_KEY, OPENAI_API_KEY; ANTHROPIC_BASE_URL / OPENAI_BASE_URL point at a proxy)",
     )
     t.add_argument("--model", help="the primary model's name (needed for anthropic and openai)")
     t.add_argument(
         "--fallback-provider",
         choices=PROVIDERS,
-        help="the model the fallback breaker switches to (default: the primary)",
+        help="the API the fallback breaker switches to when the primary fails (default: the primary's)",
     )
-    t.add_argument("--fallback-model", help="the fallback model's name")
+    t.add_argument("--fallback-model", help="the fallback model's name (needed for a fallback on another API)")
     t.add_argument(
         "--disclosure",
         choices=("off", "first_call", "every_call"),
@@ -106,9 +106,13 @@ def add_commands(sub: Any) -> None:
 
 
 PROVIDERS = ("scripted", "anthropic", "openai")
+#: Where each API's key is read from: the environment only (a flag would land in shell history and
+#: process listings).  The SDKs read these variables themselves; the router only checks one is set.
+KEY_VARIABLES = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "openai": ("OPENAI_API_KEY",)}
 
 
-def _provider(kind: str, model: str | None, script: str | None) -> Any:
+def _provider(kind: str, model: str | None, script: str | None, role: str = "provider") -> Any:
+    """The model client for ``--provider`` (or ``--fallback-provider``); every setup problem is a ConfigError."""
     from ..errors import ConfigError
 
     if kind == "scripted":
@@ -116,18 +120,24 @@ def _provider(kind: str, model: str | None, script: str | None) -> Any:
         from .service import DEMO_SCRIPT
 
         return ScriptedProvider.from_file(script) if script else ScriptedProvider(DEMO_SCRIPT)
+    flag = "--provider" if role == "provider" else "--fallback-provider"
     if not model:
-        raise ConfigError(f"--provider {kind} needs --model (and --fallback-provider {kind} --fallback-model)")
+        raise ConfigError(f"{flag} {kind} needs {'--model' if role == 'provider' else '--fallback-model'}")
+    if not any(os.environ.get(v) for v in KEY_VARIABLES[kind]):
+        raise ConfigError(f"{flag} {kind} needs {KEY_VARIABLES[kind][0]} in the router's environment")
     try:
+        # No SDK retries: the router's attempts and the fallback breaker decide, and must see every failure.
         if kind == "anthropic":
             from ..providers.anthropic_api import AnthropicProvider
 
-            return AnthropicProvider()
+            return AnthropicProvider(max_retries=0)
         from ..providers.openai_api import OpenAIProvider
 
-        return OpenAIProvider()
-    except Exception as err:  # noqa: BLE001 - an SDK refusing to start (no key) is a usage problem here
-        raise ConfigError(f"cannot start the {kind} client ({type(err).__name__}); is its API key set?") from None
+        return OpenAIProvider(max_retries=0)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - an SDK refusing to start is a usage problem here, said without detail
+        raise ConfigError(f"cannot start the {kind} client ({type(err).__name__})") from None
 
 
 def cmd_router(args: argparse.Namespace) -> int:
@@ -138,10 +148,15 @@ def cmd_router(args: argparse.Namespace) -> int:
     if not 0 <= args.sweep_every <= 86400:
         raise ConfigError("--sweep-every is a number of seconds up to 86400, 0 to turn sweeping off")
     provider = _provider(args.provider, args.model, args.script)
+    model = args.model or "scripted"
     fb_kind = args.fallback_provider or args.provider
-    fb_model = args.fallback_model or args.model
+    if fb_kind not in ("scripted", args.provider) and not args.fallback_model:
+        raise ConfigError(f"--fallback-provider {fb_kind} needs --fallback-model")
+    fb_model = args.fallback_model or (model if fb_kind == args.provider else "scripted")
     fallback = (
-        provider if (fb_kind, fb_model) == (args.provider, args.model) else _provider(fb_kind, fb_model, args.script)
+        provider
+        if (fb_kind, fb_model) == (args.provider, model)
+        else _provider(fb_kind, fb_model, args.script, role="fallback")
     )
     try:
         perms = json.loads(args.permissions) if args.permissions else None
@@ -162,12 +177,12 @@ def cmd_router(args: argparse.Namespace) -> int:
         permissions=perms,
         policy={"disclosure": args.disclosure, "cost_ceiling_tokens": args.cost_ceiling},
         create=True,
-        model=args.model or "scripted",
+        model=model,
         fallback_model=fb_model,
     )
     print(
         f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
-        f"holder {router.holder})",
+        f"holder {router.holder}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
         file=sys.stderr,
         flush=True,
     )

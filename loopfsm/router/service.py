@@ -164,7 +164,7 @@ class Router:
         policy: dict[str, Any] | None = None,
         approval_ttl_ms: int | None = None,
         max_rounds: int = 32,
-        max_model_attempts: int = 3,
+        max_model_attempts: int | None = None,
         model: str = "scripted",
         fallback_model: str | None = None,
         clock: Callable[[], int] = wall_clock_ms,
@@ -180,13 +180,16 @@ class Router:
         self.provider: Any = provider if provider is not None else ScriptedProvider(DEMO_SCRIPT)
         self.fallback: Any = fallback if fallback is not None else self.provider
         self.permissions = dict(DEFAULT_PERMISSIONS if permissions is None else permissions)
-        self.max_rounds, self.max_model_attempts = max_rounds, max_model_attempts
         self.model, self.clock, self._fault = model, clock, store_fault
         self.fallback_model = fallback_model or model
         # Model-call latency is measured here, at the edge, on a monotonic clock (seconds, like
         # time.monotonic); ``tracer`` (an OpenTelemetry Tracer) also gets each call as a GenAI span.
         self.monotonic, self.tracer = monotonic, tracer
         self.breaker = FallbackBreaker()
+        # By default enough attempts for the breaker to trip and the fallback to answer within one turn.
+        trip_after = int(self.breaker.compiled.default_policy.trip_after)
+        attempts = trip_after + 1 if max_model_attempts is None else max_model_attempts
+        self.max_rounds, self.max_model_attempts = max_rounds, attempts
         self._breaker_lock = threading.Lock()
         self._local = threading.local()
         self._stores: list[RunStore] = []
