@@ -21,6 +21,12 @@ event name                 ``loopfsm.transition`` (a feed), ``loopfsm.decision``
 plus every attribute the machine file's ``trace:`` table declares, verbatim.
 Records carry only scalars from declared fields, so no prompt, message or tool
 payload can reach an exporter through these sinks.
+
+The router's model calls are spans instead (:func:`record_model_call`): one
+``CLIENT`` span ``chat {model}`` per call with the GenAI semantic
+conventions' names (``gen_ai.provider.name``, ``gen_ai.request.model``,
+``gen_ai.usage.input_tokens`` ...), built from the call's trace row, so they
+too carry metadata only.
 """
 
 from __future__ import annotations
