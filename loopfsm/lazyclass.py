@@ -72,9 +72,14 @@ class _Pending:
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
         _materialize(self.plan)
-        if obj is None:
-            return getattr(owner if owner is not None else self.plan.cls, self.name)
-        return getattr(obj, self.name)
+        # Answer exactly as the real attribute's own descriptor protocol would for this (obj, owner):
+        # callers such as 3.13's inspect.signature bind through __get__(cls, type) themselves.
+        for klass in self.plan.cls.__mro__:
+            if self.name in klass.__dict__:
+                real = klass.__dict__[self.name]
+                get = getattr(type(real), "__get__", None)
+                return real if get is None else get(real, obj, owner)
+        raise AttributeError(self.name)
 
 
 def _materialize(plan: _Plan) -> None:
