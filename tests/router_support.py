@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import time
+from collections.abc import Callable
 from typing import Any
 
 # Imports of the HTTP stack happen on first use: collecting this module must not grow the test process
 # (a test measures the peak memory of processes it forks).
+
+# A router process starts in a second or two on a quiet machine; under a heavily loaded CI host
+# (parallel jobs on two cores) imports alone have taken over 30 s.  Waiting longer costs nothing
+# when the process is healthy, and a process that exits is reported at once.
+START_S = 180
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until_up(url: str, proc: subprocess.Popen[Any], why: Callable[[], str] = lambda: "") -> None:
+    """Poll ``url``/healthz until the router answers; fail at once if ``proc`` exits, else after START_S.
+
+    ``why`` says what the process printed; it is asked only once the process has ended (a timeout
+    kills it first), so reading a pipe cannot block.
+    """
+    import httpx
+
+    deadline = time.monotonic() + START_S
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"router exited with {proc.returncode}: {why()}")
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() >= deadline:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"router did not come up in {START_S} s: {why()}")
+        time.sleep(0.1)
+
 
 TOOLS_SCRIPT = [
     {"text": "looking", "tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "echo hi"}}]},

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -15,16 +14,10 @@ import pytest
 
 from loopfsm.providers.scripted import ScriptedProvider
 
-from router_support import TOOLS_SCRIPT, make
+from router_support import TOOLS_SCRIPT, free_port, make, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
 
 LOOPFSM = [sys.executable, "-m", "loopfsm"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Uvicorn:
@@ -33,7 +26,7 @@ class Uvicorn:
     def __init__(self, app):
         import uvicorn
 
-        self.port = _free_port()
+        self.port = free_port()
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
@@ -160,9 +153,7 @@ def test_falls_back_to_plain_requests_without_a_stream(store_url, tmp_path, brea
 
 
 def _serve(store, *extra):
-    import httpx
-
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         LOOPFSM
         + [
@@ -180,15 +171,8 @@ def _serve(store, *extra):
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 180
-    while True:
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-            return proc, f"http://127.0.0.1:{port}"
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "router did not come up"
-            time.sleep(0.1)
+    wait_until_up(f"http://127.0.0.1:{port}", proc, proc.stderr.read)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 def _client_run(url, session, ws, *extra):

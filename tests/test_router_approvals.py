@@ -405,14 +405,11 @@ def test_cli_through_uvicorn_asks_for_every_kind_and_seals_memory(store_at, tmp_
     import os
     import subprocess
     import sys
-    import time
     from pathlib import Path
-
-    import httpx
 
     from loopfsm.store import open_store
 
-    from test_router_processes import free_port
+    from router_support import free_port, wait_until_up
 
     url, prefix = store_at
     script = Path(__file__).resolve().parent.parent / "examples" / "approvals.yaml"
@@ -440,14 +437,7 @@ def test_cli_through_uvicorn_asks_for_every_kind_and_seals_memory(store_at, tmp_
         return run, ws
 
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}", server, (tmp_path / "serve.log").read_text)
         gates = ["--disclosure", "first_call", "--cost-ceiling", "800", "--yes"]
         plain, ws = client_run("plain", *gates)
         assert plain.returncode == 0, plain.stderr

@@ -5,18 +5,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from loopfsm.cli import main
 
-from test_router_processes import START_S, free_port
+from router_support import free_port, wait_until_up
 
 LOOPFSM = [sys.executable, "-m", "loopfsm"]
 
 
 def test_serve_then_client_run_is_the_demo(tmp_path):
-    import httpx
 
     port = free_port()
     log = open(tmp_path / "serve.log", "wb")
@@ -26,14 +24,7 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         stderr=log,
     )
     try:
-        deadline = time.monotonic() + START_S
-        while True:
-            try:
-                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline and server.poll() is None, (tmp_path / "serve.log").read_text()
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}", server, (tmp_path / "serve.log").read_text)
         ws = tmp_path / "demo"
         ws.mkdir()
         run = subprocess.run(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,13 +20,8 @@ import pytest
 from loopfsm.crypto import Keyring
 from loopfsm.store import open_store
 
-from router_support import TOOLS_SCRIPT
+from router_support import START_S, TOOLS_SCRIPT, free_port, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
-
-# A router process starts in a second or two on a quiet machine; under a heavily loaded CI host
-# (parallel jobs on two cores) imports alone have taken over 30 s.  Waiting longer costs nothing
-# when the process is healthy, and a process that exits is reported at once.
-START_S = 180
 
 HERE = Path(__file__).parent
 
@@ -41,12 +35,6 @@ def Client(*args, **kw):  # noqa: N802 - the client class, imported on first use
 @pytest.fixture
 def store_at(store_url):  # noqa: F811
     return store_url
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RouterProcess:
@@ -80,20 +68,10 @@ class RouterProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> RouterProcess:
-        import httpx
-
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
         self.proc = subprocess.Popen(self.args, stdout=out, stderr=out, env=dict(os.environ, PYTHONPATH=str(HERE)))
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"router exited with {self.proc.returncode}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                time.sleep(0.1)
-        raise RuntimeError(f"router did not come up in {START_S} s")
+        wait_until_up(self.url, self.proc)
+        return self
 
     def kill9(self) -> None:
         assert self.proc is not None

@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -26,7 +25,7 @@ from loopfsm.store import open_store  # noqa: E402
 from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
 
 from provider_streams import anthropic_body, openai_body  # noqa: E402
-from test_router_processes import free_port  # noqa: E402
+from router_support import free_port, wait_until_up  # noqa: E402
 
 ANTHROPIC_KEY = "sk-ant-test-3b9e5d21-never-echoed"
 OPENAI_KEY = "sk-oai-test-7c41aa90-never-echoed"
@@ -97,17 +96,7 @@ def test_serve_with_anthropic_primary_and_openai_fallback(tmp_path):
     with open(log, "wb") as out:
         proc = subprocess.Popen(args, stdout=out, stderr=out, env=env)
     try:
-        import httpx
-
-        deadline = time.monotonic() + 180  # importing both SDKs from source is slow on a loaded machine
-        while True:
-            assert proc.poll() is None, log.read_text()
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "router did not come up in 180 s"
-                time.sleep(0.1)
+        wait_until_up(f"http://127.0.0.1:{port}", proc, log.read_text)
         ws = tmp_path / "ws"
         ws.mkdir()
         (ws / "plan.txt").write_text("ship it\n")

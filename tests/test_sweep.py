@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -23,7 +22,7 @@ from loopfsm.store.serve import Outcome, serve
 from loopfsm.store.sweep import PeriodicSweep
 
 from router_helpers import OUTCOME_OF, pause_for
-from router_support import TOOLS_SCRIPT, client, make
+from router_support import TOOLS_SCRIPT, client, free_port, make, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
 
 LIVE = ["AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"]
@@ -254,30 +253,14 @@ def test_an_abandoned_encrypted_run_leaves_no_plaintext_after_a_sweep(store_url,
     router.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _serve(url, prefix, *extra):
-    import httpx
-
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "loopfsm", "router", "serve", "--store", url, "--prefix", prefix]
     proc = subprocess.Popen(
         cmd + ["--port", str(port), *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read()
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return proc
-        except httpx.TransportError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("router did not come up")
+    wait_until_up(f"http://127.0.0.1:{port}", proc, proc.stderr.read)
+    return proc
 
 
 def _stop(proc):
