@@ -27,25 +27,18 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         wait_until_up(f"http://127.0.0.1:{port}", server, (tmp_path / "serve.log").read_text)
         ws = tmp_path / "demo"
         ws.mkdir()
-        run = subprocess.run(
-            LOOPFSM
-            + [
-                "client",
-                "run",
-                "--router",
-                f"http://127.0.0.1:{port}",
-                "--session",
-                "s1",
-                "--workspace",
-                str(ws),
-                "--yes",
-                "tidy up",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+
+        def client_run(session: str, workspace: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+            args = ["client", "run", "--router", f"http://127.0.0.1:{port}", "--session", session]
+            return subprocess.run(
+                LOOPFSM + args + ["--workspace", str(workspace), *extra, "tidy up"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                stdin=subprocess.DEVNULL,
+            )
+
+        run = client_run("s1", ws, "--yes")
         assert run.returncode == 0, run.stderr
         assert run.stdout == "Done: I listed the workspace and wrote NOTES.md.\n"
         assert "running shell" in run.stderr and "running write_file" in run.stderr
@@ -54,26 +47,7 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         other = tmp_path / "other"
         other.mkdir()
         keyring = tmp_path / "keys.json"
-        run = subprocess.run(
-            LOOPFSM
-            + [
-                "client",
-                "run",
-                "--router",
-                f"http://127.0.0.1:{port}",
-                "--session",
-                "s2",
-                "--workspace",
-                str(other),
-                "--keyring",
-                str(keyring),
-                "tidy up",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            stdin=subprocess.DEVNULL,
-        )
+        run = client_run("s2", other, "--keyring", str(keyring))
         assert run.returncode == 0, run.stderr
         assert "rejected (no terminal to ask; use --yes)" in run.stderr and not (other / "NOTES.md").exists()
         assert oct(os.stat(keyring).st_mode & 0o777) == "0o600"
