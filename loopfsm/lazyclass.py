@@ -14,6 +14,15 @@ the class, so from then on the class is what ``@dataclasses.dataclass`` would
 have made (a frozen class's ``__setattr__`` and ``__delattr__`` are written
 here, the decorator's two lines, since the decorator's name the copy).
 
+Building instances is the one use that does not need the rest: a machine
+file loaded from the spec cache builds hundreds of values of a dozen classes
+and never compares or prints one.  So for a plain class (no base, no
+``__post_init__``, no ``InitVar``/``ClassVar``/keyword-only fields) the
+first instance gets an ``__init__`` that binds the fields the way the
+standard one does, without generating code; any call it cannot bind exactly
+(a missing or unknown argument) is handed to the standard ``__init__``, so
+errors read the same, and every other use makes the class for real.
+
 Options the deferral cannot keep apart from the class's identity (``slots``,
 which makes a new class) and bases with ``__init_subclass__`` hooks (the copy
 would run them twice) get the standard decorator at once.
@@ -23,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+from types import MethodType
 from collections.abc import Callable
 from typing import Any, TypeVar, cast, dataclass_transform, overload
 
@@ -45,13 +55,24 @@ _MADE = (
     "__dataclass_params__",
 )
 
+# Made only with an option set: no placeholder otherwise (one for ``__setattr__`` would make every
+# assignment to an instance of a plain class build the class).
+_ONLY_IF = {
+    "__setattr__": "frozen",
+    "__delattr__": "frozen",
+    "__lt__": "order",
+    "__le__": "order",
+    "__gt__": "order",
+    "__ge__": "order",
+}
+
 _lock = threading.RLock()  # materializing a class may materialize its bases first
 
 
 class _Plan:
     """One deferred class: its body as written, the decorator's options, the names standing in."""
 
-    __slots__ = ("cls", "namespace", "options", "names", "done")
+    __slots__ = ("cls", "namespace", "options", "names", "done", "fast")
 
     def __init__(self, cls: type, options: dict[str, Any]):
         self.cls = cls
@@ -60,6 +81,7 @@ class _Plan:
         self.namespace["__qualname__"] = cls.__qualname__
         self.names: list[str] = []
         self.done = False
+        self.fast: Callable[..., None] | None | bool = False  # False: not yet looked at
 
 
 class _Pending:
@@ -71,6 +93,10 @@ class _Pending:
         self.plan, self.name = plan, name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is not None and self.name == "__init__":
+            fast = _fast_init(self.plan)
+            if fast is not None:
+                return MethodType(fast, obj)
         _materialize(self.plan)
         # Answer exactly as the real attribute's own descriptor protocol would for this (obj, owner):
         # callers such as 3.13's inspect.signature bind through __get__(cls, type) themselves.
@@ -111,6 +137,84 @@ def _materialize(plan: _Plan) -> None:
         plan.done = True
 
 
+_NO: Any = object()
+
+
+def _fast_init(plan: _Plan) -> Callable[..., None] | None:
+    """An ``__init__`` binding the fields as the standard one would, put on the class; None if it could differ."""
+    with _lock:
+        if plan.fast is False:
+            plan.fast = None if plan.done else _plain_init(plan)
+            if plan.fast is not None:
+                plan.cls.__init__ = plan.fast  # type: ignore[misc]
+                # inspect.signature(cls) asks for this first: it makes the class, which then answers.
+                plan.cls.__signature__ = _Pending(plan, "__signature__")  # type: ignore[attr-defined]
+                plan.names.append("__signature__")
+        return plan.fast if not plan.done and callable(plan.fast) else None
+
+
+def _plain_init(plan: _Plan) -> Callable[..., None] | None:
+    cls, ns, options = plan.cls, plan.namespace, plan.options
+    if cls.__bases__ != (object,) or not options.get("init", True) or options.get("kw_only"):
+        return None
+    if "__post_init__" in ns or "__slots__" in ns or "__setattr__" in ns:
+        return None
+    names: list[str] = []
+    defaults: dict[str, tuple[Any, bool]] = {}  # name -> (value or factory, is a factory)
+    for name, hint in ns.get("__annotations__", {}).items():
+        if isinstance(hint, str):
+            if any(word in hint for word in ("ClassVar", "InitVar", "KW_ONLY")):
+                return None
+        elif not isinstance(hint, type) or hint is dataclasses.KW_ONLY:
+            return None
+        value = ns.get(name, _NO)
+        if isinstance(value, dataclasses.Field):
+            if not value.init or value.kw_only is True:
+                return None
+            if value.default is not dataclasses.MISSING:
+                defaults[name] = (value.default, False)
+            elif value.default_factory is not dataclasses.MISSING:
+                defaults[name] = (value.default_factory, True)
+        elif value is not _NO:
+            if hasattr(type(value), "__get__") or type(value).__hash__ is None:
+                return None  # a descriptor or a mutable default: the standard decorator's own handling
+            defaults[name] = (value, False)
+        if name not in defaults and defaults:
+            return None  # a required field after a default: the standard decorator refuses the class
+        names.append(name)
+    fields, count = tuple(names), len(names)
+    tails = [fields[k:] for k in range(count + 1)]
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        given = len(args)
+        if given > count:
+            return _standard_init(plan, self, args, kwargs)
+        values = list(args)
+        used = 0
+        for name in tails[given]:
+            if name in kwargs:
+                values.append(kwargs[name])
+                used += 1
+            else:
+                found = defaults.get(name)
+                if found is None:
+                    return _standard_init(plan, self, args, kwargs)
+                values.append(found[0]() if found[1] else found[0])
+        if used != len(kwargs):
+            return _standard_init(plan, self, args, kwargs)
+        self.__dict__.update(zip(fields, values, strict=True))
+        return None
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
+
+
+def _standard_init(plan: _Plan, obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A call the plain ``__init__`` cannot bind exactly: the standard one binds it, or raises its own error."""
+    _materialize(plan)
+    plan.cls.__init__(obj, *args, **kwargs)  # type: ignore[misc]
+
+
 def _frozen_methods(cls: type, model: type) -> dict[str, Any]:
     """A frozen dataclass's ``__setattr__`` and ``__delattr__``, for ``cls`` (the decorator's name the copy)."""
     owner: type[Any] = cls
@@ -138,6 +242,8 @@ def _defer(cls: T, options: dict[str, Any]) -> T:
     plan = _Plan(cls, options)
     own = cls.__dict__
     for name in _MADE:
+        if name in _ONLY_IF and not options.get(_ONLY_IF[name]):
+            continue  # never added without that option, so attribute assignment stays plain
         if name not in own:
             setattr(cls, name, _Pending(plan, name))
             plan.names.append(name)

@@ -183,3 +183,64 @@ def test_compiled_branches_carry_plans_only_and_snapshot_codecs_wait_for_a_snaps
     brain = LoopMachine()
     assert LoopMachine.restore(brain.snapshot()).snapshot() == brain.snapshot()
     assert "state_decoders" in vars(compiled)
+
+
+@pytest.mark.parametrize("options", [{}, {"frozen": True}, {"eq": False}])
+def test_building_instances_binds_as_the_standard_init_without_making_the_class(options: dict[str, Any]) -> None:
+    tries: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
+        ((1,), {}),
+        ((1, ["a"], "z"), {}),
+        ((), {"x": 2, "y": "q"}),
+        ((5,), {"tags": ["t"]}),
+        ((), {}),
+        ((1,), {"z": 0}),
+        ((1, [], "", 4), {}),
+        ((1,), {"x": 1}),
+    ]
+    for args, kw in tries:
+        std, ours = twins(options)
+        try:
+            want: Any = vars(std(*args, **kw))
+        except TypeError as err:
+            want = str(err)
+        try:
+            got: Any = vars(ours(*args, **kw))
+        except TypeError as err:
+            got = str(err)
+        assert got == want, (args, kw)
+        made = not isinstance(want, str)
+        # a call the plain __init__ binds leaves every other method unwritten; a refused one makes the class
+        assert inspect.isfunction(ours.__dict__["__repr__"]) is not made, (args, kw)
+    std, ours = twins(options)
+    a, b = ours(1), ours(1)
+    assert a.tags == [] and a.tags is not b.tags  # a factory default runs per instance
+    assert type(ours.__dict__.get("__setattr__")).__name__ == ("_Pending" if options.get("frozen") else "NoneType")
+    assert str(inspect.signature(ours)) == str(inspect.signature(std))  # asking makes the class
+    assert "__signature__" not in vars(ours) and repr(a) == repr(std(1))
+
+
+def test_a_plain_class_that_may_differ_takes_the_standard_init() -> None:
+    for extra in (
+        {"__post_init__": lambda self: None},
+        {"__annotations__": {"x": "int", "k": "ClassVar[int]"}, "k": 1},
+    ):
+        ns: dict[str, Any] = {"__annotations__": {"x": "int"}, "__module__": __name__, **extra}
+        cls = lazy(frozen=True)(type("P", (), ns))
+        cls(1)
+        assert inspect.isfunction(cls.__dict__["__repr__"])  # made for real by the first instance
+
+
+def test_a_spec_from_the_cache_builds_without_making_its_classes(tmp_path: Any) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import loopfsm.machines as m, loopfsm.spec as s, inspect\n"
+        "m.LoopMachine.compiled\n"
+        "print(sorted(c.__name__ for c in (s.Ref, s.FieldDef, s.StateDef, s.Branch, s.EventDef, s.Spec)"
+        " if inspect.isfunction(c.__dict__.get('__repr__'))))\n"
+    )
+    env = {**__import__("os").environ, "LOOPFSM_CACHE_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)  # fills the cache
+    out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "[]"
