@@ -187,6 +187,9 @@ def _plain_init(plan: _Plan) -> Callable[..., None] | None:
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         given = len(args)
+        if given == count and not kwargs:
+            self.__dict__.update(zip(fields, args, strict=True))
+            return None
         if given > count:
             return _standard_init(plan, self, args, kwargs)
         values = list(args)

@@ -43,10 +43,14 @@ class Entry:
     name: str
     fn: Callable[..., Any]
     params: dict[str, Param]
-    doc: str
     # A guard whose answer depends on nothing but these feed arguments (and its params):
     # for an argument with an enum, each branch list is narrowed per value once.
     reads: frozenset[str] | None = None
+
+    @property
+    def doc(self) -> str:
+        """The function's docstring, cleaned: read by help texts only, so not at registration."""
+        return inspect.cleandoc(self.fn.__doc__ or "")
 
 
 @dataclass(frozen=True)
@@ -186,8 +190,7 @@ class Registry:
             key = name or f.__name__
             if key in self.entries[kind]:
                 raise RegistryError(f"registry '{self.name}': {kind} '{key}' is registered twice")
-            doc = inspect.cleandoc(f.__doc__ or "")
-            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), doc, reads)
+            self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), reads)
             return f
 
         return add(fn) if fn is not None else add

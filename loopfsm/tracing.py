@@ -45,7 +45,7 @@ REFUSAL = "refusal"
 _EMPTY: Mapping[str, AttributeValue] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)  # no slots=True: a slotted dataclass is generated at import, a cost every process paid
 class TransitionRecord:
     """What one feed or decision did: who, from where, by which branch, to where.
 

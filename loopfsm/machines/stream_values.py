@@ -8,7 +8,6 @@ from dataclasses import field
 from ..lazyclass import dataclass
 from typing import Any, Literal
 
-from .json_prefix import INCOMPLETE, classify
 from .messages import Message, Thinking, ToolCall
 
 Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal"]
@@ -124,6 +123,8 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than json.loads goes
+        from .json_prefix import INCOMPLETE, classify  # noqa: PLC0415 - its patterns compile on first bad arguments
+
         return None, "incomplete" if classify(text) == INCOMPLETE else "invalid"
     if not isinstance(value, dict):
         return None, "invalid"
