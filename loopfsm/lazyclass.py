@@ -93,7 +93,8 @@ class _Pending:
         self.plan, self.name = plan, name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        if obj is not None and self.name == "__init__":
+        # An instance being built (3.13's inspect asks with the class itself as ``obj``).
+        if self.name == "__init__" and isinstance(obj, self.plan.cls):
             fast = _fast_init(self.plan)
             if fast is not None:
                 return MethodType(fast, obj)
