@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import speccache
-from .checks import check_spec, check_structure
 from .errors import Problem, RegistryError, SpecError
 from .registry import Registry, registry_named
 from .resources import schema_path
@@ -247,6 +246,8 @@ def _checked(src: Source, registry: Registry | None, lookup: Lookup | None = Non
             registry = (lookup or registry_named)(spec.registry)
         except RegistryError as err:  # an unknown or broken registry is a problem of this file
             raise SpecError([src.problem(("registry",), str(err))]) from None
+    from .checks import check_spec, check_structure  # noqa: PLC0415 - a file from the spec cache is not checked again
+
     if registry is None:
         found, spec.unchecked = check_structure(spec)
     else:

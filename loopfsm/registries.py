@@ -30,19 +30,20 @@ from .registry import EMPTY, Registry
 ENTRY_POINT_GROUP = "loopfsm.registries"
 
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
-_TARGET = re.compile(rf"^{_DOTTED}:{_DOTTED}$")
-_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+# Patterns as text: ``re`` compiles (and caches) them on first use, not in every process that imports loopfsm.
+_TARGET = rf"{_DOTTED}:{_DOTTED}"
+_NAME = r"[a-z_][a-z0-9_]*"
 
 
 def target_problem(target: object) -> str | None:
     """Why ``target`` is not a ``module:attribute`` import target, or None when it is."""
-    if not isinstance(target, str) or not _TARGET.match(target):
+    if not isinstance(target, str) or not re.fullmatch(_TARGET, target):
         return f"expected 'module:attribute' (e.g. 'door:REGISTRY'), got {target!r}"
     return None
 
 
 def name_problem(name: object) -> str | None:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not re.fullmatch(_NAME, name):
         return f"registry name {name!r} is not a snake_case identifier"
     return None
 
