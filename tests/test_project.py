@@ -194,7 +194,15 @@ def test_broken_declared_registry_fails_check_but_not_render(door, capsys):
             '[tool.loopfsm]\nregistries = {door = "door"}\n',
             "registries.door: expected 'module:attribute' (e.g. 'door:REGISTRY'), got 'door'",
         ),
+        (
+            '[tool.loopfsm]\nregistries = {door = "door:REG\\n"}\n',
+            "registries.door: expected 'module:attribute' (e.g. 'door:REGISTRY'), got 'door:REG\\n'",
+        ),
         ('[tool.loopfsm]\nregistries = {Door = "door:REG"}\n', "registry name 'Door' is not a snake_case identifier"),
+        (
+            '[tool.loopfsm]\nregistries = {"door\\n" = "door:REG"}\n',
+            "registry name 'door\\n' is not a snake_case identifier",
+        ),
         ('[tool.loopfsm]\nregistries = ["door:REG"]\n', "registries must be a table"),
         ("[tool.loopfsm]\ndiagrams = 3\n", "diagrams must be a folder name (a string), got 3"),
         ("tool = {loopfsm = 3}\n", "[tool.loopfsm] must be a table"),
