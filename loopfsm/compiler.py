@@ -349,18 +349,19 @@ class CompiledMachine:
         add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
+            legal = tuple(sources)  # once per feed: per branch, a chain of n states compiled in n**2
             made: dict[int, dict[str, Any]] = {}  # a '*' branch is one plan shared by every state it covers
             for state, branches in sources.items():
                 for b in branches:
                     kw = made.get(id(b))
                     if kw is None:
-                        kw = made[id(b)] = self._branch(spec, registry, ev.name, tuple(sources), b)
+                        kw = made[id(b)] = self._branch(spec, registry, ev.name, legal, b)
                     # Guards and actions live in plan_refs only: LoopTransition runs plans, never
                     # transitions' conditions or before callbacks, so none are built here.
                     add(ev.name, state, b.dest, **kw)
             event = self.backend.events[ev.name]
             assert isinstance(event, LoopEvent)
-            event.legal_states = tuple(sources)
+            event.legal_states = legal
             event.narrow_by(
                 {n: (*f.enum, *((None,) if f.nullable else ())) for n, f in ev.args.items() if f.enum and not f.list}
             )
