@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import glob
 import inspect
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+import loopfsm.lazyclass
 from loopfsm.lazyclass import dataclass as lazy
 
 
@@ -231,16 +237,44 @@ def test_a_plain_class_that_may_differ_takes_the_standard_init() -> None:
 
 
 def test_a_spec_from_the_cache_builds_without_making_its_classes(tmp_path: Any) -> None:
-    import subprocess
-    import sys
-
     code = (
         "import loopfsm.machines as m, loopfsm.spec as s, inspect\n"
         "m.LoopMachine.compiled\n"
         "print(sorted(c.__name__ for c in (s.Ref, s.FieldDef, s.StateDef, s.Branch, s.EventDef, s.Spec)"
         " if inspect.isfunction(c.__dict__.get('__repr__'))))\n"
     )
-    env = {**__import__("os").environ, "LOOPFSM_CACHE_DIR": str(tmp_path)}
+    env = {**os.environ, "LOOPFSM_CACHE_DIR": str(tmp_path)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)  # fills the cache
     out = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "[]"
+
+
+def _other_pythons() -> list[str]:
+    """CPython 3.11+ interpreters besides this one: ``$LOOPFSM_TEST_PYTHONS`` (os.pathsep-separated), then pyenv's."""
+    found = [p for p in os.environ.get("LOOPFSM_TEST_PYTHONS", "").split(os.pathsep) if p]
+    root = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
+    found += sorted(glob.glob(os.path.join(root, "versions", "3.1[1-9].*", "bin", "python3")))
+    here = sys.version_info[:2]
+    out, seen = [], {here}
+    for exe in found:
+        try:
+            ver = subprocess.run(
+                [exe, "-c", "import sys; print(*sys.version_info[:2])"], capture_output=True, text=True, timeout=30
+            ).stdout.split()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        key = tuple(map(int, ver)) if len(ver) == 2 else None
+        if key is not None and key >= (3, 11) and key not in seen:
+            seen.add(key)
+            out.append(exe)
+    return out
+
+
+def test_the_standalone_check_passes_here_and_on_every_other_python_found() -> None:
+    """lazyclass leans on how the interpreter looks attributes up, so it is checked on each CPython at hand."""
+    script = Path(__file__).with_name("lazyclass_check.py")
+    for exe in [sys.executable, *_other_pythons()]:
+        run = subprocess.run(
+            [exe, str(script), loopfsm.lazyclass.__file__], capture_output=True, text=True, timeout=120
+        )
+        assert run.returncode == 0 and run.stdout.startswith("ok "), (exe, run.stdout, run.stderr[-2000:])
