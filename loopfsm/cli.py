@@ -19,8 +19,6 @@ from .errors import ConfigError, LoopFsmError, Problem, RenderError, SpecError
 from .project import Project, find_project, load_machines, parse_registry_option, shown
 from .registries import Registries
 from .render import FORMATS, parse_formats, render
-from .render.dot import svg_stamp
-from .source import SourceProblems, read_file
 from .spec import Spec
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -80,6 +78,8 @@ def _report(problems: Iterable[Problem]) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Schema only: needs no registry, so it suits editors and pre-commit hooks."""
+    from .source import SourceProblems, read_file  # noqa: PLC0415 - YAML is imported by the commands that parse
+
     status = EXIT_OK
     for path in _paths(args.paths, _project(args)):
         try:
@@ -258,6 +258,8 @@ MANIFEST = ".loopfsm-generated"
 
 def _same(name: str, want: str, have: str) -> bool:
     if name.endswith(".svg"):
+        from .render.dot import svg_stamp  # noqa: PLC0415 - Graphviz is loaded by the commands that draw
+
         return svg_stamp(want) is not None and svg_stamp(want) == svg_stamp(have)
     return want == have
 
@@ -441,9 +443,20 @@ def package_version() -> str:
         return "unknown (not installed)"
 
 
+class _Version(argparse.Action):
+    """``--version``, looked up only when asked for (reading the installed metadata costs every command)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"loopfsm {package_version()}")  # on stdout, as argparse's own version action prints
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="loopfsm", description="State machines of agent runtimes as YAML tables.")
-    p.add_argument("--version", action="version", version=f"loopfsm {package_version()}")
+    p.add_argument("--version", action=_Version, help="show the installed version and exit")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     regs = argparse.ArgumentParser(add_help=False)
     regs.add_argument(

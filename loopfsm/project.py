@@ -10,7 +10,6 @@ with the default layout (``machines/``, ``diagrams/``, no registries of its own)
 
 from __future__ import annotations
 
-import difflib
 import os
 import tomllib
 from collections.abc import Iterable
@@ -88,7 +87,9 @@ def read_config(path: Path) -> Project | None:
     root = path.parent.resolve()
     for key in table:
         if key not in KEYS:
-            close = difflib.get_close_matches(key, KEYS, n=1)
+            from difflib import get_close_matches  # noqa: PLC0415 - only a misspelt setting needs it
+
+            close = get_close_matches(key, KEYS, n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f" (allowed: {', '.join(KEYS)})"
             raise ConfigError(f"{shown(path)}: [tool.loopfsm] has no setting '{key}'{hint}")
     regs = table.get("registries", {})

@@ -243,3 +243,18 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
             checked += 1
             refused += not slow_ok
     assert refused > checked // 4  # the mutations really do break the schema often
+
+
+def test_checking_a_cached_file_on_the_command_line_loads_only_what_checking_needs(cache):
+    """``loopfsm check`` runs on every save and every commit: a cached file parses nothing and draws nothing."""
+    code = (
+        "import sys\nfrom loopfsm.cli import main\n"
+        f"assert main(['check', {str(machine_path('tool_breaker'))!r}]) == 0\n"
+        "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'graphviz', 'difflib', 'loopfsm.checks', "
+        "'loopfsm.router.service', 'loopfsm.store') if x in sys.modules))"
+    )
+    env = dict(os.environ, **{speccache.ENV_VAR: str(cache)})
+    first = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    assert "fastjsonschema" in first.stdout and "loopfsm.checks" in first.stdout  # a miss checks the file
+    warm = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
+    assert warm.stdout.strip().endswith("[]"), warm.stdout

@@ -1,11 +1,14 @@
-"""Renderers driven by the spec: every view of a machine comes from its table, nothing else."""
+"""Renderers driven by the spec: every view of a machine comes from its table, nothing else.
+
+The renderers are imported by the functions that use them, so a command that
+only names the formats (the command line's help) does not load Graphviz.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..spec import Spec
-from . import dot, matrix, mermaid
 
 FORMATS = ("svg", "dot", "mermaid", "md")
 
@@ -25,6 +28,8 @@ def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detail
     ``detailed`` adds ``NAME.detailed.{dot,svg,mmd}``: every branch as its own
     line with guards and parameters, for checking the table row by row.
     """
+    from . import dot, matrix, mermaid  # noqa: PLC0415
+
     formats = parse_formats(formats)
     out: dict[str, str] = {}
     graphs = [(spec.name, dot.state_graph(spec))]
@@ -53,6 +58,8 @@ def render_instance(instance: Any, fmt: str = "svg", *, detailed: bool = False) 
     The picture is drawn from the instance's compiled table, so it is the
     same diagram a reviewer saw, with "you are here" on it.
     """
+    from . import dot, mermaid  # noqa: PLC0415
+
     spec = instance.compiled.spec
     state = instance.state
     if fmt == "mermaid":

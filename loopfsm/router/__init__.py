@@ -8,7 +8,24 @@ See :mod:`loopfsm.router.service` for the rules, :mod:`loopfsm.router.protocol`
 for the messages and :mod:`loopfsm.router.http` for the ASGI app.
 """
 
-from .protocol import Request, parse_request
-from .service import DEMO_SCRIPT, Router
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# Imported on first use (PEP 562): the command line imports loopfsm.router.commands for every
+# command, and only ``router serve`` needs the service, the store and the providers behind it.
+_EXPORTS = {"Router": "service", "DEMO_SCRIPT": "service", "Request": "protocol", "parse_request": "protocol"}
 
 __all__ = ["Router", "Request", "parse_request", "DEMO_SCRIPT"]
+
+if TYPE_CHECKING:
+    from .protocol import Request as Request, parse_request as parse_request
+    from .service import DEMO_SCRIPT as DEMO_SCRIPT, Router as Router
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopfsm.router' has no attribute {name!r}")
+    return getattr(import_module(f".{module}", __name__), name)
