@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import subprocess
@@ -233,16 +234,19 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
     from loopfsm import loader
 
     rng = random.Random(10)
-    checked = refused = 0
-    for name in ("turnstile", "tool_breaker", "engine_brain"):
+    checked = refused = agreed = 0
+    for name in ("turnstile", "tool_breaker", "engine_brain", "agent_loop", "stream_assembly", "router_run"):
         doc = yaml.safe_load(machine_path(name).read_text())
+        assert loader._fast_valid(copy.deepcopy(doc)), name  # a valid file never needs jsonschema
         for mutated in _mutations(doc, rng, 50):
             slow_ok = not list(loader._validator().iter_errors(mutated))
             fast_ok = loader._fast_valid(mutated)
             assert not (fast_ok and not slow_ok), mutated
             checked += 1
             refused += not slow_ok
+            agreed += fast_ok == slow_ok
     assert refused > checked // 4  # the mutations really do break the schema often
+    assert agreed == checked  # and the fast check's schema (annotations dropped, const as enum) means the same
 
 
 def test_checking_a_cached_file_on_the_command_line_loads_only_what_checking_needs(cache):
