@@ -26,6 +26,7 @@ PathT = tuple[Any, ...]
 # Machine files follow the YAML 1.2 core schema for booleans: only true/false (any case
 # style) are booleans, so `enum: [on, off]` or a state named `no` stays a string.
 _BOOL_TAG, _STR_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:str"
+_INT_TAG = "tag:yaml.org,2002:int"
 _CORE_BOOLEANS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
 
 # libyaml's safe loader when PyYAML was built with it (about ten times faster), the
@@ -119,6 +120,9 @@ MAX_BYTES = 1 << 20
 MAX_NODES = 10_000
 MAX_EXPANDED = 10_000
 MAX_DEPTH = 64
+# Python refuses to read an integer of more than 4,300 digits (a denial-of-service guard); a
+# machine file is refused well before that, with a position, instead of a traceback.
+MAX_INT_CHARS = 100
 _TOO_DEEP = f"nesting deeper than {MAX_DEPTH} levels; no machine needs that"
 
 # Characters YAML does not allow in a stream (NUL and most C0/C1 controls, surrogates).
@@ -222,6 +226,12 @@ class _Composer:
                     tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
                     if tag == _BOOL_TAG and event.value not in _CORE_BOOLEANS:
                         tag = _STR_TAG  # YAML 1.2 core schema: on/off/yes/no/y/n are words, not booleans
+                if tag == _INT_TAG and len(event.value) > MAX_INT_CHARS:
+                    raise _Refused(
+                        event.start_mark,
+                        f"an integer written with {len(event.value):,} characters; no machine needs one "
+                        f"longer than {MAX_INT_CHARS}",
+                    )
                 node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
                 self.info[id(node)] = (path, 1, 1)
                 if parent is not None and len(stack) >= 1:

@@ -183,6 +183,18 @@ def test_duplicate_anchor_is_refused():
     assert "duplicate anchor" in problem.message and problem.line == marked_line(text)
 
 
+@pytest.mark.parametrize(
+    "digits",
+    ["9" * 5000, "!!int " + "1" * 101, "0x" + "f" * 4999, "-" + "1_0" * 2000],
+    ids=["decimal", "tagged", "hex", "underscored"],
+)
+def test_an_integer_too_long_for_python_to_read_is_refused_at_its_line(digits):
+    """Python will not read an integer of more than 4,300 digits: a located refusal, not a traceback."""
+    text = GOOD.replace("default: 0}", "default: 0}\n  big: {type: integer, default: " + digits + "}   # <-", 1)
+    problem = refusal(text).problems[0]
+    assert "an integer written with" in problem.message and problem.line == marked_line(text)
+
+
 def test_second_document_is_refused():
     problem = refusal(GOOD + "---\nmachine: other\n").problems[0]
     assert "single document" in problem.message
