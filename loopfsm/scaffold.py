@@ -30,7 +30,7 @@ from .spec import Ref, Spec, build_spec, leaf_refs, policy_ref
 
 SCHEMA_FILE = "machine.schema.json"
 MODELINE = f"# yaml-language-server: $schema={SCHEMA_FILE}"
-_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+_NAME = re.compile(r"[a-z_][a-z0-9_]*")
 MAX_NAME = 64
 
 MACHINE = """\
@@ -314,7 +314,7 @@ class Plan:
 def _name_problem(name: str, project: Project) -> str | None:
     if len(name) > MAX_NAME:
         return f"a name of {len(name)} characters is too long (at most {MAX_NAME})"
-    if not _NAME.match(name) or keyword.iskeyword(name):
+    if not _NAME.fullmatch(name) or keyword.iskeyword(name):
         return f"'{name}' is not a snake_case identifier (letters, digits, underscores; not a Python keyword)"
     if name in sys.stdlib_module_names or name in ("loopfsm", "tests", "test"):
         return f"'{name}' would shadow the Python module of that name: choose another name"

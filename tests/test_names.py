@@ -182,3 +182,24 @@ def test_any_accepted_name_compiles_and_runs(kind, name):
     except LoopFsmError:
         pass
     assert m.state in ("idle", "done")
+
+
+def test_a_trailing_newline_never_passes_a_name_pattern(tmp_path):
+    """``re.match`` with ``$`` accepts ``"name\\n"``: every name pattern is matched whole."""
+    from loopfsm.errors import LoopFsmError as Refused
+    from loopfsm.machines.router_run import _IS_REF
+    from loopfsm.project import find_project
+    from loopfsm.router import Router
+    from loopfsm.scaffold import _name_problem
+    from loopfsm.store.sql import check_prefix
+
+    is_ref = _IS_REF[1]
+    assert is_ref("diff:d1") and not is_ref("diff:d1\n")
+    assert _name_problem("door", find_project(tmp_path)) is None
+    assert "snake_case" in str(_name_problem("door\n", find_project(tmp_path)))
+    assert check_prefix("loopfsm_") == "loopfsm_"
+    with pytest.raises(Refused):
+        check_prefix("loopfsm_\n")
+    router = Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True)
+    answer = router.handle("s1\n", {"type": "execute", "request_id": "r1", "data": {"prompt": "hi"}})
+    assert answer["status"] == "error" and "session id" in answer["data"]["error"]

@@ -19,11 +19,11 @@ from ..runtime import MachineInstance, PolicyArg
 REGISTRY = Registry("router_run")
 
 KINDS = ("message", "tool_call", "diff", "plan", "memory", "trace", "input")
-REF = re.compile("^(?:" + "|".join(KINDS) + r"):[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$")
+REF = re.compile("(?:" + "|".join(KINDS) + r"):[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
 
 # Item shapes of the pause lists: key -> (required, check).  Unknown keys are refused,
 # so no content can ride along in a field the table does not know.
-_IS_REF = ("a kind:id reference", lambda v: isinstance(v, str) and REF.match(v) is not None)
+_IS_REF = ("a kind:id reference", lambda v: isinstance(v, str) and REF.fullmatch(v) is not None)
 _IS_ID = ("a non-empty string", lambda v: isinstance(v, str) and 0 < len(v) <= 200)
 _IS_INT = ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool))
 _IS_META = (

@@ -36,7 +36,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
         "name": "session",
         "in": "path",
         "required": True,
-        "schema": {"type": "string", "pattern": SESSION_ID.pattern},
+        "schema": {"type": "string", "pattern": f"^{SESSION_ID.pattern}$"},  # ECMA's $ is the end
     }
 
     def op(summary: str, body: str, content: dict[str, Any]) -> dict[str, Any]:

@@ -74,7 +74,7 @@ from .tools import (
     proposed_change,
 )
 
-SESSION_ID = __import__("re").compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
+SESSION_ID = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")  # fullmatch: no newline
 TOOL_NAMES = [t.name for t in ALL_TOOLS]
 
 
@@ -226,7 +226,7 @@ class Router:
             self._stores.clear()
 
     def _continuations(self, session_id: str) -> list[str]:
-        rec = self.store().load(session_id) if SESSION_ID.match(session_id or "") else None
+        rec = self.store().load(session_id) if SESSION_ID.fullmatch(session_id or "") else None
         phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
         return list(phase.decide("continuations"))
 
@@ -243,7 +243,7 @@ class Router:
 
     def _handle(self, session_id: str, request: object, on_event: Callable[[str], None] | None) -> dict[str, Any]:
         emit = on_event or (lambda name: None)
-        if not isinstance(session_id, str) or not SESSION_ID.match(session_id):
+        if not isinstance(session_id, str) or not SESSION_ID.fullmatch(session_id):
             return P.error("invalid", "session id must be 1-64 letters, digits, '_', '.' or '-'", ["execute", "inject"])
         try:
             req = P.parse_request(request)

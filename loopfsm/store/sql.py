@@ -5,15 +5,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import ConfigError
+
 SCHEMA_VERSION = 1
 PHASES = ("Idle", "AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
 ROW_KINDS = ("message", "tool_call", "diff", "plan", "memory", "trace", "input")
-_PREFIX = re.compile(r"^[a-z][a-z0-9_]{0,40}$")
+_PREFIX = re.compile(r"[a-z][a-z0-9_]{0,40}")
 
 
 def check_prefix(prefix: str) -> str:
-    if not _PREFIX.match(prefix):
-        raise ValueError(f"table prefix {prefix!r} must be lower-case letters, digits and _ (at most 41)")
+    if not _PREFIX.fullmatch(prefix):
+        raise ConfigError(f"table prefix {prefix!r} must be lower-case letters, digits and _ (at most 41)")
     return prefix
 
 
