@@ -18,6 +18,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
 from .errors import SpecError
@@ -113,7 +114,7 @@ def field_words(f: FieldDef) -> str:
 
 
 def _fields(where: str, old: dict[str, FieldDef], new: dict[str, FieldDef], out: list[Change]) -> None:
-    for name in old.keys() - new.keys():
+    for name in _gone(old, new):
         out.append(Change(f"{where}: field {name} removed"))
     for name in new:
         if name not in old:
@@ -137,7 +138,7 @@ def _wording(where: str, old: str, new: str, out: list[Change]) -> None:
 
 # -- sections ----------------------------------------------------------------
 def _policy(o: Spec, n: Spec, out: list[Change]) -> None:
-    for name in o.policy.keys() - n.policy.keys():
+    for name in _gone(o.policy, n.policy):
         out.append(Change(f"policy {name} removed"))
     for name, p in n.policy.items():
         q = o.policy.get(name)
@@ -180,7 +181,7 @@ def _policy_uses(spec: Spec, name: str) -> str:
 
 
 def _states(o: Spec, n: Spec, out: list[Change]) -> None:
-    for name in o.states.keys() - n.states.keys():
+    for name in _gone(o.states, n.states):
         out.append(Change(f"state {name} removed"))
     for name, s in n.states.items():
         t = o.states.get(name)
@@ -244,7 +245,7 @@ def _sources(spec: Spec, ev: EventDef) -> dict[str, tuple[Branch, ...]]:
 
 
 def _events(o: Spec, n: Spec, out: list[Change]) -> None:
-    for name in o.events.keys() - n.events.keys():
+    for name in _gone(o.events, n.events):
         out.append(Change(f"feed {name} removed"))
     for name, e in n.events.items():
         f = o.events.get(name)
@@ -261,7 +262,7 @@ def _events(o: Spec, n: Spec, out: list[Change]) -> None:
                     Change(f"feed {name} {words}: {getattr(f, attr) or 'default'} -> {getattr(e, attr) or 'default'}")
                 )
         old_src, new_src = _sources(o, f), _sources(n, e)
-        for state in old_src.keys() - new_src.keys():
+        for state in _gone(old_src, new_src):
             out.append(Change(f"{name} from {_st(state)}: no longer accepted"))
         for state, bs in new_src.items():
             if state not in old_src:
@@ -276,7 +277,7 @@ def _st(state: str) -> str:
 
 
 def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
-    for name in o.decisions.keys() - n.decisions.keys():
+    for name in _gone(o.decisions, n.decisions):
         out.append(Change(f"decision {name} removed"))
     for name, d in n.decisions.items():
         c = o.decisions.get(name)
@@ -326,7 +327,7 @@ def _rule_words(r: Any) -> str:
 
 
 def _outcomes(o: Spec, n: Spec, out: list[Change]) -> None:
-    for name in o.outcomes.keys() - n.outcomes.keys():
+    for name in _gone(o.outcomes, n.outcomes):
         out.append(Change(f"outcome {name} removed"))
     for name, x in n.outcomes.items():
         y = o.outcomes.get(name)
@@ -349,12 +350,17 @@ def _shape_changes(o: Spec, n: Spec) -> list[str]:
     gone = o.states.keys() - n.states.keys()
     if gone:
         found.append(f"states {', '.join(sorted(gone))} no longer exist")
-    for s in o.states.keys() & n.states.keys():
+    for s in [k for k in o.states if k in n.states]:  # file order, so the output is stable
         if {k: field_words(f) for k, f in o.states[s].data.items()} != {
             k: field_words(f) for k, f in n.states[s].data.items()
         }:
             found.append(f"state {s} carries different data")
     return found
+
+
+def _gone(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Keys of ``old`` that ``new`` lacks, in the old file's order (a set difference would print at random)."""
+    return [k for k in old if k not in new]
 
 
 def _strip(node: Any) -> Any:

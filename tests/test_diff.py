@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -207,3 +208,23 @@ def test_git_mode_takes_seven_arguments_and_names_added_files(capsys):
     assert main(["diff", "--git", "machines/turnstile.yaml", path, ".", ".", path, ".", "."]) == 0
     assert "turnstile: no changes" in capsys.readouterr().out
     assert main(["diff", "--git", "a", "b"]) == 2
+
+
+def test_what_was_removed_is_listed_in_the_old_files_order_whatever_the_hash_seed(tmp_path):
+    """A git diff driver's output must not change between two runs on the same files."""
+    extra = "".join(f"  gone_{c}:\n    type: integer\n    default: 0\n" for c in "qwertyuiop")
+    old = variant(tmp_path, "turnstile", ("data:\n", "data:\n" + extra), name="old.yaml")
+    new = ROOT / "machines" / "turnstile.yaml"
+    outs = set()
+    for seed in ("1", "2", "3", "4"):
+        run = subprocess.run(
+            [sys.executable, "-m", "loopfsm", "diff", str(old), str(new)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert run.returncode == 1, run.stderr
+        outs.add(run.stdout)
+    assert len(outs) == 1
+    removed = [line for line in outs.pop().splitlines() if "gone_" in line]
+    assert [line.split("gone_")[1][0] for line in removed] == list("qwertyuiop"), removed
