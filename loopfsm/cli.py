@@ -65,7 +65,10 @@ def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
             elif p.exists():
                 out.append(p)
             else:
+                p.stat()  # exists() says False for a symlink loop too: let stat say what it is
                 raise _UsageError(f"no such file or directory: {g}")
+        except FileNotFoundError:
+            raise _UsageError(f"no such file or directory: {g}") from None
         except OSError as err:
             raise _UsageError(f"cannot access {g}: {err.strerror or type(err).__name__}") from None
     return out
@@ -558,6 +561,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except _UsageError as err:
+        if getattr(args, "format", None) == "json":  # a tool reading stdout gets its one object even then
+            _emit("json", args.command, [Problem("", 0, 0, "", str(err))], [])
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_USAGE
     except (RenderError, _OutputError) as err:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -88,6 +89,25 @@ def test_a_directory_without_machines_is_a_usage_error(project, capsys):
 def test_an_inaccessible_path_is_a_usage_error(project, capsys):
     assert main(["check", "x" * 5000]) == 2  # ENAMETOOLONG: stat itself fails
     assert "cannot access" in capsys.readouterr().err
+
+
+def test_a_symlink_loop_is_named_as_one_and_a_missing_file_as_missing(project, capsys):
+    os.symlink("loop2.yaml", project / "loop1.yaml")
+    os.symlink("loop1.yaml", project / "loop2.yaml")
+    assert main(["check", "loop1.yaml"]) == 2
+    assert "cannot access loop1.yaml: Too many levels of symbolic links" in capsys.readouterr().err
+    os.symlink("nowhere.yaml", project / "dangling.yaml")
+    assert main(["check", "dangling.yaml"]) == 2
+    assert "no such file or directory: dangling.yaml" in capsys.readouterr().err
+
+
+def test_json_output_is_one_object_even_for_a_usage_error(project, capsys):
+    assert main(["check", "--format", "json", "missing.yaml"]) == 2
+    out = capsys.readouterr()
+    answer = json.loads(out.out)
+    assert answer["ok"] is False and answer["files"] == []
+    assert answer["problems"][0]["message"] == "no such file or directory: missing.yaml"
+    assert "missing.yaml" in out.err
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can enter any directory")
