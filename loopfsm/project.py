@@ -146,8 +146,9 @@ def _unchecked_text(unchecked: dict[str, list[str]]) -> str:
     return "not checked: " + "; ".join(parts)
 
 
-def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: bool) -> Lookup:
-    """The loader's registry lookup, noting in ``why_missing`` why a file went without its registry."""
+def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: bool, misspelt: list[str]) -> Lookup:
+    """The loader's registry lookup, noting in ``why_missing`` why a file went without its registry
+    (and in ``misspelt`` a known registry whose name is close to the one asked for)."""
 
     def lookup(name: str | None) -> Registry | None:
         try:
@@ -158,10 +159,16 @@ def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: boo
             why_missing.append(f"{err}; checked without it")
             return None
         if reg is None:
+            from difflib import get_close_matches  # noqa: PLC0415
+
+            close = get_close_matches(str(name), registries.names(), n=1)
+            hint = f"did you mean '{close[0]}'? or " if close else ""
             why_missing.append(
-                f"registry '{name}' is not declared (add {name} = \"MODULE:ATTR\" to [tool.loopfsm] "
+                f"registry '{name}' is not declared ({hint}add {name} = \"MODULE:ATTR\" to [tool.loopfsm] "
                 f"registries in pyproject.toml, or pass --registry {name}=MODULE:ATTR)"
             )
+            if close:
+                misspelt.append(close[0])
         return reg
 
     return lookup
@@ -180,7 +187,8 @@ def load_machines(
     out = Loaded()
     for path in paths:
         why_missing: list[str] = []
-        lookup = _lookup(registries, why_missing, tolerate_broken)
+        misspelt: list[str] = []
+        lookup = _lookup(registries, why_missing, tolerate_broken, misspelt)
         try:
             spec = load(path, lookup=lookup)
         except SpecError as err:
@@ -189,7 +197,8 @@ def load_machines(
             continue
         notes = []
         if why_missing:
-            severity = "error" if require_registry else "note"
+            # A name close to a known registry is most likely a typo: say so louder than a note.
+            severity = "error" if require_registry else ("warning" if misspelt else "note")
             notes.append(
                 spec.source.problem(
                     ("registry",), f"{why_missing[0]}; {_unchecked_text(spec.unchecked)}", severity=severity

@@ -69,7 +69,10 @@ def door(tmp_path, monkeypatch):
     yield tmp_path
     sys.path[:] = saved_path
     for name in set(sys.modules) - saved_modules:
-        del sys.modules[name]
+        # Forget only the project's own modules: a library imported for the first time here (YAML
+        # and its C extension) must stay, or its next import makes classes the extension never sees.
+        if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(tmp_path)):
+            del sys.modules[name]
 
 
 def declare(root: Path, body: str) -> None:
@@ -80,6 +83,15 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def test_a_registry_name_close_to_a_known_one_is_a_warning_with_the_likely_name(door, capsys):
+    (door / "machines" / "door.yaml").write_text(DOOR_YAML.replace("registry: door", "registry: turnstlie"))
+    code, out, err = run(capsys, "check")
+    assert code == 0 and "machines/door.yaml: ok" in out
+    assert "registry: [warning] registry 'turnstlie' is not declared (did you mean 'turnstile'? or add" in err
+    code, _, err = run(capsys, "check", "--require-registry")
+    assert code == 1 and "did you mean 'turnstile'?" in err
 
 
 def test_render_and_build_need_no_registry(door, capsys):
