@@ -159,6 +159,10 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
         print(f["summary"])
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     project = _project(args)
     loaded = load_machines(
@@ -174,8 +178,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             "states": len(spec.states),
             "feeds": len(spec.events),
             "decisions": len(spec.decisions),
-            "summary": f"{spec.file}: ok ({len(spec.states)} states, {len(spec.events)} feeds, "
-            f"{len(spec.decisions)} decisions)",
+            "summary": f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
+            f"{_count(len(spec.decisions), 'decision')})",
         }
         for spec in loaded.specs
     ]
@@ -245,6 +249,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     project = _project(args)
     specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=False)
     specs, clash = _unique_names(specs)
+    if not specs:  # nothing to draw: leave no empty output folder behind
+        return EXIT_INVALID if clash else status
     out = _output_dir(Path(args.output) if args.output else shown(project.diagrams))
     for spec in specs:
         for name, text in render(spec, fmts, detailed=args.detailed).items():

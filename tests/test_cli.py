@@ -107,3 +107,10 @@ def test_missing_graphviz_is_a_clear_error(project, monkeypatch, capsys):
     assert main(["render", "--format", "svg", "-o", "out"]) == 1
     assert "install it (e.g. 'apt-get install -y graphviz')" in capsys.readouterr().err
     assert main(["render", "--format", "dot,mermaid,md", "-o", "out"]) == 0
+
+
+def test_check_counts_in_words_that_agree_with_the_number(capsys):
+    brain = Path(__file__).resolve().parents[1] / "machines" / "engine_brain.yaml"
+    assert main(["check", str(brain)]) == 0
+    summary = capsys.readouterr().out.strip().splitlines()[-1]
+    assert summary.endswith("feeds, 1 decision)"), summary

@@ -155,3 +155,10 @@ def test_run_script_that_is_hostile_yaml(project, capsys, tmp_path):
     assert "aliases expand" in capsys.readouterr().err
     assert main(["run", "engine_brain", "--script", "/dev/zero"]) == 1
     assert main(["run", "engine_brain", "--script", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_render_leaves_no_output_folder_when_nothing_could_be_drawn(project, capsys):
+    (project / "broken.yaml").write_text("machine: broken\n")
+    assert main(["render", "-o", "out", "broken.yaml"]) == 1
+    assert not (project / "out").exists()
+    assert "broken.yaml" in capsys.readouterr().err
