@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
+from .args import checked_new_run, listed
 
 __all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use
 
@@ -232,6 +233,7 @@ class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy
     @classmethod
     def new_run(cls, run_id: str, owner: str, deadline_at: int | None = None) -> AgentLoop:
         """A fresh run in planning with its identity, owner and deadline (ms; None for none)."""
+        checked_new_run(run_id, owner, deadline_at)
         inst = cls()
         inst.data.run_id, inst.data.owner, inst.data.deadline_at = run_id, owner, deadline_at
         return inst
@@ -262,7 +264,7 @@ class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy
             expires_at,
             policy_reason,
             now,
-            list(allowed_outcomes),
+            listed(allowed_outcomes, "agent_loop", "approval_required", "allowed_outcomes"),
             tool,
             arguments_hash,
             idempotent,
@@ -295,7 +297,7 @@ class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy
 
     def final_answer(self, passed: Iterable[str], now: int, *, policy: PolicyArg = None) -> None:
         """The model says it is done; completes only if every declared output check is in ``passed``."""
-        self.feed("final_answer", list(passed), now, policy=policy)
+        self.feed("final_answer", listed(passed, "agent_loop", "final_answer", "passed"), now, policy=policy)
 
     def fail(self, error_class: str, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("fail", error_class, now, policy=policy)

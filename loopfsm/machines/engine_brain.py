@@ -47,6 +47,7 @@ from .engine_values import (
     outcome_to_json,
     register_loop_error,
 )
+from .args import listed
 from .breaker_values import Reject
 from .messages import MESSAGE_SCHEMA, Message, ToolCall
 from .tool_breaker import ToolHealth
@@ -383,15 +384,22 @@ class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, po
         *,
         policy: PolicyArg = None,
     ) -> None:
-        self.feed("model_response", response, context_tokens, list(available_tools), tool_health, now, policy=policy)
+        tools = listed(available_tools, "engine_brain", "model_response", "available_tools")
+        self.feed("model_response", response, context_tokens, tools, tool_health, now, policy=policy)
 
     def tool_results(self, results: Iterable[Message], *, policy: PolicyArg = None) -> None:
-        self.feed("tool_results", list(results), policy=policy)
+        self.feed("tool_results", listed(results, "engine_brain", "tool_results", "results"), policy=policy)
 
     def compaction_result(
         self, compacted: Iterable[Message], before: int, after: int, *, policy: PolicyArg = None
     ) -> None:
-        self.feed("compaction_result", list(compacted), before, after, policy=policy)
+        self.feed(
+            "compaction_result",
+            listed(compacted, "engine_brain", "compaction_result", "compacted"),
+            before,
+            after,
+            policy=policy,
+        )
 
     def compaction_noop(self, before: int, after: int, *, policy: PolicyArg = None) -> None:
         self.feed("compaction_noop", before, after, policy=policy)

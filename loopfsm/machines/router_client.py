@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from ..registry import Registry
+from .args import listed
 from ..runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("router_client")
@@ -91,4 +92,5 @@ class RouterClient(MachineInstance, machine="router_client", registry=REGISTRY, 
         policy: PolicyArg = None,
     ) -> None:
         """The router's response to a request arrives."""
-        self.feed("response", request_id, status, list(allowed), has_to_encrypt, retryable, policy=policy)
+        allowed_list = listed(allowed, "router_client", "response", "allowed")
+        self.feed("response", request_id, status, allowed_list, has_to_encrypt, retryable, policy=policy)

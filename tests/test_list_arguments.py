@@ -1,0 +1,54 @@
+"""A typed method's list argument comes from a list or another iterable, never from one string."""
+
+from __future__ import annotations
+
+import pytest
+
+from brain_helpers import TOOLS, brain_in, reply_with_tools
+from loopfsm.errors import FeedArgumentError
+from loopfsm.machines import AgentLoop
+
+
+@pytest.mark.parametrize("tools", ["ls", b"ls", None, 3])
+def test_available_tools_as_one_string_or_a_non_iterable_is_refused_and_changes_nothing(tools):
+    m = brain_in("AwaitingModel")
+    before = m.snapshot()
+    with pytest.raises(FeedArgumentError, match="argument 'available_tools' must be a list"):
+        m.model_response(reply_with_tools("ls"), 1000, tools)
+    assert m.snapshot() == before
+
+
+def test_available_tools_from_a_tuple_or_a_generator_still_work():
+    for tools in (tuple(TOOLS), (t for t in TOOLS)):
+        m = brain_in("AwaitingModel")
+        m.model_response(reply_with_tools("shell"), 1000, tools)
+        assert m.state == "AwaitingTools" and m.data.pending_tools[0].answer is None
+
+
+@pytest.mark.parametrize("passed", ["tests", None])
+def test_final_answer_checks_as_one_string_or_none_are_refused(passed):
+    run = AgentLoop.new_run("r1", "alice")
+    before = run.snapshot()
+    with pytest.raises(FeedArgumentError, match="argument 'passed' must be a list"):
+        run.final_answer(passed, 0)
+    assert run.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    "args, word",
+    [
+        ((5, "alice"), "run_id"),
+        (("r1", None), "owner"),
+        (("r1", "alice", "soon"), "deadline_at"),
+        (("r1", "a", True), "deadline_at"),
+    ],
+)
+def test_a_new_run_with_wrongly_typed_identity_is_refused(args, word):
+    with pytest.raises(FeedArgumentError, match=f"new_run's '{word}'"):
+        AgentLoop.new_run(*args)
+
+
+def test_allowed_outcomes_as_one_string_is_refused():
+    run = AgentLoop.new_run("r1", "alice")
+    with pytest.raises(FeedArgumentError, match="argument 'allowed_outcomes' must be a list"):
+        run.approval_required("bob", 100, "needs a human", 0, allowed_outcomes="approve")  # type: ignore[arg-type]
