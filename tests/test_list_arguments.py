@@ -52,3 +52,17 @@ def test_allowed_outcomes_as_one_string_is_refused():
     run = AgentLoop.new_run("r1", "alice")
     with pytest.raises(FeedArgumentError, match="argument 'allowed_outcomes' must be a list"):
         run.approval_required("bob", 100, "needs a human", 0, allowed_outcomes="approve")  # type: ignore[arg-type]
+
+
+def test_a_model_reply_with_two_tool_calls_of_one_id_is_refused():
+    from loopfsm.machines.messages import Message, ToolCall
+
+    with pytest.raises(FeedArgumentError, match="distinct ids; repeated: \\['c'\\]"):
+        Message.assistant("", [ToolCall("c", "ls", {}), ToolCall("c", "ls", {})])
+    m = brain_in("AwaitingTools")
+    call = m.data.pending_tools[0].call
+    twice = [Message.tool_result(call.id, "ran"), Message.tool_result(call.id, "ran again")]
+    before = m.snapshot()
+    with pytest.raises(FeedArgumentError, match="exactly once"):
+        m.tool_results(twice)
+    assert m.snapshot() == before

@@ -107,6 +107,11 @@ class Message:
                     raise FeedArgumentError(
                         f"Message.{name} must hold {cls.__name__} values, got {type(item).__name__} {shown(item)}"
                     )
+        if len(self.tool_calls) > 1:
+            ids = [c.id for c in self.tool_calls]
+            twice = sorted({i for i in ids if ids.count(i) > 1})
+            if twice:  # results are matched to calls by id; providers refuse a repeated one too
+                raise FeedArgumentError(f"a message's tool calls need distinct ids; repeated: {shown(twice, 200)}")
 
     @classmethod
     def user(cls, text: str) -> Message:
