@@ -98,11 +98,16 @@ ANTHROPIC_VIOLATIONS = {
     ),
     "delta for unstarted block": ([START], text_delta(0), "never started", "IndexError"),
     "delta of another lane": ([START, tool_start(0)], text_delta(0), "a text fragment for tool block 0", "dropped"),
-    "second message_start": ([START], START, "illegal in state 'Streaming'", None),
+    "second message_start": ([START], START, "illegal in state 'Streaming': the message already started", None),
     "stop with a block open": ([START, text_start(0)], message_delta(), r"blocks still open \(text \[0\]\)", None),
     "second stop": ([START, message_delta()], message_delta(), "stop reason already arrived", None),
     "block after the stop": ([START, message_delta()], text_start(0), "stop reason already arrived", None),
-    "message_stop before the stop reason": ([START], MESSAGE_STOP, "illegal in state 'Streaming'", None),
+    "message_stop before the stop reason": (
+        [START, text_start(0)],
+        MESSAGE_STOP,
+        "illegal in state 'Streaming': the stop reason has not arrived",
+        None,
+    ),
     "event after message_stop": (
         [START, message_delta(), MESSAGE_STOP],
         {"type": "ping"},

@@ -218,11 +218,19 @@ _STATE_WHY = {
 }
 
 
+_STREAMING_WHY = {
+    "start": "the message already started",
+    "finish": "the stop reason has not arrived (it comes after every block closed)",
+}
+
+
 def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg = None) -> str:
     """Which protocol rule ``event`` with ``args`` breaks in ``m``'s current state.  Reads only."""
     state = m.state
     if state != "Streaming" and not (state == "Stopped" and event == "restate_message"):
         return _STATE_WHY.get(state, f"not expected in state {state}")
+    if event in _STREAMING_WHY:  # feeds of another state: no block is involved
+        return _STREAMING_WHY[event]
     pol = m.compiled.policy(policy)
     d = m.data
     index = args.get("index")
