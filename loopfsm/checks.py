@@ -151,7 +151,8 @@ class _Checker:
                         ppath + ("policy",),
                         f"unknown policy parameter '{ref_name}'{_suggest(ref_name, self.spec.policy)}",
                     )
-                elif not annotation_accepts(want, pol.default):
+                elif fits_type(POLICY_TYPES[pol.type], pol.default) and not annotation_accepts(want, pol.default):
+                    # (a default of the wrong type is reported once, at the policy, not again at each use)
                     self.error(
                         ppath,
                         f"parameter '{pname}' of {entry.kind} '{entry.name}' expects "
@@ -256,7 +257,8 @@ class _Checker:
                 continue
             problem = policy_value_problem(p, p.default)
             if problem:
-                self.error(p.path + ("default",), f"default {p.default!r} {problem}")
+                shown_default = "" if problem.startswith("must be") else f" {p.default!r}"  # the problem shows it
+                self.error(p.path + ("default",), f"default{shown_default} {problem}")
 
     # -- states and events -------------------------------------------------
     def states(self) -> None:

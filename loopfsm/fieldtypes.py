@@ -173,6 +173,19 @@ def default_value(f: FieldDef) -> Any:
     return list(d) if isinstance(d, list) else (dict(d) if isinstance(d, dict) else d)
 
 
+_YAML_KINDS = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "mapping"}
+
+
+def yaml_shown(value: Any) -> str:
+    """A value as a YAML file's reader knows it: ``boolean true``, ``string 'five'``, ``null``."""
+    if value is None:
+        return "null"
+    if type(value) is bool:
+        return f"boolean {'true' if value else 'false'}"
+    kind = _YAML_KINDS.get(type(value))
+    return f"{kind} {shown(value)}" if kind else f"{type(value).__name__} {shown(value)}"
+
+
 def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
     """Why ``value`` cannot be policy ``p`` (its type, bounds or choices), or None if it can.
 
@@ -180,7 +193,7 @@ def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
     value fed in, so the two can never disagree about what is allowed.
     """
     if not fits_type(POLICY_TYPES[p.type], value):
-        return f"must be {p.type}, got {type(value).__name__} {shown(value)}"
+        return f"must be {p.type}, got {yaml_shown(value)}"
     if p.minimum is not None and value < p.minimum:
         return f"is below the minimum {p.minimum}"
     if p.maximum is not None and value > p.maximum:

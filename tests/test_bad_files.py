@@ -535,6 +535,26 @@ events:
         "unknown policy parameter 'limt'; did you mean 'limit'?",
         "events.go.from.idle[0].guard.params.value.policy",
     ),
+    "policy default of the wrong type, used by a guard, is reported once": (
+        HEAD
+        + """\
+policy:
+  limit: {type: integer, default: true, description: a limit}   # <-
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    otherwise: stay
+    from:
+      idle:
+        - guard: {name: at_least, params: {field: count, value: {policy: limit}}}
+          to: done
+""",
+        "default must be integer, got boolean true",
+        "policy.limit.default",
+    ),
     "policy default out of bounds": (
         HEAD
         + """\
