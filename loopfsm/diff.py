@@ -81,7 +81,20 @@ def load_for_diff(path: str) -> Spec:
     problems = schema_problems(src)
     if problems:
         raise SpecError(problems)
-    return build_spec(src)
+    spec = build_spec(src)
+    # A work in progress may have dead ends or unused states, and still compares; a branch from or
+    # to a state that does not exist does not (its words would name nothing).
+    unknown = [
+        src.problem(path, f"unknown state '{name}'")
+        for ev in spec.events.values()
+        for state, branches in ev.sources.items()
+        for name, path in [(state, ("events", ev.name, "from", state))]
+        + [(b.dest, (*b.path, "to")) for b in branches if b.dest]
+        if name != WILDCARD and name not in spec.states
+    ]
+    if unknown:
+        raise SpecError(unknown)
+    return spec
 
 
 # -- words -------------------------------------------------------------------
@@ -205,9 +218,14 @@ def _sig(b: Branch) -> tuple[Any, ...]:
 
 
 def _target(b: Branch) -> str:
+    """Where a branch goes, as its words read after a guard: ``-> State``, ``stay`` or a refusal."""
+    return f"-> {_dest(b)}" if b.dest and b.refusal is None else _dest(b)
+
+
+def _dest(b: Branch) -> str:
     if b.refusal is not None:
         return f"refuse ({json.dumps(b.refusal)})"
-    return f"-> {b.dest}" if b.dest else "stay"
+    return b.dest or "stay"
 
 
 def branch_words(b: Branch) -> str:
@@ -220,19 +238,19 @@ def _branches(where: str, old: tuple[Branch, ...], new: tuple[Branch, ...], out:
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             for a, b, j in zip(old[i1:i2], new[j1:j2], range(j1, j2), strict=True):
-                _branch(f"{where} [{j + 1}]", a, b, out)
+                _branch(f"{where} [{j}]", a, b, out)
             continue
         for i in range(i1, i2):
-            out.append(Change(f"{where} [{i + 1}] removed: {branch_words(old[i])}"))
+            out.append(Change(f"{where} [{i}] removed: {branch_words(old[i])}"))
         for j in range(j1, j2):
-            out.append(Change(f"{where} [{j + 1}] added: {branch_words(new[j])}"))
+            out.append(Change(f"{where} [{j}] added: {branch_words(new[j])}"))
 
 
 def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:
     if a.name != b.name:
         out.append(Change(f"{where}: trace name {a.name or '(by position)'} -> {b.name or '(by position)'}"))
     if a.dest != b.dest or a.refusal != b.refusal:
-        out.append(Change(f"{where}: target {_target(a)} -> {_target(b)}"))
+        out.append(Change(f"{where}: target {_dest(a)} -> {_dest(b)}"))
     if [ref(g) for g in a.guards] != [ref(g) for g in b.guards]:
         out.append(Change(f"{where}: guard {refs(a.guards)} -> {refs(b.guards)}"))
     if [ref(x) for x in a.actions] != [ref(x) for x in b.actions]:

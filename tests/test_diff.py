@@ -46,7 +46,7 @@ def test_description_only_exits_0_and_snapshots_still_restore(tmp_path, capsys):
     assert main(["diff", str(ROOT / "machines" / "turnstile.yaml"), str(new)]) == 0
     out = capsys.readouterr().out
     assert "descriptions only" in out
-    assert '~ coin from locked [1]: description "it clicks open" -> "the arm is released"' in out
+    assert '~ coin from locked [0]: description "it clicks open" -> "the arm is released"' in out
     assert "snapshots taken under OLD restore under NEW" in out
 
 
@@ -71,9 +71,9 @@ def test_guard_params_actions_and_targets(tmp_path):
         ("actions: [count_passage]", "actions: [count_passage, clear_credit]"),
         ("        - to: locked\n", "        - to: unlocked\n"),
     )
-    assert "coin from locked [1]: guard fare_paid(fare=policy.fare) -> fare_paid(fare=3)" in found
-    assert "push from unlocked [1]: actions count_passage -> count_passage, clear_credit" in found
-    assert "push from unlocked [1]: target -> locked -> -> unlocked" in found
+    assert "coin from locked [0]: guard fare_paid(fare=policy.fare) -> fare_paid(fare=3)" in found
+    assert "push from unlocked [0]: actions count_passage -> count_passage, clear_credit" in found
+    assert "push from unlocked [0]: target locked -> unlocked" in found
     assert changed and not restore
 
 
@@ -89,7 +89,7 @@ def test_branch_inserted_removed_and_feed_states(tmp_path):
         ),
     )
     assert "coin from unlocked: no longer accepted" in found
-    assert "push from locked [1] added: if fare_paid -> unlocked" in found
+    assert "push from locked [0] added: if fare_paid -> unlocked" in found
 
 
 def test_states_fields_and_shape(tmp_path, capsys):
@@ -228,3 +228,10 @@ def test_what_was_removed_is_listed_in_the_old_files_order_whatever_the_hash_see
     assert len(outs) == 1
     removed = [line for line in outs.pop().splitlines() if "gone_" in line]
     assert [line.split("gone_")[1][0] for line in removed] == list("qwertyuiop"), removed
+
+
+def test_a_new_file_naming_a_state_it_does_not_declare_is_bad_input(tmp_path, capsys):
+    new = variant(tmp_path, "tool_breaker", ("to: HalfOpen", "to: HalfOpn"))
+    assert main(["diff", str(ROOT / "machines" / "tool_breaker.yaml"), str(new)]) == 2
+    err = capsys.readouterr().err
+    assert "new.yaml:" in err and "events.acquire.from.Open[0].to: unknown state 'HalfOpn'" in err
