@@ -77,16 +77,22 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         _detailed_edges(spec, g)
         return g
     ov = overview(spec)
+    pairs = {(e.src, e.dst) for e in ov.edges if not e.loop}
     for e in ov.edges:
         if e.loop:
             g.edge(e.src, e.dst, _wrap([", ".join(e.feeds)], 30), style="dotted", color="#555555")
         else:
+            # Between two states with moves both ways the two labels sit side by side between
+            # the two edges: each names where it goes and is underlined onto its own edge.
+            back = (e.dst, e.src) in pairs
+            two_way = {"decorate": "true"} if back else {}
             g.edge(
                 e.src,
                 e.dst,
-                _wrap(e.lines()),
+                _wrap(([f"to {e.dst}:"] if back else []) + e.lines()),
                 style="dashed" if e.guarded else "solid",
                 color="#1f5fa8" if e.guarded else "black",
+                **two_way,
             )
     if ov.any_moves or ov.any_stays:
         note = [ov.any_label]

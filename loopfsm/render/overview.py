@@ -27,6 +27,7 @@ from ..spec import WILDCARD, Branch, Ref, Spec
 
 ANY = "__any__"
 SHORT = 44
+SLACK = 12
 
 
 @dataclass
@@ -102,7 +103,9 @@ def short(text: str, limit: int = SHORT) -> str:
     if len(text) > limit:
         head = text.split(", ", 1)[0]
         text = head if len(head) >= 12 else text
-    return text if len(text) <= limit else textwrap.shorten(text, limit, placeholder="…")
+    if len(text) <= limit + SLACK:  # a cut that saves a word or two loses the clause's point
+        return text
+    return textwrap.shorten(text, limit, placeholder="…")
 
 
 def branch_words(b: Branch) -> str:
