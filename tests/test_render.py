@@ -153,3 +153,24 @@ def test_feeds_with_the_same_words_share_a_line():
     mmd = mermaid.state_diagram(spec("agent_loop"))
     line = next(x for x in mmd.splitlines() if x.startswith("    planning --> expired:"))
     assert line.count("past the deadline") == 1 and "tool_proposed, approval_required" in line
+
+
+def test_moves_both_ways_between_two_states_say_where_each_goes():
+    from loopfsm.machines import ToolBreaker
+
+    source = dot.state_graph(ToolBreaker.compiled.spec).source
+    edges = [line for line in source.splitlines() if " -> " in line]
+    to_half = next(e for e in edges if e.strip().startswith("Open -> HalfOpen"))
+    to_open = next(e for e in edges if e.strip().startswith("HalfOpen -> Open"))
+    assert "to HalfOpen:" in to_half and "decorate=true" in to_half
+    assert "to Open:" in to_open and "decorate=true" in to_open
+    one_way = next(e for e in edges if e.strip().startswith("Closed -> Open"))
+    assert "to Open:" not in one_way and "decorate" not in one_way
+
+
+def test_a_description_just_over_the_limit_keeps_its_clause():
+    from loopfsm.render.overview import SHORT
+
+    text = "the estimate grew while the call was in flight"
+    assert len(text) > SHORT and short(text) == text
+    assert short("word " * 30).endswith("…")
