@@ -555,6 +555,21 @@ events:
         "default must be integer, got boolean true",
         "policy.limit.default",
     ),
+    "a key off by a letter": (
+        GOOD + "decision: {}   # <-\n",
+        "unknown key 'decision'; did you mean 'decisions'?",
+        "decision",
+    ),
+    "a type name in the wrong case": (
+        HEAD
+        + """\
+policy:
+  limit: {type: Integer, default: 3, description: a limit}   # <-
+"""
+        + GOOD[len(HEAD) :],
+        "'Integer' is not one of ['integer', 'boolean', 'string', 'number']; did you mean 'integer'?",
+        "policy.limit.type",
+    ),
     "policy default out of bounds": (
         HEAD
         + """\
