@@ -66,3 +66,50 @@ def test_a_model_reply_with_two_tool_calls_of_one_id_is_refused():
     with pytest.raises(FeedArgumentError, match="exactly once"):
         m.tool_results(twice)
     assert m.snapshot() == before
+
+
+def _proposed():
+    from loopfsm.machines.agent_loop import arguments_hash
+
+    run = AgentLoop.new_run("r1", "alice")
+    h = arguments_hash({"path": "a.txt"})
+    run.tool_proposed("write", h, True, 10)
+    return run, h
+
+
+@pytest.mark.parametrize(
+    "changed, rule",
+    [
+        ({"allowed_outcomes": []}, "allowed_outcomes is empty"),
+        ({"expires_at": 10}, "expires_at is not after now"),
+        ({"expires_at": 5}, "expires_at is not after now"),
+        ({"arguments_hash": "nothash"}, "arguments_hash must be 'sha256:'"),
+        ({"arguments_hash": "sha256:" + "A" * 64}, "arguments_hash must be 'sha256:'"),
+    ],
+)
+def test_an_approval_request_nobody_could_answer_is_refused_and_changes_nothing(changed, rule):
+    from loopfsm.errors import FeedRefused
+
+    proposed, h = _proposed()
+    planning = AgentLoop.new_run("r2", "alice")  # from planning the request itself names the action
+    request = {"expires_at": 100, "tool": "write", "arguments_hash": h, **changed}
+    for run in (proposed, planning):
+        before = run.snapshot()
+        with pytest.raises(FeedRefused, match=rule):
+            run.approval_required(
+                "bob",
+                request["expires_at"],
+                "needs a human",
+                10,
+                **{k: v for k, v in request.items() if k != "expires_at"},
+            )
+        assert run.snapshot() == before
+
+
+def test_a_proposal_with_a_malformed_hash_is_refused():
+    from loopfsm.errors import FeedRefused
+
+    run = AgentLoop.new_run("r1", "alice")
+    with pytest.raises(FeedRefused, match="arguments_hash must be 'sha256:'"):
+        run.tool_proposed("write", "nothash", True, 10)
+    assert run.state == "planning"

@@ -118,6 +118,28 @@ def action_named(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
+def outcomes_empty(m: Any, ctx: Any) -> bool:
+    """An approval request allowing no outcome: no decision could ever be accepted."""
+    return not ctx.args["allowed_outcomes"]
+
+
+@REGISTRY.guard
+def expires_by_now(m: Any, ctx: Any) -> bool:
+    """An approval request whose expiry is not after the (clamped) time it is asked at."""
+    return bool(ctx.args["expires_at"] <= now_of(m, ctx))
+
+
+_HEX = frozenset("0123456789abcdef")
+
+
+@REGISTRY.guard
+def hash_malformed(m: Any, ctx: Any) -> bool:
+    """An arguments_hash given that is not what arguments_hash() makes: ``sha256:`` and 64 lowercase hex digits."""
+    h = ctx.args["arguments_hash"]
+    return h is not None and not (len(h) == 71 and h.startswith("sha256:") and _HEX.issuperset(h[7:]))
+
+
+@REGISTRY.guard
 def same_action(m: Any, ctx: Any) -> bool:
     """The approval is about the call already proposed (left out, or the same tool and hash)."""
     tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
