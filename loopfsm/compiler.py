@@ -139,7 +139,7 @@ def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
     return _converter(f, codec.to_json, codec)
 
 
-def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
+def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
     """From JSON, then held to the field's declaration in Python terms: the schema check before it
     takes ``1.0`` for an integer and lets NaN into a json field; this does not, so a restored
     instance holds only values a feed could have produced."""
@@ -149,9 +149,10 @@ def _decoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
     def decode(value: Any) -> Any:
         out = convert(value)
         if not ok(out):
+            what = f"a list of {f.type} values" if f.list else f"{'an' if f.type[0] in 'aeiou' else 'a'} {f.type}"
             raise SnapshotError(
-                f"field '{f.name}' holds {shown(value)}, which is not "
-                f"{'a list of ' if f.list else 'a '}{f.type}{_bounds_text(f)}"
+                f"{machine}: refusing snapshot: field '{f.name}' holds {shown(value)}, "
+                f"which is not {what}{_bounds_text(f)}"
             )
         return out
 
@@ -450,7 +451,7 @@ class CompiledMachine:
 
     @cached_property
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
-        return {n: _decoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
+        return {n: _decoder(f, self._codecs[f.type], self.name) for n, f in self.spec.data.items()}
 
     @cached_property
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
@@ -460,7 +461,10 @@ class CompiledMachine:
     @cached_property
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
-        return {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
+        return {
+            s.name: {n: _decoder(f, codecs[f.type], self.name) for n, f in s.data.items()}
+            for s in self.spec.states.values()
+        }
 
     @cached_property
     def default_policy(self) -> Any:

@@ -328,3 +328,11 @@ def test_tool_health_refuses_a_tool_name_that_is_not_a_string():
             health.acquire(bad, 0, "c")  # type: ignore[arg-type]
     assert health.snapshot() == before
     assert isinstance(health.acquire("ls", 0, "c"), (Allow, Reject))
+
+
+def test_a_field_refusal_names_the_machine_and_reads_as_english():
+    snap = Turnstile().snapshot()
+    snap["data"]["credit"] = 1.0
+    with pytest.raises(SnapshotError) as err:
+        Turnstile.restore(snap)
+    assert str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer"
