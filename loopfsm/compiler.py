@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
 from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
-from .fieldtypes import default_value, json_schema, policy_value_problem, python_checker
+from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
@@ -150,6 +150,8 @@ def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
         out = convert(value)
         if not ok(out):
             what = f"a list of {f.type} values" if f.list else f"{'an' if f.type[0] in 'aeiou' else 'a'} {f.type}"
+            if type(out) is int and not INT_MIN <= out <= INT_MAX:
+                what += " (signed 64-bit)"
             raise SnapshotError(
                 f"{machine}: refusing snapshot: field '{f.name}' holds {shown(value)}, "
                 f"which is not {what}{_bounds_text(f)}"
@@ -288,9 +290,10 @@ def _make_binder(
             if not checks[n](v):
                 f = args[n]
                 choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
+                wide = " (signed 64-bit)" if type(v) is int and not INT_MIN <= v <= INT_MAX else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
-                    f"{f.type}{choices}{' or None' if f.nullable else ''}, got {type(v).__name__} {shown(v)}"
+                    f"{f.type}{choices}{' or None' if f.nullable else ''}{wide}, got {type(v).__name__} {shown(v)}"
                 )
         return bound
 
@@ -314,10 +317,10 @@ def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDe
         if f.list or codec.name == "json" or object in py:
             return Binder(general, tuple(args), None, ())
         per_arg.append((*py, type(None)) if f.nullable else py)
-        if f.minimum is not None or f.maximum is not None:
-            value_checks.append((i, python_checker(f, codec)))
-        elif f.enum is not None:
+        if f.enum is not None and f.minimum is None and f.maximum is None:
             value_checks.append((i, frozenset((*f.enum, *((None,) if f.nullable else ()))).__contains__))
+        elif f.minimum is not None or f.maximum is not None or int in py:
+            value_checks.append((i, python_checker(f, codec)))  # bounds, and an int's 64-bit range
     if math.prod(len(t) for t in per_arg) > 64:
         return Binder(general, tuple(args), None, ())
     return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))

@@ -16,6 +16,11 @@ from .errors import shown
 from .registry import Codec, DataField
 from .spec import MISSING, FieldDef, PolicyParam
 
+# An integer is a signed 64-bit value wherever it lives: in a feed, a snapshot, a policy or a file.
+# Beyond that no store column holds it, no JSON client reads it exactly, and past 4,300 digits
+# Python cannot even write it as JSON, so a machine fed one could never be saved.
+INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
+
 POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
     "integer": int,
     "boolean": bool,
@@ -25,10 +30,17 @@ POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def fits_type(py_type: type | tuple[type, ...], value: Any) -> bool:
-    """isinstance, except that a bool is not accepted as a number (YAML ``true`` is not ``1``)."""
-    if isinstance(value, bool) and not _admits_bool(py_type):
+    """isinstance, except that a bool is not accepted as a number (YAML ``true`` is not ``1``)
+    and an int must be a 64-bit one."""
+    if isinstance(value, bool):
+        return _admits_bool(py_type)
+    if isinstance(value, int) and not INT_MIN <= value <= INT_MAX and not _admits_anything(py_type):
         return False
     return isinstance(value, py_type)
+
+
+def _admits_anything(py_type: type | tuple[type, ...]) -> bool:
+    return object in (py_type if isinstance(py_type, tuple) else (py_type,))
 
 
 def _admits_bool(py_type: type | tuple[type, ...]) -> bool:
@@ -43,17 +55,22 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     lo, hi = f.minimum, f.maximum
     bounded = lo is not None or hi is not None
     if py is int and allowed is None and not f.nullable and not f.list and not bounded:
-        return lambda v: type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+        return lambda v: (
+            (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and INT_MIN <= v <= INT_MAX
+        )
     if py is str and allowed is None and not f.nullable and not f.list:
         return lambda v: isinstance(v, str)
     if codec.name == "json":
         return _json_checker(f)
     if py is int and allowed is None and not f.nullable and not f.list:
-        low = -math.inf if lo is None else lo
-        high = math.inf if hi is None else hi
+        low = INT_MIN if lo is None else max(lo, INT_MIN)
+        high = INT_MAX if hi is None else min(hi, INT_MAX)
         return lambda v: (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and low <= v <= high
     if py is int and allowed is None and f.nullable and not f.list and not bounded:
-        return lambda v: v is None or type(v) is int or (isinstance(v, int) and not isinstance(v, bool))
+        return lambda v: (
+            v is None
+            or ((type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and INT_MIN <= v <= INT_MAX)
+        )
     if py is str and allowed is None and f.nullable and not f.list:
         return lambda v: v is None or isinstance(v, str)
     if py is str and allowed is not None and not f.nullable and not f.list:
@@ -192,6 +209,8 @@ def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
     The checker asks this of the YAML default and the policy class of every
     value fed in, so the two can never disagree about what is allowed.
     """
+    if isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= INT_MAX:
+        return "is outside the signed 64-bit integer range"
     if not fits_type(POLICY_TYPES[p.type], value):
         return f"must be {p.type}, got {yaml_shown(value)}"
     if p.minimum is not None and value < p.minimum:

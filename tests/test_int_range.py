@@ -1,0 +1,78 @@
+"""An integer is a signed 64-bit value in feeds, snapshots, policies and machine files.
+
+A machine fed ``10**5000`` could never be saved (Python will not write an
+integer of more than 4,300 digits as JSON), and a time of ``10**30`` would
+clamp a breaker's clock for good: both are refused where they come in.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loopfsm import PolicyError, SnapshotError, SpecError, parse
+from loopfsm.errors import FeedArgumentError
+from loopfsm.fieldtypes import INT_MAX, INT_MIN
+from loopfsm.machines import ToolBreaker, Turnstile, TurnstilePolicy
+
+from conftest import make_registry, marked_line
+
+TOO_BIG = [INT_MAX + 1, INT_MIN - 1, 10**30, 10**5000]
+
+
+@pytest.mark.parametrize("now", TOO_BIG, ids=["max+1", "min-1", "1e30", "5000 digits"])
+def test_a_feed_refuses_an_integer_outside_64_bits_and_changes_nothing(now):
+    b = ToolBreaker()
+    b.acquire(5, "c0")
+    before = b.snapshot()
+    with pytest.raises(FeedArgumentError, match=r"argument 'now' must be integer \(signed 64-bit\)"):
+        b.acquire(now, "c1")
+    with pytest.raises(FeedArgumentError, match="signed 64-bit"):
+        b.feed("acquire", now=now, call_id="c1")  # the general binder says the same
+    assert b.snapshot() == before
+
+
+def test_the_edges_of_the_range_are_integers():
+    b = ToolBreaker()
+    b.acquire(INT_MAX, "c")
+    assert json.loads(json.dumps(b.snapshot()))["data"]["last_now"] == INT_MAX
+
+
+@pytest.mark.parametrize("credit", TOO_BIG, ids=["max+1", "min-1", "1e30", "5000 digits"])
+def test_a_snapshot_holding_an_integer_outside_64_bits_is_refused(credit):
+    snap = Turnstile().snapshot()
+    snap["data"]["credit"] = credit
+    with pytest.raises(SnapshotError, match="which is not an integer"):
+        Turnstile.restore(snap)
+
+
+def test_a_policy_value_outside_64_bits_is_refused():
+    with pytest.raises(PolicyError, match="outside the signed 64-bit integer range"):
+        TurnstilePolicy(fare=INT_MAX + 1)
+    with pytest.raises(PolicyError, match="above the maximum"):  # in range, and then held to the file's bounds
+        TurnstilePolicy(fare=INT_MAX)
+
+
+def test_a_machine_file_default_outside_64_bits_is_a_located_error():
+    text = """\
+machine: demo
+description: a demo
+policy:
+  limit: {type: integer, default: 99999999999999999999, description: a limit}   # <-
+data:
+  count: {type: integer, default: 0}
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+"""
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml", make_registry())
+    problem = next(p for p in err.value.problems if p.severity == "error")
+    assert "outside the signed 64-bit integer range" in problem.message and problem.line == marked_line(text)
