@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 from transitions import Event, Machine, Transition
@@ -110,6 +110,30 @@ def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
     kw = dict(static)
     for key, name in dynamic:
         kw[key] = getattr(policy, name)
+    return _with_params(fn, kw)
+
+
+def _with_params(fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` with the keyword parameters ``kw`` bound.
+
+    A registered function takes its parameters keyword-only, so for a plain
+    function the binding is a copy of it (same code, globals and closure) whose
+    keyword defaults are ``kw``: calling it costs what calling ``fn`` costs,
+    where a ``functools.partial`` with keywords builds a dict on every call.
+    Anything else (a wrapper, a callable object) is bound with ``partial``.
+    """
+    if type(fn) is FunctionType:
+        code = fn.__code__
+        first = code.co_argcount
+        if kw.keys() <= set(code.co_varnames[first : first + code.co_kwonlyargcount]):
+            bound = FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+            bound.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), **kw}
+            bound.__qualname__ = fn.__qualname__
+            bound.__module__ = fn.__module__
+            bound.__doc__ = fn.__doc__
+            bound.__annotations__ = fn.__annotations__
+            bound.__dict__.update(fn.__dict__)
+            return bound
     return partial(fn, **kw)
 
 
@@ -168,7 +192,7 @@ class LoopTransition(Transition):
     """A transition that also swaps the instance's state data.
 
     Its guards and actions also live in a plan per policy object: a tuple of
-    callables with every YAML parameter already bound (``functools.partial``),
+    callables with every YAML parameter already bound (see :func:`_with_params`),
     so running a branch calls registered functions directly, with no wrapper
     frame and no keyword rebuilding per call.  A compiled branch leaves
     ``conditions`` and ``before`` empty (the plan is all that runs); a

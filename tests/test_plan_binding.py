@@ -1,0 +1,109 @@
+"""A branch plan binds each guard's and action's YAML parameters once, per policy object."""
+
+from __future__ import annotations
+
+import functools
+from types import FunctionType
+from typing import Any
+
+from loopfsm import compile_spec, parse
+from loopfsm.registry import Registry
+
+from conftest import dedent
+
+GATE = dedent("""
+    machine: gate
+    description: opens once enough coins are in, counts in steps the YAML sets
+    policy:
+      fare: {type: integer, default: 2, minimum: 1, description: coins to open}
+    data:
+      coins: {type: integer, default: 0}
+    states:
+      shut: {initial: true, description: shut}
+      open: {description: open}
+    events:
+      coin:
+        description: a coin
+        otherwise: stay
+        from:
+          shut:
+            - guard: {name: paid, params: {fare: {policy: fare}}}
+              to: open
+            - guard: {name: wrapped_paid, params: {fare: {policy: fare}}, negate: true}
+              stay: true
+              actions: [{name: add, params: {by: 1}}]
+          open:
+            - stay: true
+              actions: [{name: wrapped_add, params: {by: 10}}]
+      push:
+        description: someone passes
+        from:
+          open:
+            - to: shut
+""")
+
+
+def registry() -> Registry:
+    reg = Registry("gate")
+
+    @reg.guard
+    def paid(m: Any, ctx: Any, *, fare: int) -> bool:
+        return bool(m.data.coins + 1 >= fare)
+
+    def logged(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    @reg.guard
+    @logged
+    def wrapped_paid(m: Any, ctx: Any, *, fare: int) -> bool:
+        return bool(m.data.coins + 1 >= fare)
+
+    @reg.action
+    def add(m: Any, ctx: Any, *, by: int, unused: str = "kept") -> None:
+        assert unused == "kept"
+        m.data.coins += by
+
+    @reg.action
+    @logged
+    def wrapped_add(m: Any, ctx: Any, *, by: int) -> None:
+        m.data.coins += by
+
+    return reg
+
+
+def test_plain_functions_and_wrappers_get_their_params_and_the_registered_functions_are_untouched() -> None:
+    reg = registry()
+    c = compile_spec(parse(GATE, "gate.yaml", reg), reg)
+    g = c.new()
+    g.feed("coin")
+    assert (g.state, g.data.coins) == ("shut", 1)
+    g.feed("coin")
+    g.feed("coin")
+    assert (g.state, g.data.coins) == ("open", 11)
+    three = c.new()
+    for _ in range(3):
+        three.feed("coin", policy={"fare": 3})
+    assert (three.state, three.data.coins) == ("open", 2)
+    assert reg.get("guard", "paid").fn.__kwdefaults__ is None
+    assert reg.get("action", "add").fn.__kwdefaults__ == {"unused": "kept"}
+
+
+def test_a_plain_function_is_bound_as_a_copy_of_itself_and_anything_else_by_partial() -> None:
+    reg = registry()
+    c = compile_spec(parse(GATE, "gate.yaml", reg), reg)
+    (paid_branch, wrapped_branch) = c.events["coin"].transitions["shut"]
+    policy = c.policy({"fare": 5})
+    paid = paid_branch._plan(policy)[1][0]
+    original = reg.get("guard", "paid").fn
+    assert type(paid) is FunctionType and paid is not original
+    assert (paid.__code__, paid.__name__, paid.__qualname__) == (original.__code__, "paid", original.__qualname__)
+    assert paid.__kwdefaults__ == {"fare": 5}
+    add = wrapped_branch._plan(policy)[2][0]
+    assert add.__kwdefaults__ == {"unused": "kept", "by": 1}
+    (wrapped,) = c.events["coin"].transitions["open"]
+    bound = wrapped._plan(policy)[2][0]
+    assert isinstance(bound, functools.partial) and bound.keywords == {"by": 10}
