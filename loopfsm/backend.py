@@ -296,6 +296,16 @@ class LoopTransition(Transition):
         )
 
 
+class _FeedRecord(FeedData):
+    """The ``FeedData`` a feed builds: the same slots, made by one C-level call with no ``__init__`` frame.
+
+    ``trigger`` fills in its fields right after, so ``object.__init__`` is all it needs.
+    """
+
+    __slots__ = ()
+    __init__ = object.__init__
+
+
 _new_feed_data = object.__new__
 
 
@@ -345,7 +355,7 @@ class LoopEvent(Event):
         """
         # FeedData.__init__, inline: this runs once per feed (``transition`` and ``result``
         # are set below on every path that returns; ``memo`` stays unset until used).
-        event_data = _new_feed_data(FeedData)
+        event_data: FeedData = _FeedRecord()
         event_data.event = self
         event_data.model = model
         event_data.args = args if args is not None else {}
