@@ -161,7 +161,7 @@ class MachineInstance:
                         bound = bind.general(args, kwargs)  # explains which argument is wrong
                         break
                 else:
-                    bound = dict(zip(bind.names, args, strict=False))  # lengths equal: a signature matched
+                    bound = dict(zip(bind.names, args))  # noqa: B905 - lengths equal: a signature matched
         elif args or kwargs:  # a feed that declares no arguments got some: its binder explains
             bound = c.binders[event](args, kwargs)
         else:
