@@ -317,8 +317,8 @@ class LoopEvent(Event):
         self.ignored_in: frozenset[str] = frozenset()
         self.otherwise_raise: frozenset[str] = frozenset()
         self.legal_states: tuple[str, ...] = ()
-        self._by_policy: dict[int, tuple[Any, dict[Any, tuple[Any, ...]]]] = {}
-        self._current: tuple[Any, dict[Any, tuple[Any, ...]]] = (_NO_POLICY, {})
+        self._by_policy: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._current: tuple[Any, dict[str, Any]] = (_NO_POLICY, {})
         # The argument whose value picks the branch list (see narrow_by), and its values.
         self.narrow_on: str | None = None
         self.narrow_values: tuple[Any, ...] = ()
@@ -355,18 +355,22 @@ class LoopEvent(Event):
         """
         # FeedData.__init__, inline: this runs once per feed (``transition`` and ``result``
         # are set below on every path that returns; ``memo`` stays unset until used).
+        if args is None:
+            args = {}
         event_data: FeedData = _FeedRecord()
         event_data.event = self
         event_data.model = model
-        event_data.args = args if args is not None else {}
+        event_data.args = args
         event_data.policy = policy
         event_data.enter_data = {}
         event_data.reply = None
         current = self._current
         plans = current[1] if current[0] is policy else self._plans_for(policy)
         state = model._state
+        branches = plans.get(state)
         on = self.narrow_on
-        branches = plans.get(state if on is None else (state, event_data.args.get(on)))
+        if on is not None and branches is not None:
+            branches = branches.get(args.get(on))
         if branches is None:
             if state in self.ignored_in:
                 event_data.transition = None
@@ -394,16 +398,17 @@ class LoopEvent(Event):
         event_data.result = False
         return event_data
 
-    def _plans_for(self, policy: Any) -> dict[Any, tuple[Any, ...]]:
-        """Per state (or per state and value of ``narrow_on``), each branch as
-        (transition, guards, actions, destination, data keys) for ``policy``."""
+    def _plans_for(self, policy: Any) -> dict[str, Any]:
+        """Per state, each branch as (transition, guards, actions, destination, data keys) for ``policy``;
+        when the event narrows by an argument, per state a dict from its value to those branches."""
         found = self._by_policy.get(id(policy))
         if found is None or found[0] is not policy:
             if len(self._by_policy) > 64:  # callers building a policy per call: keep the memory bounded
                 self._by_policy.clear()
-            plans: dict[Any, tuple[Any, ...]] = {}
+            plans: dict[str, Any] = {}
             on = self.narrow_on
             for state, branches in self.transitions.items():
+                per_value: dict[Any, tuple[Any, ...]] = {}
                 for value in (None,) if on is None else self.narrow_values:
                     probe = None
                     if on is not None:
@@ -422,7 +427,8 @@ class LoopEvent(Event):
                         rows.append((trans, guards, actions, trans.dest, trans.data_keys))
                         if not guards:
                             break  # always taken: the branches after it are never reached
-                    plans[state if on is None else (state, value)] = tuple(rows)
+                    per_value[value] = tuple(rows)
+                plans[state] = per_value[None] if on is None else per_value
             found = self._by_policy[id(policy)] = (policy, plans)
         self._current = found  # one attribute holds policy and plans together: threads never see a mix
         return found[1]
@@ -431,7 +437,9 @@ class LoopEvent(Event):
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
         state = model._state
         on = self.narrow_on
-        branches = self._plans_for(policy).get(state if on is None else (state, args.get(on)))
+        branches = self._plans_for(policy).get(state)
+        if on is not None and branches is not None:
+            branches = branches.get(args.get(on))
         if branches is None:
             return False
         event_data = _new_feed_data(FeedData)
