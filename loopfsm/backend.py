@@ -309,6 +309,14 @@ class _FeedRecord(FeedData):
 _new_feed_data = object.__new__
 
 
+def _all_hold(guards: tuple[Callable[..., Any], ...], model: Any, ctx: FeedData) -> bool:
+    """Whether every guard holds, asked in order (a branch's guards after its first)."""
+    for guard in guards:
+        if not guard(model, ctx):
+            return False
+    return True
+
+
 class LoopEvent(Event):
     """An event that knows the table's answer for states it has no transition from."""
 
@@ -377,29 +385,36 @@ class LoopEvent(Event):
                 event_data.result = False
                 return event_data
             raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
-        for trans, guards, actions, dest, data_keys in branches:
+        # A row holds its first guard and first action apart from the rest: most branches have at
+        # most one of each, and those then run without building an iterator over a tuple.
+        for trans, guard, more_guards, action, more_actions, dest, data_keys in branches:
             event_data.transition = trans
-            for guard in guards:
+            if guard is not None:
                 if not guard(model, event_data):
-                    break
-            else:
-                for action in actions:
-                    action(model, event_data)
-                if dest is not None:
-                    data = event_data.enter_data
-                    if (data or data_keys) and data.keys() != data_keys:
-                        trans._refuse_data(event_data)
-                    model._state = dest
-                    model.state_data = data
-                event_data.result = True
-                return event_data
+                    continue
+                if more_guards and not _all_hold(more_guards, model, event_data):
+                    continue
+            if action is not None:
+                action(model, event_data)
+                if more_actions:
+                    for action in more_actions:
+                        action(model, event_data)
+            if dest is not None:
+                data = event_data.enter_data
+                if (data or data_keys) and data.keys() != data_keys:
+                    trans._refuse_data(event_data)
+                model._state = dest
+                model.state_data = data
+            event_data.result = True
+            return event_data
         if state in self.otherwise_raise:
             raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
         event_data.result = False
         return event_data
 
     def _plans_for(self, policy: Any) -> dict[str, Any]:
-        """Per state, each branch as (transition, guards, actions, destination, data keys) for ``policy``;
+        """Per state, each branch as (transition, first guard or None, the other guards, first action or
+        None, the other actions, destination, data keys) for ``policy``;
         when the event narrows by an argument, per state a dict from its value to those branches."""
         found = self._by_policy.get(id(policy))
         if found is None or found[0] is not policy:
@@ -424,7 +439,17 @@ class LoopEvent(Event):
                             if narrowed is None:
                                 continue  # a guard decided by the argument alone never holds here
                             guards = narrowed
-                        rows.append((trans, guards, actions, trans.dest, trans.data_keys))
+                        rows.append(
+                            (
+                                trans,
+                                guards[0] if guards else None,
+                                guards[1:],
+                                actions[0] if actions else None,
+                                actions[1:],
+                                trans.dest,
+                                trans.data_keys,
+                            )
+                        )
                         if not guards:
                             break  # always taken: the branches after it are never reached
                     per_value[value] = tuple(rows)
@@ -445,9 +470,9 @@ class LoopEvent(Event):
         event_data = _new_feed_data(FeedData)
         event_data.event, event_data.model, event_data.args = self, model, args
         event_data.policy, event_data.enter_data, event_data.reply = policy, {}, None
-        for trans, guards, _actions, _dest, _keys in branches:
+        for trans, guard, more_guards, *_ in branches:
             event_data.transition = trans
-            if all(guard(model, event_data) for guard in guards):
+            if guard is None or (guard(model, event_data) and _all_hold(more_guards, model, event_data)):
                 return trans.refusal is None
         return state not in self.otherwise_raise
 
