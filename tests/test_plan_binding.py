@@ -6,6 +6,8 @@ import functools
 from types import FunctionType
 from typing import Any
 
+import pytest
+
 from loopfsm import compile_spec, parse
 from loopfsm.registry import Registry
 
@@ -107,3 +109,51 @@ def test_a_plain_function_is_bound_as_a_copy_of_itself_and_anything_else_by_part
     (wrapped,) = c.events["coin"].transitions["open"]
     bound = wrapped._plan(policy)[2][0]
     assert isinstance(bound, functools.partial) and bound.keywords == {"by": 10}
+
+
+def arity_machine() -> str:
+    """One feed per arity 1..8 (integers, the last nullable), each stored into the data by its action."""
+    lines = [
+        "machine: arity",
+        "description: feeds of every arity a typed method binds quickly, and beyond",
+        "data:",
+        "  got: {type: integer, list: true}",
+        "states:",
+        "  s: {initial: true, description: where every feed stays}",
+        "  t: {terminal: true, description: stopped}",
+        "events:",
+        "  stop: {description: stop, from: {s: [{to: t}]}}",
+    ]
+    for n in range(1, 9):
+        lines += [f"  f{n}:", f"    description: {n} arguments", "    args:"]
+        lines += [f"      a{i}: {{type: integer{', nullable: true' if i == n - 1 else ''}}}" for i in range(n)]
+        lines += ["    from:", "      s:", "        - stay: true", "          actions: [keep]"]
+    return "\n".join(lines) + "\n"
+
+
+def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
+    from loopfsm import FeedArgumentError
+
+    reg = Registry("arity")
+
+    @reg.action
+    def keep(m: Any, ctx: Any) -> None:
+        m.data.got = list(ctx.args.values())
+
+    c = compile_spec(parse(arity_machine(), "arity.yaml", reg), reg)
+    m = c.new()
+    for n in range(1, 9):
+        event = f"f{n}"
+        quick = c.feed_table[event][1].quick
+        assert quick is not None
+        good = tuple(range(n))
+        assert quick(good) == c.binders[event](good, {}) == {f"a{i}": i for i in range(n)}
+        m.feed(event, *good)
+        assert m.data.got == list(good)
+        m.feed(event, *good[:-1], None)
+        assert m.data.got == [*good[:-1], None]
+        for bad in (good[:-1], (*good, 0), (True, *good[1:]), ("0", *good[1:]), (*good[:-1], 1.0)):
+            assert quick(bad) is None
+            with pytest.raises(FeedArgumentError):
+                m.feed(event, *bad)
+            assert m.data.got == [*good[:-1], None]  # a refused feed changed nothing
