@@ -15,9 +15,8 @@ import inspect
 import itertools
 import math
 from collections.abc import Mapping
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from collections.abc import Callable
 
 from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
@@ -322,6 +321,33 @@ def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDe
     return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))
 
 
+_T = TypeVar("_T")
+
+
+class _made_on_first_use(Generic[_T]):
+    """``functools.cached_property``, storing the value as an ordinary attribute.
+
+    ``cached_property`` writes through the instance's ``__dict__``, and once an
+    object's ``__dict__`` has been asked for, CPython (3.11) stops specialising
+    attribute loads on it: every ``compiled.feed_table`` a feed reads would take
+    the generic lookup.  Storing through ``object.__setattr__`` keeps the
+    instance's attributes where the interpreter reads them fastest.  (Two
+    threads asking at once may both compute it; the values are equal.)
+    """
+
+    def __init__(self, fn: Callable[[Any], _T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: Any = None) -> _T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = self.fn(obj)
+        object.__setattr__(obj, self.name, value)
+        return value
+
+
 class CompiledMachine:
     """Everything instances of one spec share; built once by :func:`compile_spec`."""
 
@@ -443,25 +469,25 @@ class CompiledMachine:
         }
 
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
-    @cached_property
+    @_made_on_first_use
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
         return {n: _encoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
 
-    @cached_property
+    @_made_on_first_use
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
         return {n: _decoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
 
-    @cached_property
+    @_made_on_first_use
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
         return {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
 
-    @cached_property
+    @_made_on_first_use
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
         return {s.name: {n: _decoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
 
-    @cached_property
+    @_made_on_first_use
     def default_policy(self) -> Any:
         """The policy of the YAML's defaults (made on first use: most of a compile's callers never feed)."""
         return self.Policy()
