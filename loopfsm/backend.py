@@ -330,6 +330,8 @@ class LoopEvent(Event):
         # The argument whose value picks the branch list (see narrow_by), and its values.
         self.narrow_on: str | None = None
         self.narrow_values: tuple[Any, ...] = ()
+        # The machine's default policy object, kept here by MachineInstance.feed on first use.
+        self.default_policy: Any = None
 
     def narrow_by(self, enums: Mapping[str, tuple[Any, ...]]) -> None:
         """Pick the enum argument (of ``enums``: name -> values) that guards declared ``reads=`` decide alone.

@@ -249,7 +249,9 @@ class MachineInstance:
         else:
             bound = _NO_ARGS
         if policy is None:
-            policy = c.default_policy
+            policy = ev.default_policy  # the event's copy: a plain attribute, quicker to read than the machine's
+            if policy is None:
+                policy = ev.default_policy = c.default_policy
         elif type(policy) is not c.Policy:
             policy = c.policy(policy)
         done = ev.trigger(self, bound, policy)
