@@ -114,20 +114,30 @@ def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
 
 
 def _with_params(fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
-    """``fn`` with the keyword parameters ``kw`` bound.
+    """``fn`` with the keyword parameters ``kw`` bound, to be called as ``fn(machine, ctx)``.
 
     A registered function takes its parameters keyword-only, so for a plain
-    function the binding is a copy of it (same code, globals and closure) whose
-    keyword defaults are ``kw``: calling it costs what calling ``fn`` costs,
-    where a ``functools.partial`` with keywords builds a dict on every call.
-    Anything else (a wrapper, a callable object) is bound with ``partial``.
+    function the binding is a copy of it (same code, globals and closure) that
+    takes them as defaults: calling it costs what calling ``fn`` costs, where a
+    ``functools.partial`` with keywords builds a dict on every call.  When every
+    keyword-only parameter has a value, the copy's code takes them as positional
+    parameters after ``(machine, ctx)`` with those values as its defaults (the
+    same local variables in the same order, so the body is unchanged): Python
+    fills positional defaults without looking each one up by name.  Anything
+    else (a wrapper, a callable object) is bound with ``partial``.
     """
     if type(fn) is FunctionType:
         code = fn.__code__
         first = code.co_argcount
-        if kw.keys() <= set(code.co_varnames[first : first + code.co_kwonlyargcount]):
-            bound = FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-            bound.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), **kw}
+        kwonly = code.co_varnames[first : first + code.co_kwonlyargcount]
+        if kw.keys() <= set(kwonly):
+            given = {**(fn.__kwdefaults__ or {}), **kw}
+            if not fn.__defaults__ and all(n in given for n in kwonly):
+                code = code.replace(co_argcount=first + len(kwonly), co_kwonlyargcount=0)
+                bound = FunctionType(code, fn.__globals__, fn.__name__, tuple(given[n] for n in kwonly), fn.__closure__)
+            else:
+                bound = FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+                bound.__kwdefaults__ = given
             bound.__qualname__ = fn.__qualname__
             bound.__module__ = fn.__module__
             bound.__doc__ = fn.__doc__

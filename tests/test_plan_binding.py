@@ -102,13 +102,25 @@ def test_a_plain_function_is_bound_as_a_copy_of_itself_and_anything_else_by_part
     paid = paid_branch._plan(policy)[1][0]
     original = reg.get("guard", "paid").fn
     assert type(paid) is FunctionType and paid is not original
-    assert (paid.__code__, paid.__name__, paid.__qualname__) == (original.__code__, "paid", original.__qualname__)
-    assert paid.__kwdefaults__ == {"fare": 5}
+    assert (paid.__name__, paid.__qualname__, paid.__doc__) == ("paid", original.__qualname__, original.__doc__)
+    assert paid.__code__.co_code == original.__code__.co_code  # the same body
+    assert paid.__defaults__ == (5,) and paid.__kwdefaults__ is None  # fare taken after (machine, ctx)
     add = wrapped_branch._plan(policy)[2][0]
-    assert add.__kwdefaults__ == {"unused": "kept", "by": 1}
+    assert add.__defaults__ == (1, "kept")  # its own default kept, in parameter order
     (wrapped,) = c.events["coin"].transitions["open"]
     bound = wrapped._plan(policy)[2][0]
     assert isinstance(bound, functools.partial) and bound.keywords == {"by": 10}
+
+
+def test_a_function_with_positional_defaults_keeps_its_parameters_keyword_only() -> None:
+    def counted(m: Any, ctx: Any = None, *, by: int) -> int:
+        return int(by)
+
+    from loopfsm.backend import _with_params
+
+    bound = _with_params(counted, {"by": 3})
+    assert bound(None) == 3 and bound.__kwdefaults__ == {"by": 3} and bound.__defaults__ == (None,)
+    assert counted.__kwdefaults__ is None
 
 
 def arity_machine() -> str:
