@@ -387,7 +387,10 @@ class LoopEvent(Event):
         current = self._current
         plans = current[1] if current[0] is policy else self._plans_for(policy)
         state = model._state
-        branches = plans.get(state)
+        try:
+            branches = plans[state]
+        except KeyError:  # no branch from this state: answered below
+            branches = None
         on = self.narrow_on
         if on is not None and branches is not None:
             branches = branches.get(args.get(on))
