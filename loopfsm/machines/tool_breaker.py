@@ -383,7 +383,8 @@ class ToolHealth:
                 self.breakers[tool] = b
                 return answer  # type: ignore[no-any-return]
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                overrides = self.overrides
+                policy = overrides.get(tool, self.policy) if overrides else self.policy
             return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
         finally:
             lock.release()
@@ -411,7 +412,8 @@ class ToolHealth:
             if type(permit) is not Allow or permit.tool != b.data.tool:
                 _check_permit(b, permit)  # raises, and counts the refusal
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                overrides = self.overrides
+                policy = overrides.get(tool, self.policy) if overrides else self.policy
             try:
                 b.feed(
                     "record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy
