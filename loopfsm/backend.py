@@ -23,6 +23,7 @@ added to the machine with ``add_model``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from functools import partial
 from types import FunctionType, MappingProxyType
@@ -461,14 +462,16 @@ class LoopEvent(Event):
                                 guards[1:],
                                 actions[0] if actions else None,
                                 actions[1:],
-                                trans.dest,
+                                None if trans.dest is None else sys.intern(trans.dest),
                                 trans.data_keys,
                             )
                         )
                         if not guards:
                             break  # always taken: the branches after it are never reached
                     per_value[value] = tuple(rows)
-                plans[state] = per_value[None] if on is None else per_value
+                # State names are interned (so is the one a row moves to, and the machine's initial
+                # state): the lookup by an instance's state then matches by identity, not by comparing text.
+                plans[sys.intern(state)] = per_value[None] if on is None else per_value
             found = self._by_policy[id(policy)] = (policy, plans)
         self._current = found  # one attribute holds policy and plans together: threads never see a mix
         return found[1]

@@ -14,6 +14,7 @@ import dataclasses
 import inspect
 import itertools
 import math
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -356,7 +357,7 @@ class CompiledMachine:
         self.registry = registry
         self.name = spec.name
         self.fingerprint = spec.fingerprint
-        self.initial = spec.initial
+        self.initial = sys.intern(spec.initial)  # see LoopEvent._plans_for: state names are interned
         self.terminal_states = frozenset(spec.terminal_states)
         codecs = registry.codecs
 
@@ -398,8 +399,9 @@ class CompiledMachine:
             self.events[ev.name] = event
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
         # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
+        # Keyed by interned names, so a typed method's literal feed name matches by identity.
         self.feed_table: dict[str, tuple[Any, Binder | None]] = {
-            name: (
+            sys.intern(name): (
                 self.events[name],
                 _feed_binder(self.binders[name], spec.events[name].args, codecs) if spec.events[name].args else None,
             )
@@ -410,7 +412,7 @@ class CompiledMachine:
         self.decision_binders = {}
         for d in spec.decisions.values():
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
-            per_state: dict[str, list[RuleRow]] = {s: [] for s in spec.states}
+            per_state: dict[str, list[RuleRow]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
                 guards = [_bind_guard(registry, g) for g in r.guards]
                 result = _bind_ref(registry.get("result", r.result.name).fn, r.result)

@@ -7,6 +7,7 @@ and a snapshot is just those values as JSON.
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 from collections.abc import Callable, Mapping
@@ -349,7 +350,8 @@ class MachineInstance:
         except Exception as err:
             raise SnapshotError(f"{c.name}: snapshot field could not be decoded: {err}") from err
         inst = cls.__new__(cls)
-        inst._state = snap["state"]
+        state = snap["state"]
+        inst._state = sys.intern(state) if type(state) is str else state  # as the compiled tables' names are
         inst.state_data = state_data
         inst.data = data
         return inst
