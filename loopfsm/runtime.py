@@ -133,7 +133,7 @@ def _quick_binder(
 
         def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
             if tuple(map(type, args)) in sigs:
-                return dict(zip(names, args, strict=True))
+                return dict(zip(names, args))  # noqa: B905 - lengths equal: a signature matched
             return None
 
     return quick
