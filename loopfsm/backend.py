@@ -23,9 +23,10 @@ added to the machine with ``add_model``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from functools import partial
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 from transitions import Event, Machine, Transition
@@ -110,6 +111,40 @@ def _resolved(ref: PlanRef, policy: Any) -> Callable[..., Any]:
     kw = dict(static)
     for key, name in dynamic:
         kw[key] = getattr(policy, name)
+    return _with_params(fn, kw)
+
+
+def _with_params(fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` with the keyword parameters ``kw`` bound, to be called as ``fn(machine, ctx)``.
+
+    A registered function takes its parameters keyword-only, so for a plain
+    function the binding is a copy of it (same code, globals and closure) that
+    takes them as defaults: calling it costs what calling ``fn`` costs, where a
+    ``functools.partial`` with keywords builds a dict on every call.  When every
+    keyword-only parameter has a value, the copy's code takes them as positional
+    parameters after ``(machine, ctx)`` with those values as its defaults (the
+    same local variables in the same order, so the body is unchanged): Python
+    fills positional defaults without looking each one up by name.  Anything
+    else (a wrapper, a callable object) is bound with ``partial``.
+    """
+    if type(fn) is FunctionType:
+        code = fn.__code__
+        first = code.co_argcount
+        kwonly = code.co_varnames[first : first + code.co_kwonlyargcount]
+        if kw.keys() <= set(kwonly):
+            given = {**(fn.__kwdefaults__ or {}), **kw}
+            if not fn.__defaults__ and all(n in given for n in kwonly):
+                code = code.replace(co_argcount=first + len(kwonly), co_kwonlyargcount=0)
+                bound = FunctionType(code, fn.__globals__, fn.__name__, tuple(given[n] for n in kwonly), fn.__closure__)
+            else:
+                bound = FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+                bound.__kwdefaults__ = given
+            bound.__qualname__ = fn.__qualname__
+            bound.__module__ = fn.__module__
+            bound.__doc__ = fn.__doc__
+            bound.__annotations__ = fn.__annotations__
+            bound.__dict__.update(fn.__dict__)
+            return bound
     return partial(fn, **kw)
 
 
@@ -168,7 +203,7 @@ class LoopTransition(Transition):
     """A transition that also swaps the instance's state data.
 
     Its guards and actions also live in a plan per policy object: a tuple of
-    callables with every YAML parameter already bound (``functools.partial``),
+    callables with every YAML parameter already bound (see :func:`_with_params`),
     so running a branch calls registered functions directly, with no wrapper
     frame and no keyword rebuilding per call.  A compiled branch leaves
     ``conditions`` and ``before`` empty (the plan is all that runs); a
@@ -272,7 +307,25 @@ class LoopTransition(Transition):
         )
 
 
+class _FeedRecord(FeedData):
+    """The ``FeedData`` a feed builds: the same slots, made by one C-level call with no ``__init__`` frame.
+
+    ``trigger`` fills in its fields right after, so ``object.__init__`` is all it needs.
+    """
+
+    __slots__ = ()
+    __init__ = object.__init__
+
+
 _new_feed_data = object.__new__
+
+
+def _all_hold(guards: tuple[Callable[..., Any], ...], model: Any, ctx: FeedData) -> bool:
+    """Whether every guard holds, asked in order (a branch's guards after its first)."""
+    for guard in guards:
+        if not guard(model, ctx):
+            return False
+    return True
 
 
 class LoopEvent(Event):
@@ -283,11 +336,13 @@ class LoopEvent(Event):
         self.ignored_in: frozenset[str] = frozenset()
         self.otherwise_raise: frozenset[str] = frozenset()
         self.legal_states: tuple[str, ...] = ()
-        self._by_policy: dict[int, tuple[Any, dict[Any, tuple[Any, ...]]]] = {}
-        self._current: tuple[Any, dict[Any, tuple[Any, ...]]] = (_NO_POLICY, {})
+        self._by_policy: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self._current: tuple[Any, dict[str, Any]] = (_NO_POLICY, {})
         # The argument whose value picks the branch list (see narrow_by), and its values.
         self.narrow_on: str | None = None
         self.narrow_values: tuple[Any, ...] = ()
+        # The machine's default policy object, kept here by MachineInstance.feed on first use.
+        self.default_policy: Any = None
 
     def narrow_by(self, enums: Mapping[str, tuple[Any, ...]]) -> None:
         """Pick the enum argument (of ``enums``: name -> values) that guards declared ``reads=`` decide alone.
@@ -321,55 +376,70 @@ class LoopEvent(Event):
         """
         # FeedData.__init__, inline: this runs once per feed (``transition`` and ``result``
         # are set below on every path that returns; ``memo`` stays unset until used).
-        event_data = _new_feed_data(FeedData)
+        if args is None:
+            args = {}
+        event_data: FeedData = _FeedRecord()
         event_data.event = self
         event_data.model = model
-        event_data.args = args if args is not None else {}
+        event_data.args = args
         event_data.policy = policy
         event_data.enter_data = {}
         event_data.reply = None
         current = self._current
         plans = current[1] if current[0] is policy else self._plans_for(policy)
         state = model._state
+        try:
+            branches = plans[state]
+        except KeyError:  # no branch from this state: answered below
+            branches = None
         on = self.narrow_on
-        branches = plans.get(state if on is None else (state, event_data.args.get(on)))
+        if on is not None and branches is not None:
+            branches = branches.get(args.get(on))
         if branches is None:
             if state in self.ignored_in:
                 event_data.transition = None
                 event_data.result = False
                 return event_data
             raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
-        for trans, guards, actions, dest, data_keys in branches:
+        # A row holds its first guard and first action apart from the rest: most branches have at
+        # most one of each, and those then run without building an iterator over a tuple.
+        for trans, guard, more_guards, action, more_actions, dest, data_keys in branches:
             event_data.transition = trans
-            for guard in guards:
+            if guard is not None:
                 if not guard(model, event_data):
-                    break
-            else:
-                for action in actions:
-                    action(model, event_data)
-                if dest is not None:
-                    data = event_data.enter_data
-                    if (data or data_keys) and data.keys() != data_keys:
-                        trans._refuse_data(event_data)
-                    model._state = dest
-                    model.state_data = data
-                event_data.result = True
-                return event_data
+                    continue
+                if more_guards and not _all_hold(more_guards, model, event_data):
+                    continue
+            if action is not None:
+                action(model, event_data)
+                if more_actions:
+                    for action in more_actions:
+                        action(model, event_data)
+            if dest is not None:
+                data = event_data.enter_data
+                if (data or data_keys) and data.keys() != data_keys:
+                    trans._refuse_data(event_data)
+                model._state = dest
+                model.state_data = data
+            event_data.result = True
+            return event_data
         if state in self.otherwise_raise:
             raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
         event_data.result = False
         return event_data
 
-    def _plans_for(self, policy: Any) -> dict[Any, tuple[Any, ...]]:
-        """Per state (or per state and value of ``narrow_on``), each branch as
-        (transition, guards, actions, destination, data keys) for ``policy``."""
+    def _plans_for(self, policy: Any) -> dict[str, Any]:
+        """Per state, each branch as (transition, first guard or None, the other guards, first action or
+        None, the other actions, destination, data keys) for ``policy``;
+        when the event narrows by an argument, per state a dict from its value to those branches."""
         found = self._by_policy.get(id(policy))
         if found is None or found[0] is not policy:
             if len(self._by_policy) > 64:  # callers building a policy per call: keep the memory bounded
                 self._by_policy.clear()
-            plans: dict[Any, tuple[Any, ...]] = {}
+            plans: dict[str, Any] = {}
             on = self.narrow_on
             for state, branches in self.transitions.items():
+                per_value: dict[Any, tuple[Any, ...]] = {}
                 for value in (None,) if on is None else self.narrow_values:
                     probe = None
                     if on is not None:
@@ -385,10 +455,23 @@ class LoopEvent(Event):
                             if narrowed is None:
                                 continue  # a guard decided by the argument alone never holds here
                             guards = narrowed
-                        rows.append((trans, guards, actions, trans.dest, trans.data_keys))
+                        rows.append(
+                            (
+                                trans,
+                                guards[0] if guards else None,
+                                guards[1:],
+                                actions[0] if actions else None,
+                                actions[1:],
+                                None if trans.dest is None else sys.intern(trans.dest),
+                                trans.data_keys,
+                            )
+                        )
                         if not guards:
                             break  # always taken: the branches after it are never reached
-                    plans[state if on is None else (state, value)] = tuple(rows)
+                    per_value[value] = tuple(rows)
+                # State names are interned (so is the one a row moves to, and the machine's initial
+                # state): the lookup by an instance's state then matches by identity, not by comparing text.
+                plans[sys.intern(state)] = per_value[None] if on is None else per_value
             found = self._by_policy[id(policy)] = (policy, plans)
         self._current = found  # one attribute holds policy and plans together: threads never see a mix
         return found[1]
@@ -397,15 +480,17 @@ class LoopEvent(Event):
         """Whether :meth:`trigger` would accept these arguments now, running guards only (they are pure)."""
         state = model._state
         on = self.narrow_on
-        branches = self._plans_for(policy).get(state if on is None else (state, args.get(on)))
+        branches = self._plans_for(policy).get(state)
+        if on is not None and branches is not None:
+            branches = branches.get(args.get(on))
         if branches is None:
             return False
         event_data = _new_feed_data(FeedData)
         event_data.event, event_data.model, event_data.args = self, model, args
         event_data.policy, event_data.enter_data, event_data.reply = policy, {}, None
-        for trans, guards, _actions, _dest, _keys in branches:
+        for trans, guard, more_guards, *_ in branches:
             event_data.transition = trans
-            if all(guard(model, event_data) for guard in guards):
+            if guard is None or (guard(model, event_data) and _all_hold(more_guards, model, event_data)):
                 return trans.refusal is None
         return state not in self.otherwise_raise
 

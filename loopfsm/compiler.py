@@ -14,10 +14,10 @@ import dataclasses
 import inspect
 import itertools
 import math
+import sys
 from collections.abc import Mapping
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 from collections.abc import Callable
 
 from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
@@ -326,6 +326,33 @@ def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDe
     return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))
 
 
+_T = TypeVar("_T")
+
+
+class _made_on_first_use(Generic[_T]):
+    """``functools.cached_property``, storing the value as an ordinary attribute.
+
+    ``cached_property`` writes through the instance's ``__dict__``, and once an
+    object's ``__dict__`` has been asked for, CPython (3.11) stops specialising
+    attribute loads on it: every ``compiled.feed_table`` a feed reads would take
+    the generic lookup.  Storing through ``object.__setattr__`` keeps the
+    instance's attributes where the interpreter reads them fastest.  (Two
+    threads asking at once may both compute it; the values are equal.)
+    """
+
+    def __init__(self, fn: Callable[[Any], _T]):
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: Any = None) -> _T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = self.fn(obj)
+        object.__setattr__(obj, self.name, value)
+        return value
+
+
 class CompiledMachine:
     """Everything instances of one spec share; built once by :func:`compile_spec`."""
 
@@ -334,7 +361,7 @@ class CompiledMachine:
         self.registry = registry
         self.name = spec.name
         self.fingerprint = spec.fingerprint
-        self.initial = spec.initial
+        self.initial = sys.intern(spec.initial)  # see LoopEvent._plans_for: state names are interned
         self.terminal_states = frozenset(spec.terminal_states)
         codecs = registry.codecs
 
@@ -377,8 +404,9 @@ class CompiledMachine:
             self.events[ev.name] = event
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
         # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
+        # Keyed by interned names, so a typed method's literal feed name matches by identity.
         self.feed_table: dict[str, tuple[Any, Binder | None]] = {
-            name: (
+            sys.intern(name): (
                 self.events[name],
                 _feed_binder(self.binders[name], spec.events[name].args, codecs) if spec.events[name].args else None,
             )
@@ -389,7 +417,7 @@ class CompiledMachine:
         self.decision_binders = {}
         for d in spec.decisions.values():
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
-            per_state: dict[str, list[RuleRow]] = {s: [] for s in spec.states}
+            per_state: dict[str, list[RuleRow]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
                 guards = [_bind_guard(registry, g) for g in r.guards]
                 result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
@@ -448,20 +476,20 @@ class CompiledMachine:
         }
 
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
-    @cached_property
+    @_made_on_first_use
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
         return {n: _encoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
 
-    @cached_property
+    @_made_on_first_use
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
         return {n: _decoder(f, self._codecs[f.type], self.name) for n, f in self.spec.data.items()}
 
-    @cached_property
+    @_made_on_first_use
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
         return {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
 
-    @cached_property
+    @_made_on_first_use
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
         return {
@@ -469,7 +497,7 @@ class CompiledMachine:
             for s in self.spec.states.values()
         }
 
-    @cached_property
+    @_made_on_first_use
     def default_policy(self) -> Any:
         """The policy of the YAML's defaults (made on first use: most of a compile's callers never feed)."""
         return self.Policy()

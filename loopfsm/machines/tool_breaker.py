@@ -371,7 +371,11 @@ class ToolHealth:
     def acquire(self, tool: str, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
         if type(tool) is not str:
             _check_tool(tool)
-        with self._lock:
+        # acquire()/release() rather than ``with``: the with statement's special-method
+        # lookups cost more than the rest of this method; the lock is held the same way.
+        lock = self._lock
+        lock.acquire()
+        try:
             b = self.breakers.get(tool)
             if b is None:  # filed only once its first feed was accepted: a refused one leaves no breaker
                 b = self._new(tool)
@@ -379,8 +383,11 @@ class ToolHealth:
                 self.breakers[tool] = b
                 return answer  # type: ignore[no-any-return]
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                overrides = self.overrides
+                policy = overrides.get(tool, self.policy) if overrides else self.policy
             return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+        finally:
+            lock.release()
 
     def record(
         self,
@@ -395,7 +402,9 @@ class ToolHealth:
     ) -> None:
         if type(tool) is not str:
             _check_tool(tool)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # as in acquire()
+        try:
             b = self.breakers.get(tool)
             known = b is not None
             if b is None:
@@ -403,7 +412,8 @@ class ToolHealth:
             if type(permit) is not Allow or permit.tool != b.data.tool:
                 _check_permit(b, permit)  # raises, and counts the refusal
             if policy is None:
-                policy = self.overrides.get(tool, self.policy)  # type: ignore[union-attr]
+                overrides = self.overrides
+                policy = overrides.get(tool, self.policy) if overrides else self.policy
             try:
                 b.feed(
                     "record", now, permit.call_id, outcome, permit.generation, error_kind, retry_after, policy=policy
@@ -413,6 +423,8 @@ class ToolHealth:
                 raise
             if not known:  # filed only once its first feed was accepted
                 self.breakers[tool] = b
+        finally:
+            lock.release()
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         with self._lock:
