@@ -27,15 +27,19 @@ def load(path: str) -> Any:
     return module
 
 
-def twins(lazy: Any, options: dict[str, Any]) -> tuple[type, type]:
+def twins(lazy: Any, options: dict[str, Any], doc: bool = True, module: str = __name__) -> tuple[type, type]:
+    """The same class body decorated by the standard decorator and by the deferred one."""
+
     def make(decorate: Any) -> type:
         ns: dict[str, Any] = {
             "__annotations__": {"x": "int", "tags": "list[str]", "y": "str"},
             "tags": dataclasses.field(default_factory=list),
             "y": "why",
-            "__module__": __name__,
+            "__module__": module,
             "__qualname__": "Point",
         }
+        if doc:
+            ns["__doc__"] = "A point."
         return decorate(**options)(type("Point", (), ns))
 
     return make(dataclasses.dataclass), make(lazy)

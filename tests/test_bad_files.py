@@ -39,6 +39,11 @@ events:
 )
 
 
+def with_policy(line: str) -> str:
+    """GOOD with a one-line policy parameter, marked as the line a problem is expected at."""
+    return HEAD + f"policy:\n  {line}   # <-\n" + GOOD[len(HEAD) :]
+
+
 def problems_of(text: str, file: str = "m.yaml") -> list[Problem]:
     with pytest.raises(SpecError) as info:
         parse(text, file, make_registry())
@@ -561,14 +566,14 @@ events:
         "decision",
     ),
     "a type name in the wrong case": (
-        HEAD
-        + """\
-policy:
-  limit: {type: Integer, default: 3, description: a limit}   # <-
-"""
-        + GOOD[len(HEAD) :],
+        with_policy("limit: {type: Integer, default: 3, description: a limit}"),
         "'Integer' is not one of ['integer', 'boolean', 'string', 'number']; did you mean 'integer'?",
         "policy.limit.type",
+    ),
+    "policy default outside the 64-bit integers": (
+        with_policy("limit: {type: integer, default: 99999999999999999999, description: a limit}"),
+        "default 99999999999999999999 is outside the signed 64-bit integer range",
+        "policy.limit.default",
     ),
     "policy default out of bounds": (
         HEAD

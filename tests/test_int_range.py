@@ -2,7 +2,8 @@
 
 A machine fed ``10**5000`` could never be saved (Python will not write an
 integer of more than 4,300 digits as JSON), and a time of ``10**30`` would
-clamp a breaker's clock for good: both are refused where they come in.
+clamp a breaker's clock for good: both are refused where they come in.  (A
+machine file's default outside the range is a case of test_bad_files.)
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ import json
 
 import pytest
 
-from loopfsm import PolicyError, SnapshotError, SpecError, parse
+from loopfsm import PolicyError, SnapshotError
 from loopfsm.errors import FeedArgumentError
 from loopfsm.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.machines import ToolBreaker, Turnstile, TurnstilePolicy
-
-from conftest import make_registry, marked_line
 
 TOO_BIG = [INT_MAX + 1, INT_MIN - 1, 10**30, 10**5000]
 
@@ -52,27 +51,3 @@ def test_a_policy_value_outside_64_bits_is_refused():
         TurnstilePolicy(fare=INT_MAX + 1)
     with pytest.raises(PolicyError, match="above the maximum"):  # in range, and then held to the file's bounds
         TurnstilePolicy(fare=INT_MAX)
-
-
-def test_a_machine_file_default_outside_64_bits_is_a_located_error():
-    text = """\
-machine: demo
-description: a demo
-policy:
-  limit: {type: integer, default: 99999999999999999999, description: a limit}   # <-
-data:
-  count: {type: integer, default: 0}
-states:
-  idle: {initial: true, description: waiting}
-  done: {terminal: true, description: finished}
-events:
-  go:
-    description: start
-    from:
-      idle:
-        - to: done
-"""
-    with pytest.raises(SpecError) as err:
-        parse(text, "m.yaml", make_registry())
-    problem = next(p for p in err.value.problems if p.severity == "error")
-    assert "outside the signed 64-bit integer range" in problem.message and problem.line == marked_line(text)

@@ -16,25 +16,14 @@ from typing import Any
 import pytest
 
 import loopfsm.lazyclass
+from lazyclass_check import CALLS
+from lazyclass_check import twins as _twins
 from loopfsm.lazyclass import dataclass as lazy
 
 
 def twins(options: dict[str, Any], doc: bool = True) -> tuple[type, type]:
     """The same class body decorated by the standard decorator and by the deferred one."""
-
-    def make(decorate: Any) -> type:
-        ns: dict[str, Any] = {
-            "__annotations__": {"x": "int", "tags": "list[str]", "y": "str"},
-            "tags": dataclasses.field(default_factory=list),
-            "y": "why",
-            "__module__": __name__,
-            "__qualname__": "Point",
-        }
-        if doc:
-            ns["__doc__"] = "A point."
-        return decorate(**options)(type("Point", (), ns))
-
-    return make(dataclasses.dataclass), make(lazy)
+    return _twins(lazy, options, doc, __name__)
 
 
 def calls(cls: type) -> list[str]:
@@ -193,17 +182,7 @@ def test_compiled_branches_carry_plans_only_and_snapshot_codecs_wait_for_a_snaps
 
 @pytest.mark.parametrize("options", [{}, {"frozen": True}, {"eq": False}])
 def test_building_instances_binds_as_the_standard_init_without_making_the_class(options: dict[str, Any]) -> None:
-    tries: list[tuple[tuple[Any, ...], dict[str, Any]]] = [
-        ((1,), {}),
-        ((1, ["a"], "z"), {}),
-        ((), {"x": 2, "y": "q"}),
-        ((5,), {"tags": ["t"]}),
-        ((), {}),
-        ((1,), {"z": 0}),
-        ((1, [], "", 4), {}),
-        ((1,), {"x": 1}),
-    ]
-    for args, kw in tries:
+    for args, kw in CALLS:
         std, ours = twins(options)
         try:
             want: Any = vars(std(*args, **kw))
