@@ -9,7 +9,7 @@ it never runs backwards.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from ..lazyclass import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import FeedArgumentError, FeedRefused, SnapshotError, shown
