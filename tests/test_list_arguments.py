@@ -113,3 +113,19 @@ def test_a_proposal_with_a_malformed_hash_is_refused():
     with pytest.raises(FeedRefused, match="arguments_hash must be 'sha256:'"):
         run.tool_proposed("write", "nothash", True, 10)
     assert run.state == "planning"
+
+
+@pytest.mark.parametrize(
+    "overrides, error, words",
+    [
+        (["ls"], "PolicyError", "overrides map tool names to policies, got list"),
+        ({5: None}, "FeedArgumentError", "a tool name is a string, got int 5"),
+        ({"ls": {"trip_after": "x"}}, "PolicyError", "'trip_after' = 'x' must be integer"),
+    ],
+)
+def test_tool_health_overrides_of_the_wrong_shape_are_refused(overrides, error, words):
+    from loopfsm.machines import ToolHealth
+
+    with pytest.raises(Exception) as err:
+        ToolHealth(None, overrides)
+    assert type(err.value).__name__ == error and words in str(err.value)

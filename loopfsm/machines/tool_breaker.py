@@ -9,10 +9,11 @@ it never runs backwards.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from ..lazyclass import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import FeedArgumentError, FeedRefused, SnapshotError, shown
+from ..errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
 from ..registry import Registry
 from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
@@ -348,7 +349,14 @@ class ToolHealth:
         if self.machine is None:
             self.machine = ToolBreaker.compiled
         self.policy = self.machine.policy(self.policy)
-        self.overrides = {k: self.machine.policy(v) for k, v in (self.overrides or {}).items()}
+        overrides = self.overrides if self.overrides is not None else {}
+        if not isinstance(overrides, Mapping):
+            raise PolicyError(
+                f"tool_health: overrides map tool names to policies, got {type(overrides).__name__} {shown(overrides)}"
+            )
+        for tool in overrides:
+            _check_tool(tool)
+        self.overrides = {k: self.machine.policy(v) for k, v in overrides.items()}
 
     def policy_for(self, tool: str) -> Any:
         assert self.overrides is not None
