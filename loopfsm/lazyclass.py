@@ -21,7 +21,9 @@ and never compares or prints one.  So for a plain class (no base, no
 first instance gets an ``__init__`` that binds the fields the way the
 standard one does, without generating code; any call it cannot bind exactly
 (a missing or unknown argument) is handed to the standard ``__init__``, so
-errors read the same, and every other use makes the class for real.
+errors read the same, and every other use makes the class for real, as does
+the thousandth instance (a class built that often is on a hot path, where the
+generated ``__init__`` is faster).
 
 Options the deferral cannot keep apart from the class's identity (``slots``,
 which makes a new class) and bases with ``__init_subclass__`` hooks (the copy
@@ -140,6 +142,11 @@ def _materialize(plan: _Plan) -> None:
 
 _NO: Any = object()
 
+# A class whose instances are built more often than this is made for real (its standard methods
+# generated): a load from the spec cache builds a few hundred of its busiest class, a run may
+# build one per feed, where the generated __init__ beats this generic one.
+PLAIN_INIT_CALLS = 1000
+
 
 def _fast_init(plan: _Plan) -> Callable[..., None] | None:
     """An ``__init__`` binding the fields as the standard one would, put on the class; None if it could differ."""
@@ -185,8 +192,12 @@ def _plain_init(plan: _Plan) -> Callable[..., None] | None:
         names.append(name)
     fields, count = tuple(names), len(names)
     tails = [fields[k:] for k in range(count + 1)]
+    left = [PLAIN_INIT_CALLS]  # instances this binder still builds before the class is made for real
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        left[0] -= 1
+        if left[0] < 0:  # a class built this often is on a hot path: the generated __init__ is faster
+            return _standard_init(plan, self, args, kwargs)
         given = len(args)
         if given == count and not kwargs:
             self.__dict__.update(zip(fields, args, strict=True))

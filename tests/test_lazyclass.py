@@ -257,3 +257,14 @@ def test_the_standalone_check_passes_here_and_on_every_other_python_found() -> N
             [exe, str(script), loopfsm.lazyclass.__file__], capture_output=True, text=True, timeout=120
         )
         assert run.returncode == 0 and run.stdout.startswith("ok "), (exe, run.stdout, run.stderr[-2000:])
+
+
+def test_a_class_built_often_is_made_for_real(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loopfsm.lazyclass, "PLAIN_INIT_CALLS", 3)
+    std, ours = twins({"frozen": True})
+    built = [ours(i) for i in range(3)]
+    assert not inspect.isfunction(ours.__dict__["__repr__"])  # three by the plain binder
+    built.append(ours(3, ["t"], y="z"))
+    assert inspect.isfunction(ours.__dict__["__repr__"])  # the fourth made the class
+    assert [vars(b) for b in built] == [vars(std(i)) for i in range(3)] + [vars(std(3, ["t"], y="z"))]
+    assert ours.__dict__["__init__"].__code__.co_code == std.__dict__["__init__"].__code__.co_code
