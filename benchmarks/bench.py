@@ -121,7 +121,7 @@ def cold_start_section() -> None:
         env.update(LOOPFSM_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=pyc)
         subprocess.run([sys.executable, "-c", COLD_CODE], env=env, check=True)  # fills the spec cache
         bare = ours = first = float("inf")
-        for _ in range(max(3, ROUNDS // 2)):
+        for _ in range(ROUNDS):  # a fresh interpreter is short: a slow spell of the host can cover a few rounds
             bare = min(bare, child_cpu("pass", env))
             ours = min(ours, child_cpu(COLD_CODE, env))
             with tempfile.TemporaryDirectory() as empty:
