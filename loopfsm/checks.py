@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .errors import Problem
+from .errors import Problem, did_you_mean
 from .fieldtypes import (
     POLICY_TYPES,
     annotation_accepts,
@@ -65,13 +65,6 @@ def _kind(value: object) -> str:
     )
 
 
-def _suggest(name: str, options: Iterable[str]) -> str:
-    import difflib  # noqa: PLC0415 - only a file with a typo pays for it
-
-    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
-
-
 class _Checker:
     def __init__(self, spec: Spec, registry: Registry | None):
         self.spec = spec
@@ -95,7 +88,7 @@ class _Checker:
         if name in self.spec.states:
             return True
         self.unresolved = True
-        self.error(path, f"unknown state '{name}'{_suggest(name, self.spec.states)}", key=key)
+        self.error(path, f"unknown state '{name}'{did_you_mean(name, self.spec.states)}", key=key)
         return False
 
     def skip(self, kind: str, name: str) -> None:
@@ -110,7 +103,7 @@ class _Checker:
         name_path = ref.path + (("name",) if ref.params or ref.negate else ())
         if ref.name not in entries:
             known = entries.keys()
-            hint = _suggest(ref.name, known) or (
+            hint = did_you_mean(ref.name, known) or (
                 f" (registry '{self.reg.name}' has: {', '.join(sorted(known))})"
                 if known
                 else f" (registry '{self.reg.name}' has no {kind}s)"
@@ -131,7 +124,7 @@ class _Checker:
                 self.error(
                     ppath,
                     f"{entry.kind} '{entry.name}' has no parameter '{pname}'"
-                    f"{_suggest(pname, declared)} (it takes: {sig})",
+                    f"{did_you_mean(pname, declared)} (it takes: {sig})",
                     key=True,
                 )
                 misspelt = True
@@ -141,7 +134,7 @@ class _Checker:
                 self.error(
                     ppath,
                     f"parameter '{pname}' of {entry.kind} '{entry.name}' names a data field, "
-                    f"but the machine has no data field '{value}'{_suggest(value, self.spec.data)}",
+                    f"but the machine has no data field '{value}'{did_you_mean(value, self.spec.data)}",
                 )
                 continue
             if (ref_name := policy_ref(value)) is not None:
@@ -149,7 +142,7 @@ class _Checker:
                 if pol is None:
                     self.error(
                         ppath + ("policy",),
-                        f"unknown policy parameter '{ref_name}'{_suggest(ref_name, self.spec.policy)}",
+                        f"unknown policy parameter '{ref_name}'{did_you_mean(ref_name, self.spec.policy)}",
                     )
                 elif fits_type(POLICY_TYPES[pol.type], pol.default) and not annotation_accepts(want, pol.default):
                     # (a default of the wrong type is reported once, at the policy, not again at each use)
@@ -213,7 +206,7 @@ class _Checker:
                 assert self.reg is not None
                 self.error(
                     f.path + ("type",),
-                    f"unknown type '{f.type}'{_suggest(f.type, self.reg.codecs)} "
+                    f"unknown type '{f.type}'{did_you_mean(f.type, self.reg.codecs)} "
                     f"(built in: integer, boolean, string, number, json; "
                     f"others come from registry '{self.reg.name}')",
                 )
@@ -439,7 +432,7 @@ class _Checker:
             if isinstance(err, str) and self.reg is None:
                 self.skip("error class", err)
             elif isinstance(err, str) and self.reg is not None and err not in self.reg.errors:
-                self.error(o.path + ("error",), f"unknown error class '{err}'{_suggest(err, self.reg.errors)}")
+                self.error(o.path + ("error",), f"unknown error class '{err}'{did_you_mean(err, self.reg.errors)}")
             if isinstance(err, dict) and err["field"] not in o.data:
                 self.error(o.path + ("error", "field"), f"outcome '{o.name}' has no data field '{err['field']}'")
 

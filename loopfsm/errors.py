@@ -25,6 +25,26 @@ def shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
+def closest(word: object, choices: Iterable[object]) -> str | None:
+    """The choice ``word`` most likely meant (a case slip first, then the nearest spelling), or None."""
+    if not isinstance(word, str):
+        return None
+    names = [c for c in choices if isinstance(c, str)]
+    folded = [c for c in names if c.lower() == word.lower() and c != word]
+    if folded:
+        return folded[0]
+    from difflib import get_close_matches  # noqa: PLC0415 - only a typo pays for it
+
+    found = get_close_matches(word, names, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def did_you_mean(word: object, choices: Iterable[object]) -> str:
+    """``; did you mean 'x'?`` for a near miss, else the empty string (to append to a message)."""
+    found = closest(word, choices)
+    return f"; did you mean '{found}'?" if found is not None else ""
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
     """One thing wrong with a machine file, located precisely enough to jump to.

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import speccache
-from .errors import Problem, RegistryError, SpecError
+from .errors import Problem, RegistryError, SpecError, did_you_mean
 from .registry import Registry, registry_named
 from .resources import schema_path
 from .spec import Spec, build_spec
@@ -118,10 +118,9 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
         if extras:
             path = path + (extras[0],)
             key = True
-            close = _close(extras[0], allowed)
             message = (
                 f"unknown key '{extras[0]}'"
-                + (close or "")
+                + did_you_mean(extras[0], sorted(allowed))
                 + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else "")
             )
             if isinstance(extras[0], bool):
@@ -147,9 +146,7 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             key = True
             message = f"'{name}' is not a valid name here: {err.message}"
     elif err.validator == "enum" and isinstance(err.instance, str):
-        close = _close(err.instance, err.validator_value if isinstance(err.validator_value, list) else [])
-        if close:
-            message += close
+        message += did_you_mean(err.instance, err.validator_value if isinstance(err.validator_value, list) else [])
     elif err.validator == "minItems" and path and path[-1] == "any":
         message = "'any:' needs at least two alternatives (one guard needs no 'any:')"
     elif err.validator == "required":
@@ -158,18 +155,6 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     if friendly:
         path, message, key = tuple(top.absolute_path), friendly, False
     return src.problem(path, _without_long_values(message, err.instance), key=key)
-
-
-def _close(word: object, choices: Any) -> str | None:
-    """``; did you mean 'x'?`` for a near miss (a case slip counts), else None."""
-    if not isinstance(word, str):
-        return None
-    from difflib import get_close_matches  # noqa: PLC0415
-
-    names = [c for c in choices if isinstance(c, str)]
-    folded = [c for c in names if c.lower() == word.lower()]
-    found = folded or get_close_matches(word, names, n=1)
-    return f"; did you mean '{found[0]}'?" if found else None
 
 
 def _without_long_values(message: str, instance: Any) -> str:

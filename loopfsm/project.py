@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, LoopFsmError, Problem, SpecError
+from .errors import ConfigError, LoopFsmError, Problem, SpecError, closest, did_you_mean
 from .loader import Lookup, load
 from .registries import Declared, Registries, name_problem, target_problem
 from .registry import Registry
@@ -87,10 +87,7 @@ def read_config(path: Path) -> Project | None:
     root = path.parent.resolve()
     for key in table:
         if key not in KEYS:
-            from difflib import get_close_matches  # noqa: PLC0415 - only a misspelt setting needs it
-
-            close = get_close_matches(key, KEYS, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f" (allowed: {', '.join(KEYS)})"
+            hint = did_you_mean(key, KEYS) or f" (allowed: {', '.join(KEYS)})"
             raise ConfigError(f"{shown(path)}: [tool.loopfsm] has no setting '{key}'{hint}")
     regs = table.get("registries", {})
     if not isinstance(regs, dict):
@@ -159,16 +156,14 @@ def _lookup(registries: Registries, why_missing: list[str], tolerate_broken: boo
             why_missing.append(f"{err}; checked without it")
             return None
         if reg is None:
-            from difflib import get_close_matches  # noqa: PLC0415
-
-            close = get_close_matches(str(name), registries.names(), n=1)
-            hint = f"did you mean '{close[0]}'? or " if close else ""
+            close = closest(name, registries.names())
+            hint = f"did you mean '{close}'? or " if close else ""
             why_missing.append(
                 f"registry '{name}' is not declared ({hint}add {name} = \"MODULE:ATTR\" to [tool.loopfsm] "
                 f"registries in pyproject.toml, or pass --registry {name}=MODULE:ATTR)"
             )
             if close:
-                misspelt.append(close[0])
+                misspelt.append(close)
         return reg
 
     return lookup
