@@ -9,6 +9,17 @@ import sys
 from typing import Any
 
 
+def _port(text: str) -> int:
+    """A TCP port, refused by argparse (a usage error) when it is not one."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, got {port}")
+    return port
+
+
 def add_commands(sub: Any) -> None:
     s = sub.add_parser("router", help="serve the reference router over HTTP")
     rs = s.add_subparsers(dest="router_command", required=True, metavar="ACTION")
@@ -19,7 +30,7 @@ def add_commands(sub: Any) -> None:
         help="sqlite:///runs.db or postgresql://user@host/db (created if missing)",
     )
     t.add_argument("--host", default="127.0.0.1")
-    t.add_argument("--port", type=int, default=8787)
+    t.add_argument("--port", type=_port, default=8787)
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     t.add_argument(
         "--script",
@@ -180,13 +191,16 @@ def cmd_router(args: argparse.Namespace) -> int:
         model=model,
         fallback_model=fb_model,
     )
-    print(
-        f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
-        f"holder {router.holder}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
-        file=sys.stderr,
-        flush=True,
-    )
-    serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None)
+
+    def listening() -> None:
+        print(
+            f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
+            f"holder {router.holder}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening)
     return 0
 
 

@@ -20,7 +20,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
+
+from ..errors import ConfigError
 
 from .protocol import MAX_REQUEST_BYTES, error, protocol_schema
 from .service import SESSION_ID, Router
@@ -96,7 +99,7 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
     """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import JSONResponse, Response, StreamingResponse
     from starlette.routing import Route
 
@@ -124,15 +127,20 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
 
     async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > MAX_REQUEST_BYTES:
-                return None, JSONResponse(error("invalid", "request body too large", []), status_code=413)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_REQUEST_BYTES:
+                    return None, JSONResponse(error("invalid", "request body too large", []), status_code=413)
+                chunks.append(chunk)
+        except ClientDisconnect:  # gone before its body arrived: nothing to serve, nothing to log
+            return None, Response(status_code=400)
         try:
             return json.loads(b"".join(chunks)), None
         except (ValueError, UnicodeDecodeError):
             return None, JSONResponse(error("invalid", "request body is not JSON", []), status_code=400)
+        except RecursionError:  # nested deeper than json.loads goes: still the client's mistake, not a 5xx
+            return None, JSONResponse(error("invalid", "request body is nested too deeply", []), status_code=400)
 
     def shape(obj: Any, want_execute: bool) -> dict[str, Any] | None:
         if isinstance(obj, dict) and (obj.get("type") == "execute") != want_execute:
@@ -215,14 +223,27 @@ def serve(
     log_level: str = "warning",
     *,
     sweep_every_s: float | None = None,
+    on_listening: Callable[[], None] | None = None,
 ) -> None:
-    """Recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``)."""
+    """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
+
+    The socket is bound before recovery: a second router started by mistake on a
+    port already taken (same holder id) fails there, and never frees the locks
+    of the router that is serving.
+    """
+    import socket
+
     import uvicorn
 
+    config = uvicorn.Config(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not block
+    try:
+        sock.bind((host, port))
+    except (OSError, OverflowError) as err:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from None
+    if on_listening is not None:
+        on_listening()
     router.recover()
-    uvicorn.run(
-        create_app(router, sweep_every_s=sweep_every_s),
-        host=host,
-        port=port,
-        log_level=log_level,
-    )
+    uvicorn.Server(config).run(sockets=[sock])

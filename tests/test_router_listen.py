@@ -1,0 +1,83 @@
+"""Starting a router: it listens before it recovers, and refuses a body nested past json's depth without a 5xx."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from loopfsm.errors import ConfigError
+from loopfsm.router import Router
+from loopfsm.router.http import serve
+from loopfsm.store import open_store
+
+
+def test_a_router_that_cannot_listen_frees_no_locks(tmp_path):
+    """A second router started on a taken port (same holder id) must not free the serving router's locks."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen()
+    port = busy.getsockname()[1]
+    holder = f"router-127.0.0.1-{port}"
+    router = Router(url, create=True, holder=holder)
+    store = open_store(url)
+    assert store.admit("s1", "execute", "r1", holder=holder).outcome == "admitted"
+    now = int(time.time() * 1000)
+    assert store.load("s1").lock_state(now) == "held"
+    heard: list[str] = []
+    try:
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            serve(router, "127.0.0.1", port, on_listening=lambda: heard.append("listening"))
+    finally:
+        busy.close()
+    assert heard == [] and store.load("s1").lock_state(now) == "held"
+
+
+def test_a_body_nested_past_jsons_depth_is_a_400_not_a_500(tmp_path):
+    from starlette.testclient import TestClient
+
+    from loopfsm.router.http import create_app
+
+    app = create_app(Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True))
+    with TestClient(app, raise_server_exceptions=True) as http:
+        for path in ("/v1/sessions/h1/execute", "/v1/sessions/h1/continue", "/v1/sessions/h1/stream"):
+            reply = http.post(path, content=b"[" * 5000 + b"]" * 5000)
+            assert reply.status_code == 400, (path, reply.status_code)
+            assert reply.json()["data"]["error"] == "request body is nested too deeply"
+
+
+def test_a_client_gone_before_its_body_is_answered_without_an_exception(tmp_path):
+    """Each dropped upload used to log a ClientDisconnect traceback: a client could flood the log."""
+    import asyncio
+
+    from loopfsm.router.http import create_app
+
+    app = create_app(Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True))
+    sent: list[dict] = []
+
+    async def receive() -> dict:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    for path in ("/v1/sessions/h1/execute", "/v1/sessions/h1/stream"):
+        sent.clear()
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 80),
+        }
+        asyncio.run(app(scope, receive, send))
+        assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 400, path
