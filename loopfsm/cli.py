@@ -577,6 +577,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LoopFsmError as err:
         print(f"loopfsm {args.command}: {err}", file=sys.stderr)
         return EXIT_INVALID
+    except KeyboardInterrupt:  # ctrl-C at a prompt or mid-request: a line, not a traceback
+        print(f"\nloopfsm {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..crypto import Keyring
-from ..errors import ClientError
+from ..errors import ClientError, ConfigError
 from ..machines.router_client import RouterClient
 from ..router import protocol as P
 from .workspace import Workspace
@@ -77,7 +77,10 @@ class Client:
         self.on_trace = on_trace or (lambda name: None)
         self.retries, self.retry_delay_s = retries, retry_delay_s
         self.interrupt = interrupt or (lambda state, resp: None)
-        self.http = http or httpx.Client(base_url=router_url.rstrip("/"), timeout=timeout_s)
+        try:
+            self.http = http or httpx.Client(base_url=router_url.rstrip("/"), timeout=timeout_s)
+        except (ValueError, httpx.InvalidURL):
+            raise ConfigError(f"the router's address {router_url[:200]!r} is not a URL") from None
         self.stream = stream  # off for the rest of the run once the router has no usable stream
         self.machine = RouterClient()
         self.last_message: str | None = None  # the last completed turn's text (an encrypted one ends idle)
@@ -127,8 +130,7 @@ class Client:
         r = self.http.post(f"/v1/sessions/{self.session_id}/{path}", json=req)
         if r.status_code >= 500:
             return None
-        got: dict[str, Any] = r.json()
-        return got
+        return _json_of(r.read(), r.status_code)
 
     def _stream_once(self, req: dict[str, Any]) -> dict[str, Any] | None:
         """One request through the router's server-sent-events stream: ``trace`` progress, then ``response``."""
@@ -139,15 +141,12 @@ class Client:
             if r.status_code >= 500:
                 return None
             if kind != "text/event-stream":  # a refusal before the turn started (400, 413): an error envelope
-                r.read()
-                got: dict[str, Any] = r.json()
-                return got
+                return _json_of(r.read(), r.status_code)
             for event, data in sse_events(r.iter_lines()):
                 if event == "trace":
                     self.on_trace(data)
                 elif event == "response":
-                    resp: dict[str, Any] = json.loads(data)
-                    return resp
+                    return _json_of(data.encode("utf-8", "replace"), r.status_code)
         raise _StreamUnavailable("the event stream ended before the response")
 
     def _exchange(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -303,6 +302,17 @@ class Client:
 
 class _StreamUnavailable(Exception):
     """The router answered without an event stream, or the stream broke: fall back to request/response."""
+
+
+def _json_of(body: bytes, status: int) -> dict[str, Any]:
+    """A router's answer as JSON, or a ClientError: a proxy's HTML page is not a protocol envelope."""
+    try:
+        got = json.loads(body)
+    except (ValueError, RecursionError):
+        raise ClientError(f"the router answered HTTP {status} with something that is not JSON") from None
+    if not isinstance(got, dict):
+        raise ClientError(f"the router answered HTTP {status} with JSON that is not an envelope")
+    return got
 
 
 def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:

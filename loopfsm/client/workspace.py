@@ -13,6 +13,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
+
 MAX_FILE_BYTES = 1024 * 1024
 MAX_OUTPUT_BYTES = 64 * 1024
 SHELL_TIMEOUT_S = 30
@@ -22,7 +24,7 @@ class Workspace:
     def __init__(self, root: str | os.PathLike[str]):
         self.root = Path(root).resolve()
         if not self.root.is_dir():
-            raise NotADirectoryError(f"workspace {self.root} is not a directory")
+            raise ConfigError(f"workspace {self.root} is not a directory")
 
     def path(self, rel: object) -> Path:
         if not isinstance(rel, str) or not rel or "\x00" in rel:

@@ -212,7 +212,10 @@ def cmd_client(args: argparse.Namespace) -> int:
     keyring = None
     if args.keyring:
         if not os.path.exists(args.keyring):
-            Keyring.generate().save(args.keyring)
+            try:
+                Keyring.generate().save(args.keyring)
+            except OSError as err:
+                raise ConfigError(f"cannot create keyring {args.keyring}: {err.strerror or err}") from None
             print(f"created keyring {args.keyring} (owner-only)", file=sys.stderr)
         keyring = Keyring.load(args.keyring)
 

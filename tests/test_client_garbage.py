@@ -1,0 +1,61 @@
+"""A client facing a router (or a proxy) that answers garbage, and a user who mistypes: one line, never a traceback."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from loopfsm.cli import main
+from loopfsm.client import Client
+from loopfsm.errors import ClientError, ConfigError
+
+
+def _client(tmp_path, handler, stream):
+    http = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://router.test")
+    return Client("http://router.test", "s1", workspace=tmp_path, http=http, stream=stream, retries=1, retry_delay_s=0)
+
+
+@pytest.mark.parametrize(
+    "content_type, body",
+    [
+        ("text/html", b"<html>proxy error page</html>"),
+        ("application/json", b"[1, 2]"),
+        ("application/json", b"[" * 5000),
+        ("text/event-stream", b"event: response\ndata: {garbage\n\n"),
+    ],
+    ids=["html", "not an envelope", "deep", "sse garbage"],
+)
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "plain"])
+def test_a_router_answering_garbage_is_a_client_error(tmp_path, content_type, body, stream):
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=body, headers={"content-type": content_type})
+
+    client = _client(tmp_path, handler, stream)
+    with pytest.raises(ClientError, match="the router answered HTTP 200 with"):
+        client.run("hi")
+
+
+def test_an_address_that_is_not_a_url_and_a_workspace_that_is_not_a_folder_are_config_errors(tmp_path):
+    with pytest.raises(ConfigError, match="is not a URL"):
+        Client("http://[::1", "s1", workspace=tmp_path)
+    with pytest.raises(ConfigError, match="is not a directory"):
+        Client("http://router.test", "s1", workspace=tmp_path / "nowhere")
+
+
+def test_the_command_line_reports_a_keyring_it_cannot_create_in_one_line(tmp_path, capsys):
+    code = main(["client", "run", "--session", "s1", "--keyring", str(tmp_path / "no" / "kr.json"), "hi"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "cannot create keyring" in err and "Traceback" not in err
+
+
+def test_ctrl_c_ends_any_command_with_one_line_and_130(monkeypatch, capsys):
+    import loopfsm.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_schema", interrupted)
+    assert main(["schema"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "loopfsm schema: interrupted"
