@@ -267,3 +267,20 @@ def test_an_encrypted_sessions_response_is_never_stored(store):
     assert again.response["data"]["code"] == "response_lost"
     assert again.response["allowed_continuations"] == ["sealed", "break"]
     assert store.load("e").version == 1  # nothing ran twice
+
+
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        ("postgresql://u:pw123@[::1", "at an address that does not parse"),
+        ("postgresql://u:pw123@h:notaport/db", "at an address that does not parse"),
+        ("postgresql://nosuchrole:pw123@127.0.0.1:5432/test", 'role "nosuchrole" does not exist'),
+    ],
+    ids=["bad ipv6", "bad port", "unknown role"],
+)
+def test_a_store_url_postgresql_refuses_says_why_in_one_line_without_the_password(url, words):
+    with pytest.raises(StoreError) as err:
+        open_store(url)
+    message = str(err.value)
+    assert message.startswith("cannot connect to PostgreSQL at ") and words in message
+    assert "pw123" not in message

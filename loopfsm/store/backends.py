@@ -9,6 +9,7 @@ statements of one step.
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -106,11 +107,7 @@ class PostgresBackend(Backend):
             self.conn.execute("SET lock_timeout = '5s'")
             self.conn.execute("SET idle_in_transaction_session_timeout = '30s'")
         except psycopg.Error as err:
-            where = urlsplit(url)
-            raise StoreError(
-                f"cannot connect to PostgreSQL at {where.hostname or 'local socket'}:"
-                f"{where.port or 5432}: {type(err).__name__}"
-            ) from None
+            raise StoreError(f"cannot connect to PostgreSQL at {_where(url)}: {_why(err, url)}") from None
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
         cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
@@ -124,6 +121,29 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self.conn.close()
+
+
+def _where(url: str) -> str:
+    """``host:port`` of a PostgreSQL URL for a message, even when the URL does not parse."""
+    try:
+        parts = urlsplit(url)
+        return f"{parts.hostname or 'local socket'}:{parts.port or 5432}"
+    except ValueError:  # '[::1' or a port that is not a number: psycopg refused it already
+        return "an address that does not parse"
+
+
+def _why(err: Exception, url: str) -> str:
+    """The driver's first line (which database, which user, which setting), never the URL's password."""
+    line = (str(err).strip().splitlines() or [""])[0].replace(url, "<the store URL>")
+    line = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", line)  # any other spelling of a user:password@
+    try:
+        secret = urlsplit(url).password
+    except ValueError:
+        secret = None
+    if secret:
+        line = line.replace(secret, "***")
+    line = line[:200]
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
 
 
 def connect(url: str, *, create: bool = True) -> Backend:
