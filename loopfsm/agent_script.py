@@ -16,6 +16,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from .fieldtypes import INT_MAX, INT_MIN
 from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 from .tracing import TransitionRecord, attached
@@ -34,7 +35,7 @@ SCRIPT_SCHEMA: dict[str, Any] = {
             "properties": {
                 "run_id": {"type": "string"},
                 "owner": {"type": "string"},
-                "deadline_at": {"type": ["integer", "null"]},
+                "deadline_at": {"type": ["integer", "null"], "minimum": INT_MIN, "maximum": INT_MAX},
             },
         },
         "policy": {"type": "object"},
@@ -45,7 +46,7 @@ SCRIPT_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["at"],
                 "properties": {
-                    "at": {"type": "integer"},
+                    "at": {"type": "integer", "minimum": INT_MIN, "maximum": INT_MAX},
                     "feed": {"type": "string"},
                     "resume": {"const": True},
                     "arguments": {},

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .fieldtypes import INT_MAX
 from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 
@@ -24,7 +25,7 @@ SCRIPT_SCHEMA: dict[str, Any] = {
     "properties": {
         "session": {"type": "string", "minLength": 1, "maxLength": 200},
         "store": {"type": "string", "description": "store URL (default: SQLite in memory)"},
-        "lease_ms": {"type": "integer", "minimum": 1},
+        "lease_ms": {"type": "integer", "minimum": 1, "maximum": INT_MAX},
         "steps": {
             "type": "array",
             "minItems": 1,
@@ -46,7 +47,7 @@ SCRIPT_SCHEMA: dict[str, Any] = {
                     },
                     "request_id": {"type": "string", "minLength": 1, "maxLength": 200},
                     "holder": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "at": {"type": "integer", "minimum": 0},
+                    "at": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
                     "outcome": {"enum": ["needs_decrypt", "gate", "tools", "completed"]},
                     "encrypted": {"type": "boolean"},
                     "aborted": {"type": "boolean"},

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 from jsonschema import Draft202012Validator
 
+from .fieldtypes import INT_MAX
 from .scriptfile import read_script
 from .errors import LoopFsmError, ScriptError
 
@@ -26,7 +27,7 @@ SCRIPT_SCHEMA = {
         "input": {"type": "string"},
         "tools": {"type": "array", "items": {"type": "string"}},
         "policy": {"type": "object"},
-        "context_tokens": {"type": "integer", "minimum": 0},
+        "context_tokens": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
         "model": {
             "type": "array",
             "minItems": 1,
@@ -36,7 +37,7 @@ SCRIPT_SCHEMA = {
                 "required": ["context_tokens"],
                 "properties": {
                     "text": {"type": "string"},
-                    "context_tokens": {"type": "integer", "minimum": 0},
+                    "context_tokens": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
                     "tool_calls": {
                         "type": "array",
                         "items": {
@@ -60,10 +61,13 @@ SCRIPT_SCHEMA = {
                 "type": "object",
                 "required": ["after"],
                 "additionalProperties": False,
-                "properties": {"after": {"type": "integer", "minimum": 0}, "summary": {"type": "string"}},
+                "properties": {
+                    "after": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
+                    "summary": {"type": "string"},
+                },
             },
         },
-        "cancel_after_turn": {"type": "integer", "minimum": 0},
+        "cancel_after_turn": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
     },
 }
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)

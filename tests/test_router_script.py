@@ -57,3 +57,16 @@ def test_bad_scripts_are_reported_without_a_traceback(tmp_path, capsys):
     assert main(["run", "router_run", "--script", str(bad)]) == 1
     assert "every tool call was denied" in capsys.readouterr().err
     assert main(["run", "router_run", "--script", str(tmp_path / "missing.yaml")]) == 2
+
+
+def test_a_script_number_past_64_bits_is_refused_before_it_reaches_the_store(tmp_path, capsys):
+    scripts = [
+        "session: s\nlease_ms: 99999999999999999999999999\nsteps: [{request: execute, at: 0}]\n",
+        "session: s\nsteps: [{request: execute, at: 99999999999999999999}]\n",
+    ]
+    for text in scripts:
+        script = tmp_path / "big.yaml"
+        script.write_text(text)
+        assert main(["run", "router_run", "--script", str(script)]) == 1
+        err = capsys.readouterr().err
+        assert "is greater than the maximum of 9223372036854775807" in err and "Traceback" not in err
