@@ -457,3 +457,32 @@ def test_citations_are_checked_like_text_and_dropped():
     s = AnthropicStream()
     s.feed_all([START, tool_start(0)])
     refused(s, citation, "a text fragment for tool block 0")
+
+
+@pytest.mark.parametrize(
+    "usage, words",
+    [
+        ({"input_tokens": -5}, "usage.input_tokens is -5, not a token count"),
+        ({"input_tokens": 1.5}, "usage.input_tokens is a float, not a token count"),
+        ({"input_tokens": 10**30}, "not a token count"),
+        ({"output_tokens": "lots"}, "usage.output_tokens is a str, not a token count"),
+        ({"cache_creation": {"ephemeral_5m_input_tokens": -1}}, "usage.cache_creation.ephemeral_5m_input_tokens is -1"),
+    ],
+)
+def test_token_counts_that_are_not_whole_counts_are_a_malformed_event(usage, words):
+    bad = {**START, "message": {**START["message"], "usage": usage}}
+    stream = AnthropicStream()
+    with pytest.raises(StreamEventError, match=words):
+        stream.feed(bad)
+    assert stream.machine.state == "Idle"
+    chat = OpenAIChatStream()
+    chunk = {"id": "c1", "model": "m", "choices": [], "usage": {"prompt_tokens": -1, "completion_tokens": "a"}}
+    with pytest.raises(StreamEventError, match="not a token count"):
+        chat.feed_all([chunk])
+
+
+def test_real_usage_shapes_with_words_and_nested_counts_are_kept():
+    usage = {"input_tokens": 5, "cache_creation": {"ephemeral_5m_input_tokens": 0}, "service_tier": "standard"}
+    stream = AnthropicStream()
+    stream.feed({**START, "message": {**START["message"], "usage": usage}})
+    assert stream.machine.data.usage == usage

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import field
 
 from ..lazyclass import dataclass
 from typing import Any, Literal
 
+from ..errors import shown
+from ..fieldtypes import INT_MAX
 from .messages import Message, Thinking, ToolCall
 
 Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal"]
@@ -205,3 +208,37 @@ def assemble(
     return StreamResult(
         message, stop_reason, stop_sequence, dict(usage), message_id, model, "".join(refusal), tuple(problems)
     )
+
+
+def usage_of(raw: Any) -> dict[str, Any]:
+    """A provider's token counts, checked: every number in them a whole count, 0 to 2**63 - 1.
+
+    The names are the provider's and some values are words (a service tier) or
+    objects (cache details), so only the numbers are held to this: a negative,
+    fractional or string count would reach a driver's arithmetic and the
+    router's cost gate.  A malformed one raises TypeError, which the adapters
+    report as a malformed event.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise TypeError("usage is not an object")
+    _check_counts(raw, "usage", 0)
+    return {k: v for k, v in raw.items() if v is not None}
+
+
+def _check_counts(node: Any, where: str, depth: int) -> None:
+    if depth > 8:
+        raise TypeError(f"{where} is nested too deeply")
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            name = f"{where}.{k}"
+            if isinstance(k, str) and k.endswith(("_tokens", "_count")) and v is not None and type(v) is not int:
+                raise TypeError(f"{name} is a {type(v).__name__}, not a token count")
+            _check_counts(v, name, depth + 1)
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _check_counts(v, f"{where}[{i}]", depth + 1)
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        if type(node) is not int or not 0 <= node <= INT_MAX:
+            raise TypeError(f"{where} is {shown(node)}, not a token count (a whole number, 0 or more)")

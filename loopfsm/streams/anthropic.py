@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import LoopFsmError, StreamEventError
 from ..machines.stream_assembly import StreamAssembly
-from ..machines.stream_values import StreamResult
+from ..machines.stream_values import StreamResult, usage_of
 
 # content_block_start types -> lanes
 _LANES = {"text": "text", "tool_use": "tool", "thinking": "thinking", "redacted_thinking": "redacted_thinking"}
@@ -127,12 +127,7 @@ def _kind(event: Any) -> str:
     return repr(event.get("type")) if isinstance(event, Mapping) else type(event).__name__
 
 
-def _usage(usage: Any) -> dict[str, Any]:
-    if usage is None:
-        return {}
-    if not isinstance(usage, Mapping):
-        raise TypeError("usage is not an object")
-    return {k: v for k, v in usage.items() if v is not None}
+_usage = usage_of
 
 
 def _json_text(value: Any) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import LoopFsmError, StreamEventError
 from ..machines.stream_assembly import StreamAssembly
-from ..machines.stream_values import StreamResult
+from ..machines.stream_values import StreamResult, usage_of
 
 
 class OpenAIChatStream:
@@ -109,9 +109,7 @@ class OpenAIChatStream:
                     m.stop(reason, policy=pol)
             usage = chunk.get("usage")
             if usage is not None:
-                if not isinstance(usage, Mapping):
-                    raise TypeError("usage is not an object")
-                m.usage(dict(usage), policy=pol)
+                m.usage(usage_of(usage), policy=pol)
         except (KeyError, TypeError, AttributeError, IndexError) as err:
             raise StreamEventError(f"chunk {self.chunks}: malformed chunk ({type(err).__name__}: {err})") from None
 
