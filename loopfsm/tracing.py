@@ -112,9 +112,16 @@ def _refresh() -> None:
     ACTIVE = bool(_global) or _instance_sinks > 0
 
 
+def _check_sink(sink: object) -> None:
+    """A sink is called with each record: anything else is refused when attached, not warned about per feed."""
+    if not callable(sink):
+        raise TypeError(f"a trace sink is a callable taking a TransitionRecord, got {type(sink).__name__}")
+
+
 def add_global_sink(sink: TraceSink) -> None:
     """Send records of every machine to ``sink`` until :func:`remove_global_sink`."""
     global _global
+    _check_sink(sink)
     with _lock:
         _global = (*_global, sink)
         _refresh()
@@ -146,6 +153,7 @@ def attach(instance: MachineInstance, sink: TraceSink) -> None:
     sink, every feed of every machine takes the slower path that looks.
     """
     global _instance_sinks
+    _check_sink(sink)
     with _lock:
         current = sinks_of(instance)
         if not current:

@@ -298,3 +298,15 @@ def test_attaching_from_many_threads_keeps_the_count():
     with tracing.attached(machines[0], heard.append):
         machines[0].coin()
     assert len(heard) == 1
+
+
+def test_a_sink_that_cannot_be_called_is_refused_when_attached():
+    from loopfsm import tracing
+    from loopfsm.machines import Turnstile
+
+    t = Turnstile()
+    with pytest.raises(TypeError, match="a trace sink is a callable"):
+        tracing.attach(t, "not callable")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a trace sink is a callable"):
+        tracing.add_global_sink(42)  # type: ignore[arg-type]
+    assert tracing.sinks_of(t) == () and not tracing.ACTIVE
