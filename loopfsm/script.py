@@ -210,7 +210,8 @@ def run_script(machine: str, path: Path) -> int:
         for r in drive(script if isinstance(script, dict) else {"": script}):
             rows.append(r)
     except (ScriptError, LoopFsmError) as err:
-        _print(rows)
+        if rows:  # the steps that ran before the script went wrong; a script refused whole prints no table
+            _print(rows)
         print(f"loopfsm run: {path}: {err}", file=sys.stderr)
         return 1
     _print(rows)

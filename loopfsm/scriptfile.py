@@ -17,7 +17,7 @@ def read_script(path: Path) -> tuple[Any, int]:
         print(f"loopfsm run: cannot read {path}: {err.strerror or type(err).__name__}", file=sys.stderr)
         return None, 2
     try:
-        return read_file(path).doc, 0
+        return read_file(path, kind="script").doc, 0
     except SourceProblems as err:
         for p in err.problems:
             print(p, file=sys.stderr)

@@ -361,12 +361,13 @@ def _too_large(file: str, raw: bytes) -> None:
     )
 
 
-def read_source(text: str, file: str = "<string>") -> Source:
+def read_source(text: str, file: str = "<string>", *, kind: str = "machine file") -> Source:
     """Parse ``text`` with the safe loader; raise :class:`SourceProblems` on any YAML-level issue.
 
     Tags such as ``!!python/object`` are refused by the safe constructor; we turn
     that refusal into a located problem rather than letting it escape as a
-    bare PyYAML traceback.
+    bare PyYAML traceback.  ``kind`` names the file in refusals (a ``script``
+    is read with the same budgets).
     """
     if len(text) > MAX_BYTES // 4 and len(text.encode("utf-8", "replace")) > MAX_BYTES:
         _too_large(file, text.encode("utf-8", "replace"))
@@ -389,20 +390,18 @@ def read_source(text: str, file: str = "<string>") -> Source:
                 raise _Refused(event.start_mark, "expected a single document in the stream, found another one")
         except _Refused as err:
             raise SourceProblems(
-                [Problem(file, err.mark.line + 1, err.mark.column + 1, "", f"not a usable machine file: {err.message}")]
+                [Problem(file, err.mark.line + 1, err.mark.column + 1, "", f"not a usable {kind}: {err.message}")]
             ) from None
         except yaml.MarkedYAMLError as err:
-            raise SourceProblems([_yaml_problem(file, err)]) from None
+            raise SourceProblems([_yaml_problem(file, err, kind)]) from None
         except yaml.YAMLError as err:  # pragma: no cover - PyYAML marks nearly everything
             raise SourceProblems([Problem(file, 1, 1, "", f"not valid YAML: {err}")]) from None
         if node is None:
-            raise SourceProblems(
-                [Problem(file, 1, 1, "", "the file is empty; a machine needs at least 'machine' and 'states'")]
-            )
+            raise SourceProblems([Problem(file, 1, 1, "", _EMPTY.get(kind, "the file is empty"))])
         try:
             src.doc = loader.construct_document(node)
         except yaml.MarkedYAMLError as err:
-            problems.append(_yaml_problem(file, err))
+            problems.append(_yaml_problem(file, err, kind))
         if problems:
             raise SourceProblems(problems)
         return src
@@ -410,25 +409,28 @@ def read_source(text: str, file: str = "<string>") -> Source:
         loader.dispose()
 
 
-def _yaml_problem(file: str, err: yaml.MarkedYAMLError) -> Problem:
+_EMPTY = {
+    "machine file": "the file is empty; a machine needs at least 'machine' and 'states'",
+    "script": "the script is empty",
+}
+
+
+def _yaml_problem(file: str, err: yaml.MarkedYAMLError, kind: str = "machine file") -> Problem:
     mark = err.problem_mark or err.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
     what = err.problem or str(err)
     if "maximum nesting depth" in what:
         # libyaml's scanner (PyYAML 6.0.4 and later) has its own depth limit and can hit it while
         # looking ahead, before the composer sees the level that crosses ours: one refusal, one wording.
-        return Problem(file, line, col, "", f"not a usable machine file: {_TOO_DEEP}")
+        return Problem(file, line, col, "", f"not a usable {kind}: {_TOO_DEEP}")
     if "could not determine a constructor" in what:
-        what = (
-            f"{what.strip()}: loopfsm reads machine files with the safe loader only, "
-            "so language-specific tags are refused"
-        )
+        what = f"{what.strip()}: loopfsm reads YAML with the safe loader only, so language-specific tags are refused"
     if len(what) > 200:
         what = what[:200] + "..."
     return Problem(file, line, col, "", f"not valid YAML: {what}")
 
 
-def read_file(path: str | Path) -> Source:
+def read_file(path: str | Path, *, kind: str = "machine file") -> Source:
     """Read a machine file: a regular file of at most ``MAX_BYTES``, UTF-8 text.
 
     Devices, pipes and directories are refused before a byte is read, and at most
@@ -441,7 +443,7 @@ def read_file(path: str | Path) -> Source:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with open(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                raise SourceProblems([Problem(name, 1, 1, "", "not a regular file; a machine file is plain text")])
+                raise SourceProblems([Problem(name, 1, 1, "", f"not a regular file; a {kind} is plain text")])
             raw = fh.read(MAX_BYTES + 1)
     except OSError as err:
         raise SourceProblems(
@@ -455,4 +457,4 @@ def read_file(path: str | Path) -> Source:
         line = raw.count(b"\n", 0, err.start) + 1
         col = err.start - (raw.rfind(b"\n", 0, err.start) + 1) + 1
         raise SourceProblems([Problem(name, line, col, "", f"file is not UTF-8 text: {err.reason}")]) from None
-    return read_source(text, name)
+    return read_source(text, name, kind=kind)

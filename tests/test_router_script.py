@@ -70,3 +70,18 @@ def test_a_script_number_past_64_bits_is_refused_before_it_reaches_the_store(tmp
         assert main(["run", "router_run", "--script", str(script)]) == 1
         err = capsys.readouterr().err
         assert "is greater than the maximum of 9223372036854775807" in err and "Traceback" not in err
+
+
+def test_a_script_is_named_a_script_in_its_refusals_and_a_refused_one_prints_no_table(tmp_path, capsys):
+    cases = {
+        "": "the script is empty",
+        "x: &a [*a]\n": "not a usable script: alias 'a' refers to a collection that contains it",
+        "replies: 5\n": "'input' is a required property",
+    }
+    for text, words in cases.items():
+        script = tmp_path / "s.yaml"
+        script.write_text(text)
+        assert main(["run", "engine_brain", "--script", str(script)]) == 1
+        out = capsys.readouterr()
+        assert words in out.err and "machine" not in out.err, out.err
+        assert out.out == ""  # no legend above a script refused whole
