@@ -318,7 +318,7 @@ def test_result_before_the_stop_reason_raises():
         ({"type": "content_block_delta", "index": 0, "delta": {"type": "bogus_delta"}}, "unsupported delta"),
         ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
         ({"type": "surprise"}, "unknown event type"),
-        (["not", "a", "dict"], "malformed list event"),
+        (["not", "a", "dict"], "an event is an object with a .type., got a list"),
         ({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": 5}, "usage is not an object"),
     ],
 )
@@ -486,3 +486,31 @@ def test_real_usage_shapes_with_words_and_nested_counts_are_kept():
     stream = AnthropicStream()
     stream.feed({**START, "message": {**START["message"], "usage": usage}})
     assert stream.machine.data.usage == usage
+
+
+def test_openai_error_object_mid_stream_fails_the_stream_and_bad_indices_are_named():
+    from loopfsm.errors import StreamFailed
+
+    chat = OpenAIChatStream()
+    chat.feed({"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]})
+    before = chat.machine.snapshot()
+    tool = {"index": "0", "id": "t", "function": {"name": "ls", "arguments": ""}}
+    with pytest.raises(StreamEventError, match="a tool call's index is a whole number, got '0'"):
+        chat.feed({"id": "c", "choices": [{"index": 0, "delta": {"tool_calls": [tool]}}]})
+    assert chat.machine.snapshot() == before
+    chat.feed({"error": {"type": "overloaded_error", "message": "busy"}})
+    with pytest.raises(StreamFailed, match="overloaded_error"):
+        chat.result()
+
+
+def test_anthropic_events_without_a_type_and_a_negative_block_index_name_their_rule():
+    for event in ({"no": "type"}, 5):
+        with pytest.raises(StreamEventError, match="an event is an object with a 'type'"):
+            AnthropicStream().feed(event)
+    stream = AnthropicStream()
+    stream.feed(START)
+    refused(
+        stream,
+        {"type": "content_block_start", "index": -1, "content_block": {"type": "text", "text": ""}},
+        "an index is 0 or more",
+    )

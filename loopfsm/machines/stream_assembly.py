@@ -236,6 +236,8 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
     index = args.get("index")
     slot = _slot(m, index)
     if event == "open_block":
+        if type(index) is int and index < 0:
+            return f"block {index}: an index is 0 or more"
         if type(index) is int and index < len(d.slots):
             return f"block {index} was already started"
         if index != len(d.slots):

@@ -42,6 +42,9 @@ class AnthropicStream:
     def feed(self, event: Mapping[str, Any]) -> None:
         """One event; a malformed one raises StreamEventError, an illegal one StreamProtocolError."""
         self.events += 1
+        if not isinstance(event, Mapping) or "type" not in event:
+            what = "an object without a 'type'" if isinstance(event, Mapping) else f"a {type(event).__name__}"
+            raise StreamEventError(f"event {self.events}: an event is an object with a 'type', got {what}")
         try:
             kind = event["type"]
             m, pol = self.machine, self.policy

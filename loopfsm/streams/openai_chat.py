@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..errors import LoopFsmError, StreamEventError
+from ..errors import LoopFsmError, StreamEventError, shown
 from ..machines.stream_assembly import StreamAssembly
 from ..machines.stream_values import StreamResult, usage_of
 
@@ -88,6 +88,13 @@ class OpenAIChatStream:
     def _feed(self, chunk: Mapping[str, Any]) -> None:
         try:
             m, pol = self.machine, self.policy
+            if isinstance(chunk, Mapping) and "choices" not in chunk and isinstance(chunk.get("error"), Mapping):
+                # The API's error object mid-stream (an overload, a policy stop): the stream failed, and
+                # result() raises StreamFailed with its type and message, as for Anthropic's error event.
+                err = chunk["error"]
+                kind = err.get("type") or err.get("code") or "error"
+                m.error(str(kind), str(err.get("message", "")), policy=pol)
+                return
             choices = chunk["choices"]
             if self._id is None:
                 delta0 = choices[0]["delta"] if choices else {}
@@ -135,6 +142,8 @@ class OpenAIChatStream:
     def _tool(self, call: Mapping[str, Any]) -> None:
         m, pol = self.machine, self.policy
         i = call["index"]
+        if type(i) is not int or i < 0:
+            raise StreamEventError(f"chunk {self.chunks}: a tool call's index is a whole number, got {shown(i)}")
         fn = call.get("function") or {}
         args = fn.get("arguments")
         tools = self._tools
