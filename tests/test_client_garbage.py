@@ -59,3 +59,35 @@ def test_ctrl_c_ends_any_command_with_one_line_and_130(monkeypatch, capsys):
     assert main(["schema"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "loopfsm schema: interrupted"
+
+
+def _interrupted_at_the_first_question(kind, info):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_at_a_question_breaks_the_run_so_the_session_is_free(tmp_path):
+    from router_support import PLAN_SCRIPT, client, make
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    _, tc = make(url, "t_", PLAN_SCRIPT * 3, create=True)
+    first = client(tc, "s1", tmp_path, approver=_interrupted_at_the_first_question, stream=False)
+    with pytest.raises(KeyboardInterrupt):
+        first.run("do it")
+    assert [r["type"] for r in first.sent][-1] == "break"  # broken on the way out
+    again = client(tc, "s1", tmp_path, stream=False)
+    assert again.run("do it")["status"] == "completed"  # nothing left live: a new run starts
+
+
+def test_break_live_breaks_a_run_an_earlier_client_left_at_a_question(tmp_path):
+    from router_support import PLAN_SCRIPT, client, make
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    _, tc = make(url, "t_", PLAN_SCRIPT * 3, create=True)
+    gone = client(tc, "s1", tmp_path, stream=False)
+    resp = gone._exchange(gone._execute_request("do it", None, None))  # paused at the plan, then the client went away
+    assert resp["status"] == "awaiting_approval"
+    stuck = client(tc, "s1", tmp_path, stream=False)
+    assert stuck.run("do it")["data"]["code"] == "run_live"
+    freed = client(tc, "s1", tmp_path, stream=False)
+    assert freed.run("do it", break_live=True)["status"] == "completed"
+    assert [r["type"] for r in freed.sent][:3] == ["execute", "break", "execute"]

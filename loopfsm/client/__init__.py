@@ -179,14 +179,54 @@ class Client:
 
     # -- a run ------------------------------------------------------------------------------
     def run(
-        self, prompt: str, *, permissions: dict[str, str] | None = None, gates: dict[str, Any] | None = None
+        self,
+        prompt: str,
+        *,
+        permissions: dict[str, str] | None = None,
+        gates: dict[str, Any] | None = None,
+        break_live: bool = False,
     ) -> dict[str, Any]:
         """Carry one prompt to the end of its run; returns the last response.
 
         ``gates`` is the session's own approval rule for the run (``disclosure``:
         ``off`` / ``first_call`` / ``every_call``, ``cost_ceiling_tokens``); the
         router's policy applies as well, so these can only make it stricter.
+        ``break_live``: when the session still has a live run (an earlier client
+        stopped at a pause), break it first, then run the prompt.  Interrupted
+        (ctrl-C) at a pause, the client breaks its own run before it stops, so
+        the session is not left waiting for an answer nobody will send.
         """
+        execute = self._execute_request(prompt, permissions, gates)
+        resp = self._exchange(execute)
+        if break_live and resp["status"] == "error" and resp["data"].get("code") == "run_live":
+            self._exchange({"type": "break", "request_id": self._rid()})
+            resp = self._exchange(self._execute_request(prompt, permissions, gates))
+        try:
+            for _ in range(10_000):
+                state = self.machine.state
+                if state == "Idle":
+                    return resp
+                nxt = self._answer(state, resp)
+                resp = self._exchange(nxt)
+        except KeyboardInterrupt:
+            self._break_quietly()
+            raise
+        raise ClientError("run did not end")  # pragma: no cover
+
+    def _break_quietly(self) -> None:
+        """Best effort on the way out: break this client's run if the router allows it now; never raise."""
+        try:
+            if self.machine.state in ("RunningTools", "Approving", "Decrypting", "Sealing") and self.machine.can(
+                "send", "break", "interrupted"
+            ):
+                self.retries = 0
+                self._exchange({"type": "break", "request_id": self._rid()})
+        except Exception:  # noqa: BLE001 - the user asked to stop; the sweep ends what this could not
+            pass
+
+    def _execute_request(
+        self, prompt: str, permissions: dict[str, str] | None, gates: dict[str, Any] | None
+    ) -> dict[str, Any]:
         rid = self._rid()
         data: dict[str, Any] = {"prompt": prompt}
         if self.keyring is not None:
@@ -197,14 +237,7 @@ class Client:
             data["permissions"] = permissions
         if gates:
             data["gates"] = dict(gates)
-        resp = self._exchange({"type": "execute", "request_id": rid, "data": data})
-        for _ in range(10_000):
-            state = self.machine.state
-            if state == "Idle":
-                return resp
-            nxt = self._answer(state, resp)
-            resp = self._exchange(nxt)
-        raise ClientError("run did not end")  # pragma: no cover
+        return {"type": "execute", "request_id": rid, "data": data}
 
     def _escape(self, answer: Any) -> dict[str, Any] | None:
         if answer == "break":

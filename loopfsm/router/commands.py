@@ -113,6 +113,11 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="plain request/response instead of the router's event stream (progress then shows per response)",
     )
+    s.add_argument(
+        "--break-live",
+        action="store_true",
+        help="if the session still has a live run (an earlier client stopped at a pause), break it, then run PROMPT",
+    )
     s.set_defaults(func=cmd_client)
 
 
@@ -257,7 +262,7 @@ def cmd_client(args: argparse.Namespace) -> int:
             raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
         gates["cost_ceiling_tokens"] = args.cost_ceiling
     try:
-        resp = client.run(args.prompt, gates=gates or None)
+        resp = client.run(args.prompt, gates=gates or None, break_live=args.break_live)
     finally:
         client.close()
     data = resp["data"]
@@ -270,6 +275,12 @@ def cmd_client(args: argparse.Namespace) -> int:
         print(
             f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip()
         )
+        if data.get("code") == "run_live":
+            print(
+                f"(session {args.session} still has a run waiting at a pause: answer it, or run again "
+                "with --break-live to break it first)",
+                file=sys.stderr,
+            )
     return 0 if done else 1
 
 
