@@ -91,3 +91,17 @@ def test_break_live_breaks_a_run_an_earlier_client_left_at_a_question(tmp_path):
     freed = client(tc, "s1", tmp_path, stream=False)
     assert freed.run("do it", break_live=True)["status"] == "completed"
     assert [r["type"] for r in freed.sent][:3] == ["execute", "break", "execute"]
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--session", "bad sid"], "a session id is 1-64 letters"),
+        (["--session", "s1", "--cost-ceiling", "-5"], "a number of tokens is 0 or more"),
+        (["--session", "s1", "--router", "not-a-url"], "is an http:// or https:// URL"),
+    ],
+)
+def test_a_mistyped_client_option_is_a_usage_error_before_anything_is_sent(argv, words, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["client", "run", *argv, "hi"])
+    assert exit_.value.code == 2 and words in capsys.readouterr().err

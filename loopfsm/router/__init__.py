@@ -19,6 +19,10 @@ _EXPORTS = {"Router": "service", "DEMO_SCRIPT": "service", "Request": "protocol"
 
 __all__ = ["Router", "Request", "parse_request", "DEMO_SCRIPT"]
 
+#: A session id: 1-64 letters, digits, '_', '.' or '-' (matched whole).  Here, where importing it
+#: costs nothing, so the command line checks an id before it loads the service.
+SESSION_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+
 if TYPE_CHECKING:
     from .protocol import Request as Request, parse_request as parse_request
     from .service import DEMO_SCRIPT as DEMO_SCRIPT, Router as Router

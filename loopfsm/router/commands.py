@@ -20,6 +20,35 @@ def _port(text: str) -> int:
     return port
 
 
+def _tokens(text: str) -> int:
+    """A number of tokens, 0 or more: refused by argparse (a usage error) otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of tokens: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"a number of tokens is 0 or more, got {n}")
+    return n
+
+
+def _router_url(text: str) -> str:
+    """An http(s) URL: a typo fails at once instead of being retried as an unreachable router."""
+    if not text.startswith(("http://", "https://")) or len(text) <= len("https://"):
+        raise argparse.ArgumentTypeError(f"the router's address is an http:// or https:// URL, got {text[:100]!r}")
+    return text
+
+
+def _session(text: str) -> str:
+    """A session id the router accepts (1-64 letters, digits, '_', '.' or '-'), checked before anything is sent."""
+    import re  # noqa: PLC0415
+
+    from . import SESSION_ID_PATTERN  # noqa: PLC0415
+
+    if not re.fullmatch(SESSION_ID_PATTERN, text):
+        raise argparse.ArgumentTypeError(f"a session id is 1-64 letters, digits, '_', '.' or '-', got {text[:80]!r}")
+    return text
+
+
 def add_commands(sub: Any) -> None:
     s = sub.add_parser("router", help="serve the reference router over HTTP")
     rs = s.add_subparsers(dest="router_command", required=True, metavar="ACTION")
@@ -75,7 +104,7 @@ def add_commands(sub: Any) -> None:
     )
     t.add_argument(
         "--cost-ceiling",
-        type=int,
+        type=_tokens,
         default=0,
         metavar="TOKENS",
         help="ask before a model call takes a run past this many tokens; 0 is none (router_run policy)",
@@ -89,8 +118,8 @@ def add_commands(sub: Any) -> None:
         help="send a prompt and carry its run to the end, running tools in the workspace",
     )
     t.add_argument("prompt")
-    t.add_argument("--router", default="http://127.0.0.1:8787")
-    t.add_argument("--session", required=True)
+    t.add_argument("--router", type=_router_url, default="http://127.0.0.1:8787")
+    t.add_argument("--session", type=_session, required=True)
     t.add_argument("--workspace", default=".", help="directory the tools are confined to (default: .)")
     t.add_argument("--yes", action="store_true", help="approve every ask call and approval without asking")
     t.add_argument("--keyring", help="keyring file: makes the session end-to-end encrypted (created if missing)")
@@ -102,7 +131,7 @@ def add_commands(sub: Any) -> None:
     )
     t.add_argument(
         "--cost-ceiling",
-        type=int,
+        type=_tokens,
         metavar="TOKENS",
         help="ask before a model call would take the run past this many tokens (input plus output)",
     )

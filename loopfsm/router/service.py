@@ -62,6 +62,7 @@ from ..providers import ModelReply, ModelRequest, Provider
 from ..store import Lease, Row, RunStore, ids, open_store
 from ..store.runstore import RunRecord, wall_clock_ms
 from ..store.serve import feed_phase
+from . import SESSION_ID_PATTERN
 from . import protocol as P
 from .tools import (
     ALL_TOOLS,
@@ -74,7 +75,7 @@ from .tools import (
     proposed_change,
 )
 
-SESSION_ID = __import__("re").compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")  # fullmatch: no newline
+SESSION_ID = __import__("re").compile(SESSION_ID_PATTERN)  # fullmatch: no newline
 TOOL_NAMES = [t.name for t in ALL_TOOLS]
 
 
