@@ -48,6 +48,24 @@ def test_a_body_nested_past_jsons_depth_is_a_400_not_a_500(tmp_path):
             assert reply.json()["data"]["error"] == "request body is nested too deeply"
 
 
+def _post_scope(path: str) -> dict:
+    """The ASGI scope of a JSON POST to ``path``, for driving the app one message at a time."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
 def test_a_client_gone_before_its_body_is_answered_without_an_exception(tmp_path):
     """Each dropped upload used to log a ClientDisconnect traceback: a client could flood the log."""
     import asyncio
@@ -65,19 +83,29 @@ def test_a_client_gone_before_its_body_is_answered_without_an_exception(tmp_path
 
     for path in ("/v1/sessions/h1/execute", "/v1/sessions/h1/stream"):
         sent.clear()
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "root_path": "",
-            "query_string": b"",
-            "headers": [(b"content-type", b"application/json")],
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 80),
-        }
-        asyncio.run(app(scope, receive, send))
+        asyncio.run(app(_post_scope(path), receive, send))
         assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 400, path
+
+
+def test_a_body_that_stalls_is_answered_408_when_its_time_is_up(tmp_path, monkeypatch):
+    import asyncio
+
+    import loopfsm.router.http as http
+    from loopfsm.router.http import create_app
+
+    monkeypatch.setattr(http, "BODY_TIMEOUT_S", 0.2)
+    app = create_app(Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True))
+    sent: list[dict] = []
+    parts = iter([{"type": "http.request", "body": b'{"type": "exe', "more_body": True}])
+
+    async def receive() -> dict:
+        part = next(parts, None)
+        if part is None:
+            await asyncio.sleep(60)  # the rest never comes
+        return part
+
+    async def send(message: dict) -> None:
+        sent.append(message)
+
+    asyncio.run(asyncio.wait_for(app(_post_scope("/v1/sessions/h1/execute"), receive, send), timeout=10))
+    assert sent[0]["status"] == 408

@@ -28,6 +28,9 @@ from ..errors import ConfigError
 from .protocol import MAX_REQUEST_BYTES, error, protocol_schema
 from .service import SESSION_ID, Router
 
+#: Seconds a client has to send a whole request body (a slow or stalled upload is answered 408).
+BODY_TIMEOUT_S = 30.0
+
 #: Seconds of silence after which the event stream sends a comment, so a long model call does not look dead.
 KEEPALIVE_S = 10.0
 
@@ -128,13 +131,16 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
     async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
         chunks, size = [], 0
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > MAX_REQUEST_BYTES:
-                    return None, JSONResponse(error("invalid", "request body too large", []), status_code=413)
-                chunks.append(chunk)
+            async with asyncio.timeout(BODY_TIMEOUT_S):  # a body sent a byte a minute holds a worker no longer
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > MAX_REQUEST_BYTES:
+                        return None, JSONResponse(error("invalid", "request body too large", []), status_code=413)
+                    chunks.append(chunk)
         except ClientDisconnect:  # gone before its body arrived: nothing to serve, nothing to log
             return None, Response(status_code=400)
+        except TimeoutError:
+            return None, JSONResponse(error("invalid", "request body took too long to arrive", []), status_code=408)
         try:
             return json.loads(b"".join(chunks)), None
         except (ValueError, UnicodeDecodeError):
