@@ -31,7 +31,7 @@ from typing import Any
 
 from transitions import Event, Machine, Transition
 
-from .errors import ActionError, IllegalFeed, NoBranchMatched, RegistryError
+from .errors import ActionError, IllegalFeed, LoopFsmError, NoBranchMatched, RegistryError
 
 
 class FeedData:
@@ -403,26 +403,35 @@ class LoopEvent(Event):
             raise IllegalFeed(self.machine.name, state, self.name, self.legal_states)
         # A row holds its first guard and first action apart from the rest: most branches have at
         # most one of each, and those then run without building an iterator over a tuple.
-        for trans, guard, more_guards, action, more_actions, dest, data_keys in branches:
-            event_data.transition = trans
-            if guard is not None:
-                if not guard(model, event_data):
-                    continue
-                if more_guards and not _all_hold(more_guards, model, event_data):
-                    continue
-            if action is not None:
-                action(model, event_data)
-                if more_actions:
-                    for action in more_actions:
-                        action(model, event_data)
-            if dest is not None:
-                data = event_data.enter_data
-                if (data or data_keys) and data.keys() != data_keys:
-                    trans._refuse_data(event_data)
-                model._state = dest
-                model.state_data = data
-            event_data.result = True
-            return event_data
+        try:  # free in CPython 3.11+ until something raises
+            for trans, guard, more_guards, action, more_actions, dest, data_keys in branches:
+                event_data.transition = trans
+                if guard is not None:
+                    if not guard(model, event_data):
+                        continue
+                    if more_guards and not _all_hold(more_guards, model, event_data):
+                        continue
+                if action is not None:
+                    action(model, event_data)
+                    if more_actions:
+                        for action in more_actions:
+                            action(model, event_data)
+                if dest is not None:
+                    data = event_data.enter_data
+                    if (data or data_keys) and data.keys() != data_keys:
+                        trans._refuse_data(event_data)
+                    model._state = dest
+                    model.state_data = data
+                event_data.result = True
+                return event_data
+        except LoopFsmError:
+            raise
+        except Exception as err:  # a registered guard or action raised: typed, named, its cause kept
+            raise ActionError(
+                f"{self.machine.name}: feed '{self.name}' in state '{state}', branch "
+                f"'{getattr(event_data.transition, 'name', '?')}': a registered guard or action raised "
+                f"{type(err).__name__}: {str(err)[:200]}"
+            ) from err
         if state in self.otherwise_raise:
             raise NoBranchMatched(self.machine.name, state, self.name, self.legal_states)
         event_data.result = False

@@ -410,3 +410,48 @@ def test_registry_refuses_what_yaml_could_not_call_safely():
     with pytest.raises(RegistryError, match="has no action named 'ok'"):
         reg.get("action", "ok")
     assert reg.get("guard", "ok").params["n"].type is int
+
+
+def test_an_exception_from_a_registered_guard_or_action_is_an_action_error_naming_the_branch():
+    from loopfsm import ActionError, Registry, compile_spec, parse
+
+    reg = Registry("raising")
+
+    @reg.guard
+    def blows(m, ctx):
+        raise RuntimeError("guard blew")
+
+    @reg.action
+    def bump_then_fail(m, ctx):
+        m.data.n += 100
+        raise ValueError("mid-feed failure")
+
+    text = """\
+machine: raising
+description: guards and actions that raise
+data:
+  n: {type: integer, default: 0}
+states:
+  a: {initial: true, description: start}
+  b: {terminal: true, description: end}
+events:
+  check:
+    description: a guard that raises
+    from:
+      a:
+        - {guard: blows, to: b}
+        - {stay: true}
+  act:
+    description: an action that raises after a change
+    from:
+      a:
+        - {to: b, actions: [bump_then_fail]}
+"""
+    m = compile_spec(parse(text, "raising.yaml", reg), reg).new()
+    with pytest.raises(ActionError, match="raising: feed 'check' in state 'a', branch 'check/a\\[0\\]'") as err:
+        m.feed("check")
+    assert isinstance(err.value.__cause__, RuntimeError) and m.state == "a" and m.data.n == 0
+    with pytest.raises(ActionError, match="raised ValueError: mid-feed failure") as err:
+        m.feed("act")
+    assert isinstance(err.value.__cause__, ValueError)
+    assert m.state == "a" and m.data.n == 100  # the README says so: what ran before the raise stays
