@@ -386,10 +386,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print(f"{shown}: machine file {'added' if old == '/dev/null' else 'removed'}")
         return EXIT_OK
     specs = []
-    for path in (old, new):
+    for path, side in ((old, "old"), (new, "new")):
         try:
             specs.append(load_for_diff(path))
         except SpecError as err:
+            if args.git:  # git stops at a driver's non-zero exit: say it in the diff, under the repository's name
+                print(f"{shown}: the {side} version cannot be compared:")
+                for p in err.problems:
+                    print(f"  {p.line}:{p.column}: {p.path + ': ' if p.path else ''}{p.message}")
+                return EXIT_OK
             _report(err.problems)
             return EXIT_USAGE
     d = diff_specs(specs[0], specs[1])

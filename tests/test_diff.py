@@ -178,6 +178,10 @@ def test_git_diff_driver_recipe(tmp_path):
     f.write_text(f.read_text().replace("default: 1\n", "default: 2\n", 1))
     out = git("diff")
     assert "machines/turnstile.yaml:" in out and "policy fare (read by coin from locked): default 1 -> 2" in out
+    f.write_text("machine: turnstile\n  bad: [unclosed\n")  # a work in progress that does not parse
+    out = git("diff")  # git stops at a driver that exits non-zero: this one says why and exits 0
+    assert "machines/turnstile.yaml: the new version cannot be compared:" in out and "not valid YAML" in out
+    assert "git-blob" not in out and "/tmp/" not in out.split("cannot be compared:")[0]
 
 
 def test_before_actions_any_guards_and_refusals_are_named(tmp_path):
