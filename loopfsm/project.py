@@ -76,7 +76,15 @@ def _folder(path: Path, table: dict[str, Any], key: str, root: Path) -> Path:
     value = table.get(key, key)
     if not isinstance(value, str) or not value.strip():
         raise ConfigError(f"{shown(path)}: [tool.loopfsm] {key} must be a folder name (a string), got {value!r}")
-    return (root / value).resolve() if not Path(value).is_absolute() else Path(value)
+    folder = (root / value).resolve()  # links followed: a folder that leads elsewhere is elsewhere
+    if not folder.is_relative_to(root):
+        # build writes into diagrams/ and check reads machines/ with this project's registries:
+        # a setting must not point either outside the project ('-o' names any folder explicitly).
+        raise ConfigError(
+            f"{shown(path)}: [tool.loopfsm] {key} must be a folder inside the project ({root}), "
+            f"got {value!r}, which is {folder}"
+        )
+    return folder
 
 
 def read_config(path: Path) -> Project | None:

@@ -217,6 +217,9 @@ def test_broken_declared_registry_fails_check_but_not_render(door, capsys):
         ),
         ('[tool.loopfsm]\nregistries = ["door:REG"]\n', "registries must be a table"),
         ("[tool.loopfsm]\ndiagrams = 3\n", "diagrams must be a folder name (a string), got 3"),
+        ('[tool.loopfsm]\ndiagrams = "/"\n', "diagrams must be a folder inside the project"),
+        ('[tool.loopfsm]\ndiagrams = "../elsewhere"\n', "diagrams must be a folder inside the project"),
+        ('[tool.loopfsm]\nmachines = "../other/machines"\n', "machines must be a folder inside the project"),
         ("tool = {loopfsm = 3}\n", "[tool.loopfsm] must be a table"),
     ],
 )
@@ -225,6 +228,15 @@ def test_bad_settings_are_usage_errors(door, capsys, config, message):
     code, _, err = run(capsys, "check")
     assert code == 2
     assert message in err and err.startswith("loopfsm check: pyproject.toml")
+
+
+def test_a_diagrams_folder_that_is_a_link_out_of_the_project_is_refused(door, tmp_path_factory, capsys):
+    outside = tmp_path_factory.mktemp("outside")
+    (door / "dlink").symlink_to(outside, target_is_directory=True)
+    (door / "pyproject.toml").write_text('[tool.loopfsm]\ndiagrams = "dlink"\n')
+    code, _, err = run(capsys, "build")
+    assert code == 2 and "diagrams must be a folder inside the project" in err
+    assert list(outside.iterdir()) == []
 
 
 @pytest.mark.parametrize(
