@@ -187,7 +187,19 @@ class Registry:
 
     def _register(self, kind: str, fn: F | None, name: str | None, reads: frozenset[str] | None = None) -> Any:
         def add(f: Callable[..., Any]) -> Callable[..., Any]:
-            key = name or f.__name__
+            if not callable(f):
+                raise RegistryError(f"registry '{self.name}': a {kind} is a callable, got {type(f).__name__}")
+            key = name or getattr(f, "__name__", None)
+            if name is not None and (not isinstance(name, str) or not name.isidentifier() or iskeyword(name)):
+                raise RegistryError(
+                    f"registry '{self.name}': {kind} name {name!r} is not a Python identifier (YAML names it)"
+                )
+            if not isinstance(key, str) or not key.isidentifier() or iskeyword(key):
+                what = "a lambda" if key == "<lambda>" else f"a {type(f).__name__}"
+                raise RegistryError(
+                    f"registry '{self.name}': a {kind} is named in YAML by a Python identifier, "
+                    f"and {what} has none: register it with name=..."
+                )
             if key in self.entries[kind]:
                 raise RegistryError(f"registry '{self.name}': {kind} '{key}' is registered twice")
             self.entries[kind][key] = Entry(kind, key, f, _params_of(f, kind, key), reads)
@@ -203,6 +215,8 @@ class Registry:
         argument is an enum, the branches are then narrowed once per value
         instead of asking the guard on every feed.
         """
+        if reads is not None and (isinstance(reads, str) or not all(isinstance(r, str) for r in reads)):
+            raise RegistryError(f"registry '{self.name}': reads= takes a tuple of argument names, got {reads!r}")
         return self._register("guard", fn, name, None if reads is None else frozenset(reads))
 
     def action(self, fn: F | None = None, *, name: str | None = None) -> Any:

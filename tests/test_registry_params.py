@@ -78,3 +78,35 @@ def test_wrong_shapes_are_refused_with_the_same_words() -> None:
     for fn in (star, kwargs):
         with pytest.raises(RegistryError, match=r"may not take \*args or \*\*kwargs"):
             reg.guard(fn)
+
+
+class _Callable:
+    def __call__(self, m: Any, ctx: Any) -> bool:
+        return True
+
+
+def _guard_with_y(m: Any, ctx: Any, *, y: int) -> bool:
+    return True
+
+
+@pytest.mark.parametrize(
+    "register, words",
+    [
+        (lambda r: r.guard(functools.partial(_guard_with_y, y=1)), "and a partial has none: register it with name="),
+        (lambda r: r.guard(_Callable()), "and a _Callable has none: register it with name="),
+        (lambda r: r.guard(lambda m, ctx: True), "and a lambda has none: register it with name="),
+        (lambda r: r.guard(42, name="n"), "a guard is a callable, got int"),
+        (lambda r: r.action(_guard_with_y, name="not valid!"), "action name 'not valid!' is not a Python identifier"),
+        (lambda r: r.guard(_guard_with_y, reads="y"), "reads= takes a tuple of argument names, got 'y'"),
+    ],
+    ids=["partial", "callable object", "lambda", "not callable", "bad name", "reads as a string"],
+)
+def test_what_cannot_be_named_in_yaml_is_refused_at_registration(register, words):
+    with pytest.raises(RegistryError, match=words.replace("(", "\\(")):
+        register(Registry("t"))
+
+
+def test_a_callable_object_registered_with_a_name_is_kept():
+    r = Registry("t")
+    r.guard(_Callable(), name="always")
+    assert "always" in r.entries["guard"]
