@@ -123,7 +123,8 @@ def add_global_sink(sink: TraceSink) -> None:
     global _global
     _check_sink(sink)
     with _lock:
-        _global = (*_global, sink)
+        if sink not in _global:  # added already: a record is delivered once per sink
+            _global = (*_global, sink)
         _refresh()
 
 
@@ -131,7 +132,9 @@ def remove_global_sink(sink: TraceSink) -> None:
     global _global
     with _lock:
         sinks = list(_global)
-        sinks.remove(sink)  # ValueError for a sink never added: a driver bug worth seeing
+        if sink not in sinks:  # a driver bug worth seeing, said plainly
+            raise ValueError(f"trace sink {sink!r} is not a global sink")
+        sinks.remove(sink)
         _global = tuple(sinks)
         _refresh()
 
@@ -154,8 +157,14 @@ def attach(instance: MachineInstance, sink: TraceSink) -> None:
     """
     global _instance_sinks
     _check_sink(sink)
+    from .runtime import MachineInstance  # noqa: PLC0415 - the runtime imports this module
+
+    if not isinstance(instance, MachineInstance):
+        raise TypeError(f"trace sinks attach to a machine instance, got {type(instance).__name__}")
     with _lock:
         current = sinks_of(instance)
+        if sink in current:  # attached already: a record is delivered once per sink
+            return
         if not current:
             _instance_sinks += 1
         instance._sinks = (*current, sink)
@@ -166,6 +175,8 @@ def detach(instance: MachineInstance, sink: TraceSink) -> None:
     global _instance_sinks
     with _lock:
         sinks = list(sinks_of(instance))
+        if sink not in sinks:  # a driver bug worth seeing, said plainly
+            raise ValueError(f"trace sink {sink!r} is not attached to this instance")
         sinks.remove(sink)
         instance._sinks = tuple(sinks)
         if not sinks:

@@ -311,3 +311,19 @@ def test_a_sink_that_cannot_be_called_is_refused_when_attached():
     with pytest.raises(TypeError, match="a trace sink is a callable"):
         tracing.add_global_sink(42)  # type: ignore[arg-type]
     assert tracing.sinks_of(t) == () and (tracing.ACTIVE, tracing._global) == (active, global_sinks)
+
+
+def test_a_sink_attached_twice_hears_each_record_once_and_detaching_an_absent_one_says_so():
+    from loopfsm import tracing
+    from loopfsm.machines import Turnstile
+
+    t, heard = Turnstile(), []
+    tracing.attach(t, heard.append)
+    tracing.attach(t, heard.append)
+    t.coin()
+    assert len(heard) == 1
+    tracing.detach(t, heard.append)
+    with pytest.raises(ValueError, match="is not attached to this instance"):
+        tracing.detach(t, heard.append)
+    with pytest.raises(TypeError, match="attach to a machine instance, got object"):
+        tracing.attach(object(), heard.append)  # type: ignore[arg-type]
