@@ -135,8 +135,26 @@ def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable
     return one
 
 
-def _encoder(f: FieldDef, codec: Codec) -> Callable[[Any], Any]:
-    return _converter(f, codec.to_json, codec)
+def _encoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
+    """To JSON, after holding the value to the field's declaration: an action may have set anything,
+    and a snapshot its own restore would refuse must not be taken at all."""
+    convert = _converter(f, codec.to_json, codec)
+    ok = python_checker(f, codec)
+
+    def encode(value: Any) -> Any:
+        if not ok(value):
+            raise SnapshotError(
+                f"{machine}: cannot snapshot: field '{f.name}' holds {shown(value)}, "
+                f"which is not {_what(f, value)}{_bounds_text(f)} (an action set it)"
+            )
+        return convert(value)
+
+    return encode
+
+
+def _what(f: FieldDef, value: Any) -> str:
+    what = f"a list of {f.type} values" if f.list else f"{'an' if f.type[0] in 'aeiou' else 'a'} {f.type}"
+    return what + (" (signed 64-bit)" if type(value) is int and not INT_MIN <= value <= INT_MAX else "")
 
 
 def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
@@ -149,12 +167,9 @@ def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
     def decode(value: Any) -> Any:
         out = convert(value)
         if not ok(out):
-            what = f"a list of {f.type} values" if f.list else f"{'an' if f.type[0] in 'aeiou' else 'a'} {f.type}"
-            if type(out) is int and not INT_MIN <= out <= INT_MAX:
-                what += " (signed 64-bit)"
             raise SnapshotError(
                 f"{machine}: refusing snapshot: field '{f.name}' holds {shown(value)}, "
-                f"which is not {what}{_bounds_text(f)}"
+                f"which is not {_what(f, out)}{_bounds_text(f)}"
             )
         return out
 
@@ -483,7 +498,7 @@ class CompiledMachine:
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @_made_on_first_use
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
-        return {n: _encoder(f, self._codecs[f.type]) for n, f in self.spec.data.items()}
+        return {n: _encoder(f, self._codecs[f.type], self.name) for n, f in self.spec.data.items()}
 
     @_made_on_first_use
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
@@ -492,7 +507,10 @@ class CompiledMachine:
     @_made_on_first_use
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         codecs = self._codecs
-        return {s.name: {n: _encoder(f, codecs[f.type]) for n, f in s.data.items()} for s in self.spec.states.values()}
+        return {
+            s.name: {n: _encoder(f, codecs[f.type], self.name) for n, f in s.data.items()}
+            for s in self.spec.states.values()
+        }
 
     @_made_on_first_use
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:

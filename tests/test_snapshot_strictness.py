@@ -336,3 +336,18 @@ def test_a_field_refusal_names_the_machine_and_reads_as_english():
     with pytest.raises(SnapshotError) as err:
         Turnstile.restore(snap)
     assert str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer"
+
+
+def test_a_snapshot_its_own_restore_would_refuse_is_not_taken():
+    """An action may set anything; the snapshot says so at once instead of saving a run that cannot come back."""
+    t = Turnstile()
+    t.data.credit = "lots"  # as a careless action would
+    with pytest.raises(
+        SnapshotError, match="turnstile: cannot snapshot: field 'credit' holds 'lots', which is not an integer"
+    ):
+        t.snapshot()
+    t.data.credit = 2**63  # past what any field holds
+    with pytest.raises(SnapshotError, match="which is not an integer \\(signed 64-bit\\)"):
+        t.snapshot()
+    t.data.credit = 2
+    assert Turnstile.restore(t.snapshot()).snapshot() == t.snapshot()
