@@ -18,6 +18,8 @@ Fixtures:
 
 from __future__ import annotations
 
+import argparse
+
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,6 +42,17 @@ class _State:
         self.problems: list[str] = []
 
 
+def _percent(text: str) -> float:
+    """A threshold from 0 to 100: nan, -5 or 150 would pass or fail whatever the tests did."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r}") from None
+    if not 0 <= value <= 100:  # false for nan too
+        raise argparse.ArgumentTypeError(f"a percentage from 0 to 100, got {text!r}")
+    return value
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("loopfsm", "loopfsm transition coverage")
     group.addoption(
@@ -50,7 +63,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--loopfsm-coverage-fail-under",
-        type=float,
+        type=_percent,
         default=None,
         metavar="N",
         help="fail when fewer than N percent of the branches and rules were taken (implies --loopfsm-coverage)",
@@ -68,6 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
     fail_under = config.getoption("--loopfsm-coverage-fail-under")
     if not (config.getoption("--loopfsm-coverage") or fail_under is not None):
         return
+    for given in config.getoption("--loopfsm-machines"):
+        if not Path(given).exists():
+            raise pytest.UsageError(f"--loopfsm-machines {given}: no such file or folder")
     state = _State(Collector(), config.getoption("--loopfsm-machines"), fail_under)
     config.stash[_KEY] = state
     tracing.add_global_sink(state.collector)
@@ -121,7 +137,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     except Exception as err:  # a broken project file must not hide the test results
         state.problems.append(f"coverage not measured: {type(err).__name__}: {err}")
         state.report = []
-    below = state.fail_under is not None and total_percent(state.report) < state.fail_under
+    measured_nothing = not state.report  # a gate that measured no machine must not pass
+    if measured_nothing and state.fail_under is not None:
+        state.problems.append("no machine was measured: the coverage gate fails")
+    below = state.fail_under is not None and (measured_nothing or total_percent(state.report) < state.fail_under)
     if below and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

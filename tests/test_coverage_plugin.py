@@ -182,3 +182,25 @@ def test_readme_fixture_example_runs(pytester):
     pytester.makepyfile(test_readme_example=block)
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)
+
+
+@pytest.mark.parametrize("threshold", ["nan", "-5", "150", "lots"])
+def test_a_threshold_outside_0_to_100_is_a_usage_error(pytester, threshold):
+    _project(pytester)
+    result = pytester.runpytest_subprocess(
+        f"--loopfsm-coverage-fail-under={threshold}", "--loopfsm-machines", "machines"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "percentage" in result.stderr.str()
+
+
+def test_a_gate_that_measured_nothing_fails(pytester):
+    _project(pytester)
+    result = pytester.runpytest_subprocess("--loopfsm-coverage-fail-under=97", "--loopfsm-machines", "nosuch")
+    assert (
+        result.ret == pytest.ExitCode.USAGE_ERROR and "--loopfsm-machines nosuch: no such file" in result.stderr.str()
+    )
+    (pytester.path / "empty").mkdir()
+    result = pytester.runpytest_subprocess("--loopfsm-coverage-fail-under=97", "--loopfsm-machines", "empty")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "no machine was measured" in result.stdout.str()
