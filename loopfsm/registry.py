@@ -95,8 +95,8 @@ def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]
         raise _positional_error(kind, name, len(positional))
     try:
         hints = typing.get_type_hints(fn)
-    except Exception:  # unresolvable annotations: treat as untyped rather than refuse
-        hints = {}
+    except Exception:  # one unresolvable annotation (a TYPE_CHECKING-only import): the others still count
+        hints = _hints_one_by_one(fn)
     out: dict[str, Param] = {}
     for p in sig.parameters.values():
         if p.kind is p.KEYWORD_ONLY:
@@ -104,6 +104,25 @@ def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]
         elif p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             raise _varargs_error(kind, name)
     return out
+
+
+def _hints_one_by_one(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Each annotation evaluated as ``get_type_hints`` would, alone: one that does not resolve is left out (Any)."""
+    namespace = getattr(fn, "__globals__", {})
+    out: dict[str, Any] = {}
+    for key, value in (getattr(fn, "__annotations__", None) or {}).items():
+        try:
+            out[key] = typing.get_type_hints(_Annotated(key, value), namespace)[key]
+        except Exception:  # noqa: BLE001 - this one stays unknown; its neighbours are still checked
+            continue
+    return out
+
+
+class _Annotated:
+    """An object carrying one annotation, for ``typing.get_type_hints`` to evaluate on its own."""
+
+    def __init__(self, key: str, value: Any):
+        self.__annotations__ = {key: value}
 
 
 def _positional_error(kind: str, name: str, count: int) -> RegistryError:
@@ -149,7 +168,8 @@ def _plain_params(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Par
 
 
 def _plain_hints(fn: FunctionType) -> dict[str, Any] | None:
-    """``typing.get_type_hints(fn)`` (``{}`` where it raises) when every annotation is a bare class name, else None."""
+    """The hints ``get_type_hints`` would find, when every annotation is a bare class name (else None);
+    a name that does not resolve (a TYPE_CHECKING-only import) is left out, the others kept."""
     namespace = fn.__globals__
     hints: dict[str, Any] = {}
     for key, value in fn.__annotations__.items():
@@ -165,7 +185,7 @@ def _plain_hints(fn: FunctionType) -> dict[str, Any] | None:
                 found = namespace.get("__builtins__", builtins)
                 table = found.__dict__ if isinstance(found, ModuleType) else found
                 if value not in table:
-                    return {}  # get_type_hints raises NameError: every hint unknown
+                    continue  # this one stays unknown (Any); its neighbours are still checked
                 value = table[value]
         if not isinstance(value, type) or isinstance(value, GenericAlias) or value in (typing.Generic, typing.Protocol):
             return None

@@ -50,7 +50,11 @@ def test_edge_cases_match_the_general_reading(monkeypatch: pytest.MonkeyPatch) -
         assert registry_module._params_of(fn, "guard", "g") == general(fn, monkeypatch)
     assert registry_module._plain_params(plain, "guard", "g") is not None
     assert registry_module._plain_params(literal, "guard", "g") is None  # Literal: the general path decides
-    assert all(p.type is Any for p in registry_module._params_of(unresolvable, "guard", "g").values())
+    # the annotation that does not resolve is unknown; its neighbour is still checked
+    assert {k: p.type for k, p in registry_module._params_of(unresolvable, "guard", "g").items()} == {
+        "n": int,
+        "field": Any,
+    }
     p = registry_module._params_of(plain, "guard", "g")
     assert (p["n"].type, p["n"].required, p["label"].required, p["field"].type, p["free"].type) == (
         int,
@@ -110,3 +114,19 @@ def test_a_callable_object_registered_with_a_name_is_kept():
     r = Registry("t")
     r.guard(_Callable(), name="always")
     assert "always" in r.entries["guard"]
+
+
+def test_one_unresolvable_annotation_leaves_the_other_parameters_checked():
+    namespace: dict[str, Any] = {}
+    exec(  # noqa: S102 - a module whose annotations name a class imported only for type checkers
+        "from __future__ import annotations\n"
+        "def plain(m, ctx, *, limit: int, price: Decimal) -> bool:\n    return True\n"
+        "def general(m, ctx, *, limit: int | None, price: Decimal) -> bool:\n    return True\n",
+        namespace,
+    )
+    r = Registry("t")
+    r.guard(namespace["plain"])
+    r.guard(namespace["general"])
+    for name, want in (("plain", int), ("general", int | None)):
+        params = r.entries["guard"][name].params
+        assert params["limit"].type == want and params["price"].type is Any, name
