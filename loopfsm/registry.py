@@ -257,10 +257,26 @@ class Registry:
     ) -> None:
         if name in self.codecs:
             raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
+        if not isinstance(name, str) or not name.isidentifier():
+            raise RegistryError(f"registry '{self.name}': a codec is named in YAML by an identifier, got {name!r}")
+        types = py_type if isinstance(py_type, tuple) else (py_type,)
+        if not types or not all(isinstance(t, type) for t in types):
+            raise RegistryError(
+                f"registry '{self.name}': codec '{name}' needs a Python type (or a tuple of them), got {py_type!r}"
+            )
+        if not (callable(to_json) and callable(from_json)):
+            raise RegistryError(f"registry '{self.name}': codec '{name}' needs callables to_json and from_json")
+        if schema is not None and not isinstance(schema, dict):
+            raise RegistryError(f"registry '{self.name}': codec '{name}' schema is a JSON Schema object (a dict)")
         self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {})
 
     def error(self, cls: type, name: str | None = None) -> type:
-        self.errors[name or cls.__name__] = cls
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+            raise RegistryError(f"registry '{self.name}': an error class is an exception class, got {cls!r}")
+        key = name or cls.__name__
+        if key in self.errors and self.errors[key] is not cls:
+            raise RegistryError(f"registry '{self.name}': error class '{key}' is registered twice")
+        self.errors[key] = cls
         return cls
 
     def get(self, kind: str, name: str) -> Entry:

@@ -130,3 +130,22 @@ def test_one_unresolvable_annotation_leaves_the_other_parameters_checked():
     for name, want in (("plain", int), ("general", int | None)):
         params = r.entries["guard"][name].params
         assert params["limit"].type == want and params["price"].type is Any, name
+
+
+@pytest.mark.parametrize(
+    "register, words",
+    [
+        (lambda r: r.codec("money", "int", str, int), "codec 'money' needs a Python type"),
+        (lambda r: r.codec("My Codec!", int, str, int), "a codec is named in YAML by an identifier"),
+        (lambda r: r.codec("money", int, str, int, ["not a schema"]), "schema is a JSON Schema object"),
+        (lambda r: r.error(42), "an error class is an exception class, got 42"),
+        (
+            lambda r: (r.error(KeyError, name="Lookup"), r.error(ValueError, name="Lookup")),
+            "'Lookup' is registered twice",
+        ),
+    ],
+    ids=["type as text", "codec name", "schema shape", "error not a class", "error name twice"],
+)
+def test_codecs_and_error_classes_are_checked_when_registered(register, words):
+    with pytest.raises(RegistryError, match=words):
+        register(Registry("t"))
