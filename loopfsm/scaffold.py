@@ -309,6 +309,7 @@ class Plan:
     pyproject: Path
     pyproject_text: str | None  # the new pyproject.toml text; None if the user must add the line
     declaration: str  # the registries line, for the message
+    hint: str | None = None  # what the user still has to do for the test to run under a plain ``pytest``
 
 
 def _name_problem(name: str, project: Project) -> str | None:
@@ -318,6 +319,10 @@ def _name_problem(name: str, project: Project) -> str | None:
         return f"'{name}' is not a snake_case identifier (letters, digits, underscores; not a Python keyword)"
     if name in sys.stdlib_module_names or name in ("loopfsm", "tests", "test"):
         return f"'{name}' would shadow the Python module of that name: choose another name"
+    if name.startswith("_"):
+        return f"'{name}' starts with '_', which marks a private name in Python: choose another name"
+    if name in ("conftest", "setup", "noxfile"):
+        return f"'{name}.py' means something to Python's tools (pytest, setuptools, nox): choose another name"
     try:
         found = importlib.util.find_spec(name)
     except (ImportError, ValueError):  # a module loaded without a spec: it exists all the same
@@ -400,9 +405,15 @@ def plan(project: Project, name: str) -> Plan:
     pyproject = project.config or root / CONFIG
     target = f"{name}:REGISTRY"
     text = _declare(pyproject, name, target)
+    hint = None
     if text is not None and project.config is None and not pyproject.exists():
         text += '\n[tool.pytest.ini_options]\npythonpath = ["."]\n'
-    return Plan(files, project.machines / SCHEMA_FILE, pyproject, text, f'{name} = "{target}"')
+    elif "pythonpath" not in (pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""):
+        hint = (
+            f"the test imports {name}.py from the project folder: run it with `python -m pytest`, or add "
+            f'`pythonpath = ["."]` under [tool.pytest.ini_options] in {shown(pyproject)}'
+        )
+    return Plan(files, project.machines / SCHEMA_FILE, pyproject, text, f'{name} = "{target}"', hint)
 
 
 def _replace(path: Path, text: str) -> None:
@@ -461,4 +472,6 @@ def write(p: Plan) -> list[str]:
             out.insert(len(p.files), f"wrote {shown(p.schema)} (for editors: the machine file's modeline points at it)")
     except OSError as err:
         out.append(f"could not write {shown(p.schema)} ({err.strerror}); `loopfsm schema > {shown(p.schema)}` makes it")
+    if p.hint:
+        out.append(p.hint)
     return out

@@ -86,6 +86,8 @@ def test_new_refuses_to_overwrite_and_writes_nothing(tmp_path, monkeypatch, caps
         ("json", "would shadow the Python module of that name"),
         ("yaml", "a module named 'yaml' is already importable"),
         ("turnstile", "a registry named 'turnstile' is already installed"),
+        ("_job", "starts with '_', which marks a private name"),
+        ("conftest", "means something to Python's tools"),
     ],
 )
 def test_new_refuses_names_that_would_shadow_something(tmp_path, monkeypatch, capsys, name, message):
@@ -108,6 +110,7 @@ def test_new_declares_into_an_existing_project(tmp_path, monkeypatch, capsys):
     assert 'machines = "fsm"  # our tables' in text
     assert tomllib.loads(text)["tool"]["loopfsm"]["registries"] == {"door": "door:REG", "job": "job:REGISTRY"}
     assert 'Path(__file__).resolve().parent / "fsm/job.yaml"' in (tmp_path / "job.py").read_text()
+    assert 'add `pythonpath = ["."]` under [tool.pytest.ini_options] in pyproject.toml' in out  # not set here
     assert main(["new", "job"]) == 2  # declared now (and its files exist)
 
 
