@@ -234,16 +234,28 @@ def branch_words(b: Branch) -> str:
 
 
 def _branches(where: str, old: tuple[Branch, ...], new: tuple[Branch, ...], out: list[Change]) -> None:
-    sm = difflib.SequenceMatcher(a=[_sig(b) for b in old], b=[_sig(b) for b in new], autojunk=False)
+    old_sigs, new_sigs = [_sig(b) for b in old], [_sig(b) for b in new]
+    sm = difflib.SequenceMatcher(a=old_sigs, b=new_sigs, autojunk=False)
+    removed: list[int] = []
+    added: list[int] = []
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
         if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
             for a, b, j in zip(old[i1:i2], new[j1:j2], range(j1, j2), strict=True):
                 _branch(f"{where} [{j}]", a, b, out)
             continue
-        for i in range(i1, i2):
-            out.append(Change(f"{where} [{i}] removed: {branch_words(old[i])}"))
-        for j in range(j1, j2):
-            out.append(Change(f"{where} [{j}] added: {branch_words(new[j])}"))
+        removed += range(i1, i2)
+        added += range(j1, j2)
+    # A branch taken out in one place and put back in another is one that moved: guard order
+    # changes behaviour, so it is a change, but not a branch lost and another made.
+    for i in list(removed):
+        to = next((k for k in added if new_sigs[k] == old_sigs[i]), None)
+        if to is not None:
+            removed.remove(i)
+            added.remove(to)
+            out.append(Change(f"{where} [{i}] moved to [{to}]: {branch_words(new[to])}"))
+            _branch(f"{where} [{to}]", old[i], new[to], out)
+    out.extend(Change(f"{where} [{i}] removed: {branch_words(old[i])}") for i in removed)
+    out.extend(Change(f"{where} [{j}] added: {branch_words(new[j])}") for j in added)
 
 
 def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:

@@ -239,3 +239,26 @@ def test_a_new_file_naming_a_state_it_does_not_declare_is_bad_input(tmp_path, ca
     assert main(["diff", str(ROOT / "machines" / "tool_breaker.yaml"), str(new)]) == 2
     err = capsys.readouterr().err
     assert "new.yaml:" in err and "events.acquire.from.Open[0].to: unknown state 'HalfOpn'" in err
+
+
+def test_two_branches_swapped_are_said_to_have_moved(tmp_path):
+    old = variant(
+        tmp_path,
+        "turnstile",
+        (
+            "        - to: locked\n",
+            "        - guard: {name: fare_paid, params: {fare: 9}}\n          to: locked\n        - to: locked\n",
+        ),
+        name="old.yaml",
+    )
+    text = old.read_text()
+    swapped = text.replace(
+        "        - guard: {name: fare_paid, params: {fare: 9}}\n          to: locked\n        - to: locked\n",
+        "        - to: locked\n        - guard: {name: fare_paid, params: {fare: 9}}\n          to: locked\n",
+    )
+    assert swapped != text
+    new = tmp_path / "new.yaml"
+    new.write_text(swapped)
+    found = [c.text for c in diff_specs(load_for_diff(str(old)), load_for_diff(str(new))).changes]
+    moved = [t for t in found if "moved to" in t]
+    assert moved and not [t for t in found if " added: " in t or " removed: " in t], found
