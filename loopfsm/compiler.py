@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from collections.abc import Callable
 
 from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
-from .errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
+from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .lazyclass import dataclass
 from .loader import load
@@ -621,7 +621,13 @@ def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> 
         return None
     import fastjsonschema  # noqa: PLC0415 - only processes that restore pay for it
 
-    check = fastjsonschema.compile(_fields_schema(fields, codecs))
+    try:
+        check = fastjsonschema.compile(_fields_schema(fields, codecs))
+    except fastjsonschema.JsonSchemaDefinitionException as err:  # a codec's own schema is not one
+        used = sorted({f.type for f in fields.values() if codecs[f.type].schema})
+        raise RegistryError(
+            f"the schema of codec {', '.join(map(repr, used)) or '?'} is not a valid JSON Schema: {err}"
+        ) from None
 
     def problem(value: Any) -> str | None:
         try:

@@ -149,3 +149,29 @@ def test_one_unresolvable_annotation_leaves_the_other_parameters_checked():
 def test_codecs_and_error_classes_are_checked_when_registered(register, words):
     with pytest.raises(RegistryError, match=words):
         register(Registry("t"))
+
+
+def test_a_codec_whose_schema_is_not_json_schema_is_a_registry_error_at_the_first_restore():
+    from loopfsm import compile_spec, parse
+
+    r = Registry("codecs")
+    r.codec("cents", int, lambda v: v, lambda v: v, {"type": "nonsense"})
+    text = """\
+machine: wallet
+description: a codec with a broken schema
+data:
+  total: {type: cents, default: 0}
+states:
+  open: {initial: true, description: taking payments}
+  closed: {terminal: true, description: done}
+events:
+  close:
+    description: close the wallet
+    from:
+      open:
+        - to: closed
+"""
+    machine = compile_spec(parse(text, "wallet.yaml", r), r)
+    snap = machine.new().snapshot()
+    with pytest.raises(RegistryError, match="the schema of codec 'cents' is not a valid JSON Schema"):
+        machine.Instance.restore(snap)
