@@ -105,3 +105,11 @@ def test_a_mistyped_client_option_is_a_usage_error_before_anything_is_sent(argv,
     with pytest.raises(SystemExit) as exit_:
         main(["client", "run", *argv, "hi"])
     assert exit_.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_break_live_is_an_option_of_client_run():
+    from loopfsm.cli import build_parser
+
+    args = build_parser().parse_args(["client", "run", "--session", "s1", "--break-live", "hi"])
+    assert args.break_live is True
+    assert build_parser().parse_args(["client", "run", "--session", "s1", "hi"]).break_live is False

@@ -142,7 +142,7 @@ def add_commands(sub: Any) -> None:
         action="store_true",
         help="plain request/response instead of the router's event stream (progress then shows per response)",
     )
-    s.add_argument(
+    t.add_argument(
         "--break-live",
         action="store_true",
         help="if the session still has a live run (an earlier client stopped at a pause), break it, then run PROMPT",
