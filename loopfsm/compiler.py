@@ -498,27 +498,24 @@ class CompiledMachine:
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @_made_on_first_use
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
-        return {n: _encoder(f, self._codecs[f.type], self.name) for n, f in self.spec.data.items()}
+        return self._per_field(self.spec.data, _encoder)
 
     @_made_on_first_use
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
-        return {n: _decoder(f, self._codecs[f.type], self.name) for n, f in self.spec.data.items()}
+        return self._per_field(self.spec.data, _decoder)
 
     @_made_on_first_use
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
-        codecs = self._codecs
-        return {
-            s.name: {n: _encoder(f, codecs[f.type], self.name) for n, f in s.data.items()}
-            for s in self.spec.states.values()
-        }
+        return {s.name: self._per_field(s.data, _encoder) for s in self.spec.states.values()}
 
     @_made_on_first_use
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
-        codecs = self._codecs
-        return {
-            s.name: {n: _decoder(f, codecs[f.type], self.name) for n, f in s.data.items()}
-            for s in self.spec.states.values()
-        }
+        return {s.name: self._per_field(s.data, _decoder) for s in self.spec.states.values()}
+
+    def _per_field(
+        self, fields: dict[str, FieldDef], make: Callable[[FieldDef, Codec, str], Callable[[Any], Any]]
+    ) -> dict[str, Callable[[Any], Any]]:
+        return {n: make(f, self._codecs[f.type], self.name) for n, f in fields.items()}
 
     @_made_on_first_use
     def default_policy(self) -> Any:
