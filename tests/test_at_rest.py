@@ -223,3 +223,20 @@ def test_no_plaintext_of_an_encrypted_session_in_any_store_file(served, tmp_path
     proc.wait(timeout=10)
     assert not files.leaks(m), "plaintext after the router stopped"
     assert "Traceback" not in log.read_text()
+
+
+def test_sqlite_keeps_no_old_copy_of_what_a_step_overwrote(tmp_path):
+    """Defence in depth on SQLite: an overwritten value is zeroed in the database and cut from the WAL."""
+    from loopfsm.store import Row
+
+    db = tmp_path / "r.db"
+    marker = _marker("overwritten").encode()
+    with open_store(f"sqlite:///{db}", create=True) as s:
+        for value in (marker.decode() * 2000, "", "unrelated"):  # a large clear value, emptied, then another write
+            with s.backend.transaction():
+                s._put_row("s1", "run", 1, 0, Row("input", "bundle", {}, body={"v": value}, row_id="b-run"), 1)
+            if value == "":
+                s.backend.run("PRAGMA wal_checkpoint(PASSIVE)")
+        assert (db.parent / "r.db-wal").exists()
+        left = {p.name for p in tmp_path.iterdir() if p.name.startswith("r.db") and marker in p.read_bytes()}
+        assert left == set()
