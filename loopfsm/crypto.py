@@ -203,7 +203,9 @@ class Keyring:
         """Decrypt, or raise :class:`SealError` without saying more than which check failed."""
         env = envelope if isinstance(envelope, Envelope) else Envelope.from_json(envelope)
         aad = associated_data(session_id=session_id, ref=ref, key_id=env.key_id, version=env.version)
-        return self._open(env, aad, f"{ref}: ciphertext does not open here (tampered, moved, or sealed for another session)")
+        return self._open(
+            env, aad, f"{ref}: ciphertext does not open here (tampered, moved, or sealed for another session)"
+        )
 
     def seal_at_rest(self, plaintext: str | bytes, *, session_id: str, row: str) -> Envelope:
         """Seal a row the router keeps for itself (see :func:`at_rest_associated_data`)."""

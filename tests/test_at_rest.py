@@ -107,7 +107,7 @@ class StoreFiles:
         return [Path(root) / f for root, _, names in os.walk(self.pg_dir) for f in names]
 
     def leaks(self, markers: Markers) -> dict[str, list[str]]:
-        """Marker names found, by file name; files that vanish while being listed (PostgreSQL's temp files) are skipped."""
+        """Marker names found, by file name; a file that vanishes while listed (a temp file) is skipped."""
         found: dict[str, list[str]] = {}
         paths = self.files()
         assert paths, "no store file to search"

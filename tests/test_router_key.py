@@ -46,9 +46,7 @@ def _bundle(url, prefix, session):
         return [r for r in s.rows(session, "input") if r.row_id.startswith("b-")]
 
 
-def test_a_run_sealed_under_another_router_key_is_a_clear_error_until_a_router_with_it_or_a_break(
-    store_url, tmp_path  # noqa: F811
-):
+def test_a_run_sealed_under_another_key_is_refused_until_its_key_or_a_break(store_url, tmp_path):  # noqa: F811
     url, prefix = store_url
     old_file = tmp_path / "old.key"
     Keyring.generate().save(old_file)
@@ -99,9 +97,7 @@ def test_a_run_sealed_under_another_router_key_is_a_clear_error_until_a_router_w
     other.close()
 
 
-def test_a_bundle_left_in_clear_by_an_older_loopfsm_is_read_and_sealed_at_the_next_step(
-    store_url, tmp_path  # noqa: F811
-):
+def test_a_clear_bundle_of_an_older_loopfsm_is_read_then_sealed(store_url, tmp_path):  # noqa: F811
     url, prefix = store_url
     key = Keyring.generate()
     router, tc = make(url, prefix, TOOLS_SCRIPT, key=key)
@@ -127,9 +123,7 @@ def test_a_bundle_left_in_clear_by_an_older_loopfsm_is_read_and_sealed_at_the_ne
     router.close()
 
 
-def test_the_default_router_key_is_made_owner_only_when_an_encrypted_run_first_needs_it(
-    monkeypatch, tmp_path
-):
+def test_the_default_router_key_is_made_owner_only_when_an_encrypted_run_first_needs_it(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     url = f"sqlite:///{tmp_path / 'r.db'}"
     router, tc = make(url, "loopfsm_", TOOLS_SCRIPT, create=True)
