@@ -1,14 +1,17 @@
 """Sealed content for end-to-end-encrypted sessions: XChaCha20-Poly1305 envelopes bound to their place.
 
-The router of an encrypted session holds no key; only the client seals and
-opens.  An envelope is useless anywhere but where it was sealed for: its
+The router of an encrypted session holds none of the client's keys; only the
+client seals and opens the session's content.  The router has a key of its
+own, used only for the short-lived state it keeps between the turns of a run
+(:meth:`Keyring.seal_at_rest`), so that state is never written in clear
+either.  An envelope is useless anywhere but where it was sealed for: its
 associated data names the session and the ``kind:id`` reference of the row,
 plus the envelope's version, algorithm and key id, so a ciphertext copied to
 another row or session, or relabelled with another key id, fails to open
 instead of decrypting into the wrong place.  The associated data is never
 stored: it is recomputed from where the row lives.
 
-Keys never leave the client.  A :class:`Keyring` file is refused unless it is
+Keys never leave the process that owns them.  A :class:`Keyring` file is refused unless it is
 a regular file owned by the current user and unreadable by anyone else.
 """
 
@@ -20,7 +23,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +82,16 @@ def associated_data(*, session_id: str, ref: str, key_id: str, version: int = VE
     """Canonical JSON of where a ciphertext belongs; authenticated, never stored."""
     split_ref(ref)
     doc = {"alg": ALGORITHM, "kid": key_id, "ref": ref, "sid": session_id, "v": version}
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def at_rest_associated_data(*, session_id: str, row: str, key_id: str, version: int = VERSION) -> bytes:
+    """Where a row the router sealed for itself belongs (``input:b-<run>``); authenticated, never stored.
+
+    Its ``use`` member puts it in a domain of its own: no envelope a client
+    sealed under a content reference opens as router state, nor the reverse.
+    """
+    doc = {"alg": ALGORITHM, "kid": key_id, "row": row, "sid": session_id, "use": "router-at-rest", "v": version}
     return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
@@ -184,32 +197,47 @@ class Keyring:
     # -- sealing ----------------------------------------------------------------
     def seal(self, plaintext: str | bytes, *, session_id: str, ref: str) -> Envelope:
         """Encrypt for exactly this session and row, under the current key, with a fresh random nonce."""
+        return self._seal(plaintext, lambda kid: associated_data(session_id=session_id, ref=ref, key_id=kid))
+
+    def open(self, envelope: Envelope | Mapping[str, Any], *, session_id: str, ref: str) -> bytes:
+        """Decrypt, or raise :class:`SealError` without saying more than which check failed."""
+        env = envelope if isinstance(envelope, Envelope) else Envelope.from_json(envelope)
+        aad = associated_data(session_id=session_id, ref=ref, key_id=env.key_id, version=env.version)
+        return self._open(
+            env, aad, f"{ref}: ciphertext does not open here (tampered, moved, or sealed for another session)"
+        )
+
+    def seal_at_rest(self, plaintext: str | bytes, *, session_id: str, row: str) -> Envelope:
+        """Seal a row the router keeps for itself (see :func:`at_rest_associated_data`)."""
+        return self._seal(plaintext, lambda kid: at_rest_associated_data(session_id=session_id, row=row, key_id=kid))
+
+    def open_at_rest(self, envelope: Envelope | Mapping[str, Any], *, session_id: str, row: str) -> bytes:
+        """Open a row :meth:`seal_at_rest` sealed, or raise :class:`SealError` naming only which check failed."""
+        env = envelope if isinstance(envelope, Envelope) else Envelope.from_json(envelope)
+        aad = at_rest_associated_data(session_id=session_id, row=row, key_id=env.key_id, version=env.version)
+        return self._open(env, aad, f"{row}: sealed state does not open here (tampered, moved, or another key)")
+
+    def _seal(self, plaintext: str | bytes, aad_for: Callable[[str], bytes]) -> Envelope:
         data = plaintext.encode() if isinstance(plaintext, str) else plaintext
         if len(data) > MAX_CIPHERTEXT_BYTES - TAG_BYTES:
             raise SealError(f"content larger than {MAX_CIPHERTEXT_BYTES - TAG_BYTES} bytes")
         aead = _aead()
         kid = self.current
         nonce = aead.randombytes(NONCE_BYTES)
-        aad = associated_data(session_id=session_id, ref=ref, key_id=kid)
-        ct = aead.crypto_aead_xchacha20poly1305_ietf_encrypt(data, aad, nonce, self._keys[kid])
+        ct = aead.crypto_aead_xchacha20poly1305_ietf_encrypt(data, aad_for(kid), nonce, self._keys[kid])
         return Envelope(key_id=kid, nonce=nonce, ciphertext=ct)
 
-    def open(self, envelope: Envelope | Mapping[str, Any], *, session_id: str, ref: str) -> bytes:
-        """Decrypt, or raise :class:`SealError` without saying more than which check failed."""
-        env = envelope if isinstance(envelope, Envelope) else Envelope.from_json(envelope)
+    def _open(self, env: Envelope, aad: bytes, refused: str) -> bytes:
         key = self._keys.get(env.key_id)
         if key is None:
             raise SealError(f"no key with id {env.key_id[:32]!r} in this keyring")
-        aad = associated_data(session_id=session_id, ref=ref, key_id=env.key_id, version=env.version)
         aead = _aead()
         from nacl.exceptions import CryptoError
 
         try:
             out: bytes = aead.crypto_aead_xchacha20poly1305_ietf_decrypt(env.ciphertext, aad, env.nonce, key)
         except CryptoError:
-            raise SealError(
-                f"{ref}: ciphertext does not open here (tampered, moved, or sealed for another session)"
-            ) from None
+            raise SealError(refused) from None
         return out
 
     # -- the keyring file ------------------------------------------------------

@@ -30,6 +30,12 @@ _CACHE = tempfile.mkdtemp(prefix="loopfsm-test-cache-")
 os.environ["LOOPFSM_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 
+# Likewise the router's default key file (``$XDG_STATE_HOME/loopfsm/router.key``): one of this test session's
+# own, shared by the routers a test restarts, never the user's.
+_STATE = tempfile.mkdtemp(prefix="loopfsm-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
+
 
 def make_registry() -> Registry:
     reg = Registry("demo")

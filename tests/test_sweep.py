@@ -238,10 +238,16 @@ def test_an_abandoned_encrypted_run_leaves_no_plaintext_after_a_sweep(store_url,
         c.run("secret-abandoned-prompt", permissions={"shell": "ask"})
     needles = ["secret-abandoned-prompt", "echo hi", "looking"]
     s = router.store()
-    assert _scan(s, needles), "the paused run keeps its clear bundle (what the sweep is for)"
-    assert s.sweep(now_ms=clock["now"] + TTL - 1).runs_expired == []
-    assert s.sweep(now_ms=clock["now"] + TTL).runs_expired == ["enc"]
+    # The paused run keeps its bundle sealed under the router key (nothing in clear); the sweep empties it.
     assert _scan(s, needles) == []
+    [bundle] = s.rows("enc", "input")
+    assert bundle.sealed is not None and bundle.body is None
+    assert s.sweep(now_ms=clock["now"] + TTL - 1).runs_expired == []
+    swept = s.sweep(now_ms=clock["now"] + TTL)
+    assert swept.runs_expired == ["enc"] and swept.bundles_emptied == 1
+    assert _scan(s, needles) == []
+    emptied = s.row("enc", "input", bundle.row_id)
+    assert emptied is not None and emptied.sealed is None and emptied.body is None
     # the client that comes back finds the run ended, and the session works on
     clock["now"] += TTL + 1
     late = {"type": "tool_results", "request_id": "late", "data": {"results": []}}

@@ -109,6 +109,14 @@ def add_commands(sub: Any) -> None:
         metavar="TOKENS",
         help="ask before a model call takes a run past this many tokens; 0 is none (router_run policy)",
     )
+    t.add_argument(
+        "--key-file",
+        metavar="PATH",
+        help="the router key that seals encrypted sessions' run state at rest; must exist, the same file for "
+        "every router of the store (default: $XDG_STATE_HOME/loopfsm/router.key, created owner-only if missing)",
+    )
+    t = rs.add_parser("keygen", help="write a new owner-only router key file for --key-file (never overwrites)")
+    t.add_argument("path", metavar="PATH")
     s.set_defaults(func=cmd_router)
 
     s = sub.add_parser("client", help="run the reference client against a router")
@@ -187,6 +195,10 @@ def _provider(kind: str, model: str | None, script: str | None, role: str = "pro
 
 def cmd_router(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
+
+    if args.router_command == "keygen":
+        return cmd_keygen(args.path)
+    from .atrest import default_key_path, load_router_key
     from .http import serve
     from .service import Router
 
@@ -213,6 +225,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         raise ConfigError('--permissions maps tool names to "allow", "ask" or "deny"')
     if args.cost_ceiling < 0:
         raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
+    key = load_router_key(args.key_file)  # read now: a missing or unsafe key file stops the start, not a run
     router = Router(
         args.store,
         prefix=args.prefix,
@@ -224,6 +237,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         create=True,
         model=model,
         fallback_model=fb_model,
+        key=key,
     )
 
     def listening() -> None:
@@ -233,8 +247,25 @@ def cmd_router(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+        where = args.key_file or default_key_path()
+        print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
 
     serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening)
+    return 0
+
+
+def cmd_keygen(path: str) -> int:
+    """``loopfsm router keygen PATH``: a new router key, owner-only; an existing file is never replaced."""
+    from ..errors import ConfigError
+    from .atrest import create_key_file
+
+    try:
+        made = create_key_file(path)
+    except OSError as err:
+        raise ConfigError(f"cannot write router key file {path}: {err.strerror or err}") from None
+    if not made:
+        raise ConfigError(f"{path} exists: a router key file is never overwritten (move it away first)")
+    print(f"wrote router key file {path} (owner-only); give it to every router of the store with --key-file")
     return 0
 
 

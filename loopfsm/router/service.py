@@ -12,10 +12,13 @@ paused run needs to continue is its *run-input bundle*, one ``input`` row.
 Rules chosen where the seed is silent (README "Router service" repeats them):
 
 - The run-input bundle (brain snapshot, the tool breakers of the run, pending
-  calls, content awaiting its seal) is stored in clear while the run lives and
-  is overwritten with an empty body the moment the run ends, whichever way it
-  ends (completed, sealed, break, inject, expiry, failure).  In an encrypted
-  session it is the only clear content at rest, and only while the run lives.
+  calls, content awaiting its seal) is kept while the run lives and is
+  overwritten with an empty row the moment the run ends, whichever way it
+  ends (completed, sealed, break, inject, expiry, failure).  In a plaintext
+  session it is clear JSON; in an encrypted session it is sealed under the
+  router's own key (:mod:`loopfsm.router.atrest`), so no content of an
+  encrypted session is ever written in clear.  A bundle that does not open
+  (another router key) is a clear error; only ``break`` ends such a run.
 - Trace rows carry the stable event name and, for a model call, only its
   metadata (provider, model, route, outcome class, token counts as the
   provider reported them, latency measured here on a monotonic clock), never
@@ -43,6 +46,7 @@ Rules chosen where the seed is silent (README "Router service" repeats them):
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -50,6 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ..crypto import Keyring
 from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError, StreamEventError, StreamProtocolError
 from ..machines.engine_brain import LoopMachine
 from ..machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
@@ -64,6 +69,7 @@ from ..store.runstore import RunRecord, wall_clock_ms
 from ..store.serve import feed_phase
 from . import SESSION_ID_PATTERN
 from . import protocol as P
+from .atrest import SealedState, SealedStateError
 from .tools import (
     ALL_TOOLS,
     CLIENT_TOOLS,
@@ -173,10 +179,14 @@ class Router:
         store_fault: Callable[[str], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         tracer: Any = None,
+        key: Keyring | str | os.PathLike[str] | None = None,
     ):
+        """``key`` is the router key sealing encrypted sessions' run state: a Keyring, a key file, or None
+        for the default file (see :mod:`loopfsm.router.atrest`; a file is read when first needed)."""
         from ..providers.scripted import ScriptedProvider
 
         self.store_url, self.prefix = store_url, prefix
+        self.sealed_state = SealedState(key)
         self.holder = holder or f"router-{uuid.uuid4().hex[:12]}"
         self.provider: Any = provider if provider is not None else ScriptedProvider(DEMO_SCRIPT)
         self.fallback: Any = fallback if fallback is not None else self.provider
@@ -283,6 +293,9 @@ class Router:
         except ProtocolError as err:
             self._release(lease)
             return P.error("invalid", str(err), list(ctx.phase.decide("continuations")))
+        except SealedStateError as err:  # said without content; the run waits for the right key or a break
+            self._release(lease)
+            return P.error("internal", str(err), list(ctx.phase.decide("continuations")))
         except Exception as err:  # noqa: BLE001 - a bug must not wedge the run: release, say so without content
             self._release(lease)
             return P.error(
@@ -300,8 +313,12 @@ class Router:
     def _replay(self, session_id: str, stored: Any) -> dict[str, Any]:
         if isinstance(stored, dict) and isinstance(stored.get("data"), dict) and stored["data"].get("replay_bundle"):
             row = self.store().row(session_id, "input", stored["data"]["replay_bundle"])
-            if row is not None and isinstance(row.body, dict) and isinstance(row.body.get("response"), dict):
-                return dict(row.body["response"])
+            try:
+                bundle = self.sealed_state.read_bundle(session_id, row)
+            except SealedStateError as err:
+                return P.error("internal", str(err), self._continuations(session_id))
+            if bundle is not None and isinstance(bundle.get("response"), dict):
+                return dict(bundle["response"])
             return P.error("expired", "the run this request belonged to has ended", self._continuations(session_id))
         if isinstance(stored, dict):
             return dict(stored)
@@ -312,9 +329,15 @@ class Router:
     # -- processing -------------------------------------------------------------------------
     def _load_bundle(self, ctx: _Ctx, run_id: str) -> dict[str, Any]:
         row = self.store().row(ctx.session_id, "input", f"b-{run_id}")
-        if row is None or not isinstance(row.body, dict):
+        try:
+            bundle = self.sealed_state.read_bundle(ctx.session_id, row)
+        except SealedStateError:
+            if ctx.req.type != "break":
+                raise
+            return {"mode": "encrypted"}  # only a sealed bundle fails to open: break ends the run without it
+        if bundle is None:
             raise _Invalid("the live run's bundle is missing")  # pragma: no cover - only a damaged store
-        return dict(row.body)
+        return bundle
 
     def _process(self, ctx: _Ctx) -> _Outcome:
         t = ctx.req.type
@@ -579,7 +602,9 @@ class Router:
                     if change is not None:
                         did = ctx.rid(f"diff/{turn}/{call.id}")
                         entry["diff_ref"] = f"diff:{did}"
-                        dmeta = {"call_id": call.id, "path": change["path"], "status": "proposed"}
+                        dmeta = {"call_id": call.id, "status": "proposed"}
+                        if not ctx.encrypted:  # a path is content too: in an encrypted session only the seal has it
+                            dmeta["path"] = change["path"]
                         ctx.put("diff", did, dmeta, content=change)
                         if ctx.encrypted:
                             ctx.hold_for_seal(f"diff:{did}", P.canonical(change), dmeta)
@@ -1083,7 +1108,7 @@ class Router:
                     {"run_id": run_id, "replay_bundle": f"b-{run_id}"},
                     decided["allowed_continuations"],
                 )
-            rows.append(Row("input", "bundle", {"run_id": run_id}, body=bundle, row_id=f"b-{run_id}"))
+            rows.append(self.sealed_state.bundle_row(ctx.session_id, run_id, bundle, encrypted=ctx.encrypted))
         trace = ctx.events + fed + ["lock.released"]
         self.store().checkpoint(
             ctx.lease, phase, request_id=req.request_id, response=stored, rows=rows, trace=trace, run_id=run_id

@@ -61,6 +61,10 @@ class SqliteBackend(Backend):
                 self.conn.execute("PRAGMA journal_mode=WAL")
             # FULL: a committed step survives a power loss, not only a killed process.
             self.conn.execute("PRAGMA synchronous=FULL")
+            # Defence in depth for what a step overwrites or deletes (an ended run's bundle): freed space
+            # is zeroed, and the WAL is cut back to nothing whenever it restarts, not left holding old frames.
+            self.conn.execute("PRAGMA secure_delete=ON")
+            self.conn.execute("PRAGMA journal_size_limit=0")
         except sqlite3.Error as err:
             raise StoreError(f"cannot open SQLite database {path!r}: {err}") from None
         self._depth = 0

@@ -131,10 +131,11 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
         step = int(got[0][0])
         order = 0
         if run_expired:
-            # The run's clear rows (its run-input bundle) go with it, as when a request ends it.
+            # The run's bundle (clear, or sealed in an encrypted session) goes with it, as when a request ends it.
             _, clear = store.backend.run(
                 f"SELECT kind, row_id, meta FROM {store._t_rows} "
-                f"WHERE session_id = ? AND kind = 'input' AND run_id = ? AND body IS NOT NULL ORDER BY row_id",
+                f"WHERE session_id = ? AND kind = 'input' AND run_id = ? "
+                f"AND (body IS NOT NULL OR sealed IS NOT NULL) ORDER BY row_id",
                 (rec.session_id, run_id),
             )
             for kind, row_id, meta in clear:
