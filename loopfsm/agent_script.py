@@ -105,15 +105,19 @@ def _check_step(number: int, feed: str, args: dict[Any, Any], events: Mapping[st
     """Refuse what a step names that its feed does not take, in the script's own words.
 
     ``now`` comes from ``at``; a key the feed does not declare is named with the
-    ones it does; ``feed: resume`` is pointed at ``resume: true``.  (Unknown feeds
-    are left to the machine, whose message lists them all.)
+    ones it does; ``feed: resume`` is pointed at ``resume: true``; an unknown feed is
+    named with the ones there are.  Nothing a step names reaches ``feed()`` unchecked,
+    so a key like ``policy`` or ``event`` cannot collide with its own parameters.
     """
     if feed == "resume":
         raise ScriptError(
             f"step {number}: resume is a question, not a feed: write 'resume: true' instead of 'feed: resume'"
         )
     if feed not in events:
-        return
+        raise ScriptError(
+            f"step {number}: agent_loop has no feed named {shown(feed)}{did_you_mean(feed, events)} "
+            f"(feeds: {', '.join(events)})"
+        )
     if "now" in args:
         raise ScriptError(f"step {number}: a step's time is its 'at'; drop 'now'")
     declared = [name for name in events[feed].args if name != "now"]
