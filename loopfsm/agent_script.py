@@ -10,15 +10,15 @@ tracing hook's records, the same ones an OpenTelemetry sink would export.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from .fieldtypes import INT_MAX, INT_MIN
-from .scriptfile import read_script
-from .errors import LoopFsmError, ScriptError
+from .scriptfile import read_script, written_for
+from .errors import FeedArgumentError, LoopFsmError, ScriptError, did_you_mean, shown
 from .tracing import TransitionRecord, attached
 
 _HASHED = {"tool_proposed", "approval_required", "approval_decided"}
@@ -66,7 +66,9 @@ def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
+        others = written_for(script)
+        hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     run = script["run"]
     policy = script.get("policy")
     m = AgentLoop.new_run(run["run_id"], run["owner"], run.get("deadline_at"))
@@ -81,19 +83,55 @@ def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]
                 answer = m.resume(step["at"], policy=policy)
             else:
                 feed = step["feed"]
+                _check_step(number, feed, args, AgentLoop.compiled.spec.events)
                 if "arguments" in step:
                     if feed not in _HASHED:
                         raise ScriptError(f"step {number}: feed '{feed}' takes no tool arguments")
+                    if "arguments_hash" in args:
+                        raise ScriptError(f"step {number}: give the tool's arguments or its arguments_hash, not both")
                     try:
                         args["arguments_hash"] = arguments_hash(step["arguments"])
-                    except ValueError as err:
-                        raise ScriptError(f"step {number}: arguments have no canonical JSON form ({err})") from None
+                    except FeedArgumentError as err:
+                        raise ScriptError(f"step {number}: {err}") from None
                 elif feed == "approval_decided" and "arguments_hash" not in args:
                     args["arguments_hash"] = m.data.arguments_hash or ""  # about what was proposed
                 m.feed(feed, policy=policy, now=step["at"], **args)
             for r in records:
                 yield number, step["at"], r, answer
             records.clear()
+
+
+def _check_step(number: int, feed: str, args: dict[Any, Any], events: Mapping[str, Any]) -> None:
+    """Refuse what a step names that its feed does not take, in the script's own words.
+
+    ``now`` comes from ``at``; a key the feed does not declare is named with the
+    ones it does; ``feed: resume`` is pointed at ``resume: true``; an unknown feed is
+    named with the ones there are.  Nothing a step names reaches ``feed()`` unchecked,
+    so a key like ``policy`` or ``event`` cannot collide with its own parameters.
+    """
+    if feed == "resume":
+        raise ScriptError(
+            f"step {number}: resume is a question, not a feed: write 'resume: true' instead of 'feed: resume'"
+        )
+    if feed not in events:
+        raise ScriptError(
+            f"step {number}: agent_loop has no feed named {shown(feed)}{did_you_mean(feed, events)} "
+            f"(feeds: {', '.join(events)})"
+        )
+    if "now" in args:
+        raise ScriptError(f"step {number}: a step's time is its 'at'; drop 'now'")
+    declared = [name for name in events[feed].args if name != "now"]
+    for key in args:
+        if key not in declared:
+            raise ScriptError(
+                f"step {number}: feed '{feed}' has no argument {shown(key)}{did_you_mean(key, declared)} "
+                f"({_takes(feed, declared)})"
+            )
+
+
+def _takes(feed: str, declared: list[str]) -> str:
+    names = declared + ["arguments"] if feed in _HASHED else declared
+    return f"it takes: {', '.join(names)}" if names else "it takes nothing but 'at'"
 
 
 def format_trace(rows: list[tuple[int, int, TransitionRecord, str | None]]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 
@@ -9,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm import IllegalFeed, NoBranchMatched
-from loopfsm.errors import FeedRefused
+from loopfsm import IllegalFeed, tracing
+from loopfsm.errors import FeedArgumentError, FeedRefused
+from loopfsm.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.machines.agent_loop import RESUME_ANSWERS, AgentLoop, AgentLoopPolicy, arguments_hash
 
 AGENT_LOOP = AgentLoop.compiled
@@ -59,8 +61,39 @@ def test_arguments_hash_is_sha256_of_canonical_json():
     assert H == "sha256:" + expected
     assert arguments_hash({"query": "refund policy", "limit": 5}) == arguments_hash(dict(reversed(ARGS.items())))
     assert arguments_hash({"q": "é"}) == "sha256:" + hashlib.sha256('{"q":"é"}'.encode()).hexdigest()
-    with pytest.raises(ValueError):
+    with pytest.raises(FeedArgumentError, match=r"arguments\['x'\] is nan"):
         arguments_hash({"x": float("nan")})
+
+
+@pytest.mark.parametrize(
+    "arguments,where",
+    [
+        ({"d": datetime.date(2024, 1, 1)}, "arguments['d'] is of type date, not a JSON value"),
+        ({1: "a", "b": "c"}, "arguments has a key of type int; JSON object keys are strings"),
+        ({1: "a"}, "arguments has a key of type int"),  # not quietly the hash of {"1": "a"}
+        ({"a": [1, {"b": b"raw"}]}, "arguments['a'][1]['b'] is of type bytes"),
+        ({"x": float("inf")}, "arguments['x'] is inf"),
+    ],
+)
+def test_arguments_with_no_json_form_are_a_typed_error_naming_where(arguments, where):
+    with pytest.raises(FeedArgumentError) as info:
+        arguments_hash(arguments)
+    assert str(info.value).startswith("arguments have no canonical JSON form: ") and where in str(info.value)
+
+
+def test_arguments_that_contain_themselves_or_nest_too_deep_are_a_typed_error():
+    loop: list[object] = []
+    loop.append(loop)
+    deep: list[object] = []
+    inner = deep
+    for _ in range(100_000):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    for arguments in (loop, deep):
+        with pytest.raises(FeedArgumentError, match="no canonical JSON form"):
+            arguments_hash(arguments)
+    shared = [1]
+    assert arguments_hash({"a": shared, "b": shared}) == arguments_hash({"a": [1], "b": [1]})
 
 
 # -- driving helpers --------------------------------------------------------------------------------
@@ -127,6 +160,38 @@ def test_any_feed_past_the_deadline_expires_the_run(setup, feed, args):
     m = setup()
     m.feed(feed, *args, now=DEADLINE + 5)
     assert m.state == "expired" and m.state_data == {"reason": "deadline"}
+
+
+def test_an_illegal_feed_past_the_deadline_is_refused_and_changes_nothing():
+    """A feed the state does not take is a driver bug, reported as one even past the deadline;
+    tick, taken everywhere, is what expires the run."""
+    m = AgentLoop.new_run("r", "o", 10)
+    err = unchanged(m, m.dispatch, 20)
+    assert type(err) is IllegalFeed and m.state == "planning"
+    m.tick(20)
+    assert m.state == "expired" and m.state_data == {"reason": "deadline"}
+
+
+@pytest.mark.parametrize("deadline_at", [2**64, 10**30, INT_MAX + 1, INT_MIN - 1])
+def test_new_run_refuses_a_deadline_outside_64_bits(deadline_at):
+    with pytest.raises(FeedArgumentError, match="new_run's 'deadline_at' .* outside the signed 64-bit range"):
+        AgentLoop.new_run("r", "o", deadline_at)
+
+
+@pytest.mark.parametrize("deadline_at", [INT_MIN, INT_MAX])
+def test_a_deadline_at_the_edge_of_64_bits_runs_and_saves(deadline_at):
+    m = AgentLoop.new_run("r", "o", deadline_at)
+    m.tool_proposed("search_docs", H, True, 0)
+    assert AgentLoop.restore(m.snapshot()).data.deadline_at == deadline_at
+
+
+def test_deadline_remaining_in_the_trace_stays_a_64_bit_integer():
+    records: list[tracing.TransitionRecord] = []
+    m = AgentLoop.new_run("r", "o", INT_MIN)
+    with tracing.attached(m, records.append):
+        m.tick(INT_MAX)  # deadline_at - now is -(2**64 - 1): saturated, as OTLP's int64 must carry it
+    assert m.state == "expired"
+    assert records[-1].attributes["agent_loop.deadline.remaining_ms"] == INT_MIN
 
 
 def test_without_a_deadline_nothing_expires_by_time():
@@ -197,6 +262,29 @@ def test_a_lowered_limit_after_recovering_fails_the_retry():
     assert m.state == "failed" and m.state_data == {"error_class": "attempts_exhausted"}
 
 
+@pytest.mark.parametrize("proposed_idempotent", [True, False])
+def test_an_approval_request_cannot_contradict_the_proposed_calls_idempotency(proposed_idempotent):
+    m = proposed(idempotent=proposed_idempotent)
+    err = unchanged(
+        m, m.approval_required, "alice", 9_000, "payment", 2, idempotent=not proposed_idempotent, error=FeedRefused
+    )
+    assert "idempotent differs from the proposed call's" in err.reason
+    m.approval_required("alice", 9_000, "payment", 2, idempotent=proposed_idempotent)
+    assert m.state == "awaiting_approval" and m.data.idempotent is proposed_idempotent
+
+
+def test_a_refund_approved_as_not_idempotent_is_never_run_twice():
+    """The issue's run: proposed as idempotent, then asked about as a payment that is not."""
+    m = run()
+    m.tool_proposed("issue_refund", H, True, 0)
+    unchanged(m, m.approval_required, "alice", 100, "payment", 1, idempotent=False, error=FeedRefused)
+    m = run()  # named from planning without saying: not idempotent
+    m.approval_required("alice", 100, "payment", 1, tool="issue_refund", arguments_hash=H)
+    m.approval_decided("approve", "alice", H, 2)
+    m.tool_failed("timeout", True, 3)
+    assert m.state == "failed" and m.state_data == {"error_class": "timeout"}
+
+
 def test_recovering_can_replan():
     m = executing()
     m.tool_failed("timeout", True, 10)
@@ -231,6 +319,25 @@ def test_a_decision_from_someone_else_or_about_other_arguments_is_refused(approv
     m = awaiting_approval()
     err = unchanged(m, m.approval_decided, "approve", approver, hash_, 3, error=FeedRefused)
     assert "named approver" in str(err) and hash_ not in str(err)
+
+
+@pytest.mark.parametrize("approver", ["", "   "])
+def test_a_blank_approver_is_refused(approver):
+    m = proposed()
+    err = unchanged(m, m.approval_required, approver, 9_000, "payment", 2, error=FeedRefused)
+    assert "approver is empty" in err.reason
+    m = run()
+    err = unchanged(
+        m, m.approval_required, approver, 9_000, "payment", 2, tool="t", arguments_hash=H, error=FeedRefused
+    )
+    assert "approver is empty" in err.reason
+
+
+def test_a_blank_approver_in_a_restored_request_never_decides():
+    snap = awaiting_approval().snapshot()
+    snap["state_data"]["approver"] = ""
+    m = AgentLoop.restore(snap)
+    unchanged(m, m.approval_decided, "approve", "", H, 3, error=FeedRefused)
 
 
 def test_a_stranger_cannot_expire_an_approval_either():
@@ -269,10 +376,21 @@ def test_revise_replans_with_a_constraint_that_holds():
     m = awaiting_approval()
     m.approval_decided("revise", "alice", H, 3)
     assert m.state == "planning" and m.data.constraints == [f"search_docs {H}"]
-    unchanged(m, m.tool_proposed, "search_docs", H, False, 4, error=NoBranchMatched)
-    unchanged(
-        m, m.approval_required, "alice", 9, "side_effects", 4, tool="search_docs", arguments_hash=H, error=FeedRefused
-    )
+    for err in (
+        unchanged(m, m.tool_proposed, "search_docs", H, False, 4, error=FeedRefused),
+        unchanged(
+            m,
+            m.approval_required,
+            "alice",
+            9,
+            "side_effects",
+            4,
+            tool="search_docs",
+            arguments_hash=H,
+            error=FeedRefused,
+        ),
+    ):  # the refusal says why: not "no branch's guard held", not "must name the tool" (both were named)
+        assert "sent back by an earlier revise" in err.reason and H not in str(err)
     m.tool_proposed("search_docs", arguments_hash({**ARGS, "limit": 1}), False, 4)
     assert m.state == "awaiting_tool"
 
@@ -369,6 +487,19 @@ def test_resume_answers_after_a_restore(setup, now, expected):
     if feed in ("tick", "worker_lost"):
         m.feed(feed, now)
         assert m.state in ("expired", "recovering")
+
+
+@pytest.mark.parametrize(
+    "idempotent,max_attempts,answer,after",
+    [(True, 3, "recover", "recovering"), (False, 3, "unrecoverable", "failed"), (True, 1, "unrecoverable", "failed")],
+)
+def test_resume_in_executing_tool_answers_what_worker_lost_will_do(idempotent, max_attempts, answer, after):
+    """The seed's second question, "is the next transition still legal under the current policy"."""
+    m = AgentLoop.restore(executing(idempotent).snapshot())
+    policy = {"max_attempts": max_attempts}
+    assert m.resume(5, policy=policy) == answer
+    m.feed(RESUME_ANSWERS[answer], 5, policy=policy)
+    assert m.state == after
 
 
 def test_resume_in_recovering_and_observing():

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopfsm.agent_script import drive
+from loopfsm.errors import LoopFsmError
 
 from loopfsm.cli import main
 
@@ -41,6 +48,50 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text,message",
     [
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tick, now: 5}]",
+            "step 1: a step's time is its 'at'; drop 'now'",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tick, policy: {}}]",
+            "feed 'tick' has no argument 'policy'",
+        ),
+        ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tick, event: x}]", "feed 'tick' has no argument 'event'"),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope, event: x}]",
+            "step 1: agent_loop has no feed named 'nope'",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tik, self: x}]",
+            "no feed named 'tik'; did you mean 'tick'?",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tol: t}]",
+            "has no argument 'tol'; did you mean 'tool'? (it takes: tool, arguments_hash, idempotent, arguments)",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: resume}]",
+            "step 1: resume is a question, not a feed: write 'resume: true'",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {d: 2024-01-01},"
+            " idempotent: true}]",
+            "step 1: arguments have no canonical JSON form: arguments['d'] is of type date, not a JSON value",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {1: a, b: c},"
+            " idempotent: true}]",
+            "step 1: arguments have no canonical JSON form: arguments has a key of type int",
+        ),
+        (
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
+            " arguments_hash: 'sha256:00', idempotent: true}]",
+            "step 1: give the tool's arguments or its arguments_hash, not both",
+        ),
+        (
+            "input: hi\nmodel: [{text: done, context_tokens: 5}]",
+            "'run' is a required property (this is a script for engine_brain: loopfsm run engine_brain --script FILE)",
+        ),
         ("[1, 2]", "script (top): [1, 2] is not of type 'object'"),
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope}]", "no feed named 'nope'"),
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, bogus: 1}]", "bogus"),
@@ -81,3 +132,42 @@ def test_a_refused_step_still_prints_the_trace_so_far(tmp_path, capsys):
 
 def test_a_missing_script_is_a_usage_error(tmp_path, capsys):
     assert main(["run", "agent_loop", "--script", str(tmp_path / "none.yaml")]) == 2
+
+
+@pytest.mark.parametrize("machine", ["agent_loop", "engine_brain", "router_run"])
+def test_a_directory_as_the_script_is_a_usage_error(tmp_path, capsys, machine):
+    assert main(["run", machine, "--script", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a directory" in err and "Traceback" not in err
+
+
+def test_the_brains_driver_names_the_machine_an_agent_loop_script_is_for(tmp_path, capsys):
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD)
+    assert main(["run", "engine_brain", "--script", str(path)]) == 1
+    assert "this is a script for agent_loop: loopfsm run agent_loop --script FILE" in capsys.readouterr().err
+
+
+FEED_NAMES = ["tool_proposed", "approval_required", "approval_decided", "dispatch", "tool_failed", "tick", "resume"]
+STEP_KEYS = ["tool", "arguments_hash", "idempotent", "approver", "expires_at", "policy_reason", "outcome"]
+STEP_KEYS += ["error_class", "transient", "now", "policy", "event", "self", "arguments", 1]
+VALUES = st.sampled_from(
+    [None, True, 0, 2**70, "", "approve", ["approve"], {}, {1: "a"}, datetime.date(2024, 1, 1), float("nan")]
+)
+STEPS = st.lists(
+    st.fixed_dictionaries(
+        {"at": st.integers(0, 100), "feed": st.sampled_from(FEED_NAMES + ["nope"])},
+        optional={k: VALUES for k in STEP_KEYS},
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=STEPS)
+def test_whatever_a_step_names_ends_in_a_loopfsm_error_or_a_trace(steps):
+    try:
+        list(drive({"run": {"run_id": "r", "owner": "o", "deadline_at": 50}, "steps": steps}))
+    except LoopFsmError as err:
+        assert "\n" not in str(err)

@@ -9,9 +9,13 @@ that it never runs backwards.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..errors import FeedArgumentError, shown
+from ..fieldtypes import INT_MAX, INT_MIN
 from ..registry import Registry
 from ..runtime import MachineInstance, PolicyArg
 from .args import checked_new_run, listed
@@ -24,7 +28,8 @@ REGISTRY = Registry("agent_loop")
 RESUME_ANSWERS = {
     "audit": None,  # terminal: nothing to do but read it
     "expire": "tick",
-    "recover": "worker_lost",
+    "recover": "worker_lost",  # recovers the call
+    "unrecoverable": "worker_lost",  # fails the run: the call may not be retried
     "give_up": "dispatch",  # fails the run under the current policy (or use fail)
     "retry": "dispatch",  # or replan
     "wait": None,
@@ -40,11 +45,79 @@ def arguments_hash(arguments: Any) -> str:
     Canonical: keys sorted, no insignificant whitespace, UTF-8, no NaN or
     infinities (they have no JSON form), so equal arguments hash equally on
     every machine and an approval binds to exactly what the approver saw.
+
+    Arguments with no JSON form raise :class:`FeedArgumentError` naming the
+    place (keys cut short) and the type, never a string's value: a key that
+    is not a string (JSON's keys are, and ``{1: ...}`` would otherwise hash
+    like ``{"1": ...}``), a value that is not null, a boolean, a number, a
+    string, a list or a dict (a date, bytes), NaN or an infinity, a cycle,
+    or nesting too deep to write.
     """
-    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    problem = _no_json_form(arguments)
+    if problem is not None:
+        raise FeedArgumentError(f"arguments have no canonical JSON form: {problem}")
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as err:  # a cycle, or an integer too long to write
+        why = "they contain themselves" if "Circular" in str(err) else str(err).split(";")[0]
+        raise FeedArgumentError(f"arguments have no canonical JSON form: {why}") from None
+    except RecursionError:
+        raise FeedArgumentError("arguments have no canonical JSON form: nested too deeply to write") from None
     import hashlib  # noqa: PLC0415 - importing the module must not load OpenSSL
 
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_JSON_SCALARS = (str, int, float, type(None))  # bool is an int
+
+
+def _no_json_form(arguments: Any) -> str | None:
+    """Where ``arguments`` leaves JSON (a non-string key, a value of another type, NaN), or None.
+
+    Walked with a stack, not recursion, and each container once, so a cycle
+    or deep nesting ends the walk (json.dumps then names the cycle).  Each
+    entry keeps its parent's entry and its own key or index, so the place is
+    spelled out only for the one value refused.
+    """
+    stack: list[tuple[Any, _Where | None]] = [(arguments, None)]
+    seen: set[int] = set()
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{_spelled(where)} is {value!r}, which JSON cannot hold"
+        if isinstance(value, _JSON_SCALARS):
+            continue
+        if not isinstance(value, (dict, list, tuple)):
+            return f"{_spelled(where)} is of type {type(value).__name__}, not a JSON value"
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    return f"{_spelled(where)} has a key of type {type(key).__name__}; JSON object keys are strings"
+                stack.append((item, _Where(where, key)))
+        else:
+            stack.extend((item, _Where(where, i)) for i, item in enumerate(value))
+    return None
+
+
+@dataclass(frozen=True)
+class _Where:
+    """One step into the arguments: the container's own place, and the key or index taken in it."""
+
+    parent: _Where | None
+    step: str | int
+
+
+def _spelled(where: _Where | None, most: int = 6) -> str:
+    """``arguments['a'][0]``: the last ``most`` steps of a place (keys cut short), for an error message."""
+    steps: list[str] = []
+    while where is not None:
+        steps.append(f"[{where.step}]" if isinstance(where.step, int) else f"[{shown(where.step, 20)}]")
+        where = where.parent
+    steps.reverse()
+    return "arguments" + ("[...]" if len(steps) > most else "") + "".join(steps[-most:])
 
 
 def now_of(m: Any, ctx: Any) -> int:
@@ -69,9 +142,26 @@ def approval_expired(m: Any, ctx: Any) -> bool:
 
 @REGISTRY.guard
 def decision_matches(m: Any, ctx: Any) -> bool:
-    """The decision comes from the approver asked, about the exact arguments they were shown."""
+    """The decision comes from the approver asked, about the exact arguments they were shown.
+
+    A blank approver never decides, even one a snapshot from before requests refused it carries.
+    """
     a = ctx.args
-    return bool(a["approver"] == m.state_data["approver"] and a["arguments_hash"] == m.data.arguments_hash)
+    return bool(
+        not _blank(a["approver"])
+        and a["approver"] == m.state_data["approver"]
+        and a["arguments_hash"] == m.data.arguments_hash
+    )
+
+
+def _blank(name: str) -> bool:
+    return not name.strip()
+
+
+@REGISTRY.guard
+def approver_blank(m: Any, ctx: Any) -> bool:
+    """An approval request naming nobody (empty, or only whitespace): no decision could come from them."""
+    return _blank(ctx.args["approver"])
 
 
 @REGISTRY.guard
@@ -106,15 +196,15 @@ def _action_key(tool: str, arguments_hash: str) -> str:
 
 @REGISTRY.guard
 def constrained(m: Any, ctx: Any) -> bool:
-    """This exact action was sent back by a reviewer earlier in the run."""
-    return _action_key(ctx.args["tool"], ctx.args["arguments_hash"]) in m.data.constraints
+    """The action named (tool and hash) was sent back by a reviewer's revise earlier in the run."""
+    tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
+    return tool is not None and h is not None and _action_key(tool, h) in m.data.constraints
 
 
 @REGISTRY.guard
 def action_named(m: Any, ctx: Any) -> bool:
-    """approval_required from planning names the action, and not one a reviewer sent back."""
-    tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
-    return tool is not None and h is not None and _action_key(tool, h) not in m.data.constraints
+    """approval_required from planning names the action: both its tool and its arguments_hash."""
+    return ctx.args["tool"] is not None and ctx.args["arguments_hash"] is not None
 
 
 @REGISTRY.guard
@@ -144,6 +234,17 @@ def same_action(m: Any, ctx: Any) -> bool:
     """The approval is about the call already proposed (left out, or the same tool and hash)."""
     tool, h = ctx.args["tool"], ctx.args["arguments_hash"]
     return (tool is None or tool == m.data.tool) and (h is None or h == m.data.arguments_hash)
+
+
+@REGISTRY.guard
+def idempotency_differs(m: Any, ctx: Any) -> bool:
+    """An approval request whose ``idempotent`` is given and is not the proposed call's.
+
+    Taking it would let an approval turn a payment into a retryable call (or
+    quietly ignore what the caller said), so the table refuses it instead.
+    """
+    given: bool | None = ctx.args["idempotent"]
+    return given is not None and given != m.data.idempotent
 
 
 @REGISTRY.guard
@@ -182,7 +283,9 @@ REGISTRY.action(fail_with, name="recover")
 @REGISTRY.action
 def propose(m: Any, ctx: Any) -> None:
     d = m.data
-    d.tool, d.arguments_hash, d.idempotent = ctx.args["tool"], ctx.args["arguments_hash"], ctx.args["idempotent"]
+    # approval_required from planning may leave idempotent out (None): not idempotent, the safe reading
+    d.tool, d.arguments_hash = ctx.args["tool"], ctx.args["arguments_hash"]
+    d.idempotent = ctx.args["idempotent"] is True
     d.attempts = 0
 
 
@@ -235,10 +338,14 @@ def answer(m: Any, q: Any, *, value: str) -> str:
 
 @REGISTRY.result
 def deadline_remaining(m: Any, ctx: Any) -> int | None:
-    """ms left before the deadline at the time fed in (negative once past); None without either."""
+    """ms left before the deadline at the time fed in (negative once past); None without either.
+
+    Saturated to the signed 64-bit range: a trace attribute is an OTLP int64, and the
+    difference of two such times can be twice as wide.
+    """
     if m.data.deadline_at is None or "now" not in ctx.args:
         return None
-    return int(m.data.deadline_at - now_of(m, ctx))
+    return max(INT_MIN, min(INT_MAX, int(m.data.deadline_at - now_of(m, ctx))))
 
 
 Outcome = Literal["approve", "deny", "revise"]
@@ -276,10 +383,15 @@ class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy
         allowed_outcomes: Iterable[Outcome] = ("approve", "deny"),
         tool: str | None = None,
         arguments_hash: str | None = None,
-        idempotent: bool = False,
+        idempotent: bool | None = None,
         policy: PolicyArg = None,
     ) -> None:
-        """The runtime's policy asks ``approver`` to decide about the action before it runs."""
+        """The runtime's policy asks ``approver`` to decide about the action before it runs.
+
+        ``idempotent`` left out means not idempotent for an action named from
+        planning, and the proposal's own value from awaiting_tool, where a
+        different value is refused (:class:`FeedRefused`).
+        """
         self.feed(
             "approval_required",
             approver,

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from ..errors import FeedArgumentError, shown
+from ..fieldtypes import INT_MAX, INT_MIN
 
 T = TypeVar("T")
 
@@ -39,4 +40,10 @@ def checked_new_run(run_id: Any, owner: Any, deadline_at: Any) -> None:
         raise FeedArgumentError(
             f"agent_loop: new_run's 'deadline_at' must be an integer (ms) or None, "
             f"got {type(deadline_at).__name__} {shown(deadline_at)}"
+        )
+    if deadline_at is not None and not INT_MIN <= deadline_at <= INT_MAX:
+        # refused here, at the caller's own mistake: accepted, it would only surface at snapshot()
+        raise FeedArgumentError(
+            f"agent_loop: new_run's 'deadline_at' {shown(deadline_at)} is outside the signed 64-bit range "
+            "every time in ms must fit"
         )
