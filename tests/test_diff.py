@@ -187,6 +187,7 @@ def test_git_diff_driver_recipe(tmp_path):
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_git_log_and_show_use_the_driver_only_with_ext_diff(tmp_path):
     """The README says `git diff` uses the driver as is and `git log -p` / `git show` need --ext-diff: so they do."""
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
 

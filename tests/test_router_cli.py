@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from loopfsm.cli import main
+import pytest
+
+from loopfsm.cli import build_parser, main
 
 from router_support import free_port, wait_until_up
 
@@ -68,3 +71,32 @@ def test_bad_permissions_are_refused(tmp_path, capsys):
     code = main(["router", "serve", "--store", f"sqlite:///{tmp_path / 'r.db'}", "--permissions", '{"shell": "yes"}'])
     assert code != 0 and "--permissions" in capsys.readouterr().err
     assert Path(tmp_path).exists()
+
+
+def _subcommand(*names: str) -> argparse.ArgumentParser:
+    """The parser of ``loopfsm NAMES...`` (e.g. ``router serve``)."""
+    parser = build_parser()
+    for name in names:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parser = sub.choices[name]
+    return parser
+
+
+def _default_text(value: object) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+@pytest.mark.parametrize("command", [("router", "serve"), ("client", "run")], ids=" ".join)
+def test_every_option_says_what_it_is_and_its_default(command, capsys):
+    parser = _subcommand(*command)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        name = action.option_strings[-1] if action.option_strings else action.dest
+        assert action.help and len(action.help) > 10, f"loopfsm {' '.join(command)} {name}: no help text"
+        if action.default not in (None, False) and not action.required:
+            assert f"default: {_default_text(action.default)}" in action.help, f"{name}: default not shown"
+    with pytest.raises(SystemExit):
+        main([*command, "--help"])
+    shown = capsys.readouterr().out
+    assert "(default: 127.0.0.1" in shown or "(default: http://127.0.0.1:8787" in shown

@@ -56,13 +56,19 @@ def add_commands(sub: Any) -> None:
     t.add_argument(
         "--store",
         required=True,
+        metavar="URL",
         help="sqlite:///runs.db or postgresql://user@host/db (created if missing)",
     )
-    t.add_argument("--host", default="127.0.0.1")
-    t.add_argument("--port", type=_port, default=8787)
+    t.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, reachable from this machine only)",
+    )
+    t.add_argument("--port", type=_port, default=8787, help="TCP port to listen on (default: 8787)")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     t.add_argument(
         "--script",
+        metavar="FILE",
         help="YAML script of model replies (default: the built-in demo script)",
     )
     t.add_argument(
@@ -100,14 +106,15 @@ def add_commands(sub: Any) -> None:
         "--disclosure",
         choices=("off", "first_call", "every_call"),
         default="off",
-        help="ask every session's user before the conversation goes to a remote model (router_run policy)",
+        help="ask every session's user before the conversation goes to a remote model (router_run policy; "
+        "default: off)",
     )
     t.add_argument(
         "--cost-ceiling",
         type=_tokens,
         default=0,
         metavar="TOKENS",
-        help="ask before a model call takes a run past this many tokens; 0 is none (router_run policy)",
+        help="ask before a model call takes a run past this many tokens (router_run policy; default: 0, no ceiling)",
     )
     s.set_defaults(func=cmd_router)
 
@@ -117,12 +124,26 @@ def add_commands(sub: Any) -> None:
         "run",
         help="send a prompt and carry its run to the end, running tools in the workspace",
     )
-    t.add_argument("prompt")
-    t.add_argument("--router", type=_router_url, default="http://127.0.0.1:8787")
-    t.add_argument("--session", type=_session, required=True)
-    t.add_argument("--workspace", default=".", help="directory the tools are confined to (default: .)")
+    t.add_argument("prompt", metavar="PROMPT", help="what you ask the model: the run's first user message")
+    t.add_argument(
+        "--router",
+        type=_router_url,
+        default="http://127.0.0.1:8787",
+        metavar="URL",
+        help="the router to talk to (default: http://127.0.0.1:8787, where `loopfsm router serve` listens)",
+    )
+    t.add_argument(
+        "--session",
+        type=_session,
+        required=True,
+        metavar="ID",
+        help="the session the run belongs to: 1-64 letters, digits, '_', '.' or '-' (required)",
+    )
+    t.add_argument("--workspace", default=".", metavar="DIR", help="directory the tools are confined to (default: .)")
     t.add_argument("--yes", action="store_true", help="approve every ask call and approval without asking")
-    t.add_argument("--keyring", help="keyring file: makes the session end-to-end encrypted (created if missing)")
+    t.add_argument(
+        "--keyring", metavar="FILE", help="keyring file: makes the session end-to-end encrypted (created if missing)"
+    )
     t.add_argument(
         "--disclosure",
         choices=("off", "first_call", "every_call"),
