@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 
 def _port(text: str) -> int:
@@ -290,9 +291,13 @@ def cmd_client(args: argparse.Namespace) -> int:
         answer = input(f"  {verb} {what}? [y/N/b(reak)] ").strip().lower()
         return "approved" if answer in ("y", "yes") else "break" if answer in ("b", "break") else "rejected"
 
-    def say(line: str | None) -> None:
-        if line and not args.quiet:
-            print(line, file=sys.stderr, flush=True)
+    progress = Progress(sys.stderr, quiet=args.quiet, tty=sys.stderr.isatty())
+
+    def on_progress(what: str, info: dict[str, Any]) -> None:
+        if what == "retry" and info.get("why") == "transport":
+            progress.resend(progress_line(what, info))
+        else:
+            progress.line(progress_line(what, info))
 
     client = Client(
         args.router,
@@ -300,8 +305,8 @@ def cmd_client(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         keyring=keyring,
         approver=approver,
-        on_progress=lambda what, info: say(progress_line(what, info)),
-        on_trace=lambda name: say(f"  {TRACE_LINES[name]}" if name in TRACE_LINES else None),
+        on_progress=on_progress,
+        on_trace=lambda name: progress.line(f"  {TRACE_LINES[name]}" if name in TRACE_LINES else None),
         stream=not args.no_stream,
     )
     gates: dict[str, Any] = {}
@@ -314,6 +319,7 @@ def cmd_client(args: argparse.Namespace) -> int:
     try:
         resp = client.run(args.prompt, gates=gates or None, break_live=args.break_live)
     finally:
+        progress.close()
         client.close()
     data = resp["data"]
     done = resp["status"] == "completed" or data.get("ended") == "completed"
@@ -351,16 +357,60 @@ TRACE_LINES = {
 }
 
 
+@dataclass
+class Progress:
+    """The client's progress lines on stderr.
+
+    A re-send after a transport error (the router did not answer) is a
+    passing state, not an event: on a terminal one line says so and is
+    rewritten in place at each attempt; elsewhere (a log, a pipe) only the
+    first re-send of a run of them is written, so an unreachable router costs
+    one line, not one per attempt.  A question is asked only after a
+    response, whose line ends any line left open for rewriting.
+    """
+
+    stream: TextIO
+    quiet: bool = False
+    tty: bool = False
+    pending: bool = False  # a rewritten line is on the terminal without its newline
+    resending: bool = False  # the last thing said was a re-send
+
+    def line(self, text: str | None) -> None:
+        """Print one progress line (nothing for None or with ``quiet``)."""
+        if not text or self.quiet:
+            return
+        self.close()
+        self.resending = False
+        print(text, file=self.stream, flush=True)
+
+    def resend(self, text: str) -> None:
+        """Say that a request is being re-sent: in place on a terminal, once per outage elsewhere."""
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write(f"\r\x1b[K{text}")
+            self.stream.flush()
+            self.pending = True
+        elif not self.resending:
+            print(text, file=self.stream, flush=True)
+        self.resending = True
+
+    def close(self) -> None:
+        """End a line left open for rewriting, so what comes next starts on a line of its own."""
+        if self.pending:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.pending = False
+
+
 def progress_line(what: str, info: dict[str, Any]) -> str:
     """The line a client event prints: response statuses, tools run, sealing, re-sends (tool names, no content)."""
     if what == "tool":
         return f"  running {_name(info.get('name'))}"
     if what == "retry":
-        return (
-            f"  router unreachable, re-sending {info['type']}"
-            if info.get("why") == "transport"
-            else f"  {info.get('why')}: re-sending {info['type']} as a plain request"
-        )
+        if info.get("why") == "transport":
+            return f"  router unreachable, re-sending {info['type']} (attempt {info['attempt']} of {info['attempts']})"
+        return f"  {info.get('why')}: re-sending {info['type']} as a plain request"
     if what == "completed" and info.get("to_encrypt"):
         return f"- completed\n  sealing {len(info['to_encrypt'])} item(s) with your keyring"
     if what == "awaiting_tool":
