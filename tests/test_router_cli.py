@@ -6,6 +6,7 @@ import argparse
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,15 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         ws = tmp_path / "demo"
         ws.mkdir()
 
+        def client_args(session: str, workspace: Path) -> list[str]:
+            return ["client", "run", "--router", f"http://127.0.0.1:{port}", "--session", session] + [
+                "--workspace",
+                str(workspace),
+            ]
+
         def client_run(session: str, workspace: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-            args = ["client", "run", "--router", f"http://127.0.0.1:{port}", "--session", session]
             return subprocess.run(
-                LOOPFSM + args + ["--workspace", str(workspace), *extra, "tidy up"],
+                LOOPFSM + client_args(session, workspace) + [*extra, "tidy up"],
                 capture_output=True,
                 text=True,
                 timeout=120,
@@ -51,14 +57,58 @@ def test_serve_then_client_run_is_the_demo(tmp_path):
         other.mkdir()
         keyring = tmp_path / "keys.json"
         run = client_run("s2", other, "--keyring", str(keyring))
-        assert run.returncode == 0, run.stderr
         assert "rejected (no terminal to ask; use --yes)" in run.stderr and not (other / "NOTES.md").exists()
         assert oct(os.stat(keyring).st_mode & 0o777) == "0o600"
+        # the scripted model still says it wrote NOTES.md: the client says what really happened, and exits 1
+        assert run.stdout == "Done: I listed the workspace and wrote NOTES.md.\n"
+        assert run.stderr.splitlines()[-1] == (
+            "loopfsm client: 2 tool calls were rejected and did not run: shell, write_file "
+            "(no terminal to ask: --yes allows them); the answer above may say otherwise"
+        )
+        assert run.returncode == 1
+        # on a terminal, the user answering n: the same verdict, without the hint
+        run_tty = on_a_terminal(client_args("s4", other) + ["tidy up"], answers="n\nn\n")
+        assert run_tty.code == 1 and not (other / "NOTES.md").exists()
+        assert "loopfsm client: 2 tool calls were rejected and did not run: shell, write_file; the answer" in (
+            run_tty.output
+        )
+        run_tty = on_a_terminal(client_args("s5", other) + ["tidy up"], answers="y\ny\n")
+        assert run_tty.code == 0 and (other / "NOTES.md").exists() and "rejected" not in run_tty.output
     finally:
         server.terminate()
         server.wait(timeout=10)
         log.close()
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
+
+
+@dataclass
+class TerminalRun:
+    code: int
+    output: str  # what the terminal showed: stdout and stderr, the typed answers echoed
+
+
+def on_a_terminal(args: list[str], answers: str) -> TerminalRun:
+    """``loopfsm ARGS`` with a pseudo-terminal as stdin, stdout and stderr, the user typing ``answers``."""
+    import pty
+
+    main_fd, side_fd = pty.openpty()
+    try:
+        proc = subprocess.Popen(LOOPFSM + args, stdin=side_fd, stdout=side_fd, stderr=side_fd)
+        os.close(side_fd)
+        os.write(main_fd, answers.encode())  # the terminal holds the typed lines until input() reads them
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # EIO: every holder of the other side has closed it
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        code = proc.wait(timeout=120)
+    finally:
+        os.close(main_fd)
+    return TerminalRun(code, b"".join(chunks).decode(errors="replace").replace("\r\n", "\n"))
 
 
 def test_real_provider_without_model_is_a_usage_error(tmp_path, capsys):

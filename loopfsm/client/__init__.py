@@ -25,7 +25,8 @@ the attempt about to be made and the most there will be).
 router's ``summary`` and ``expires_at``.  ``interrupt(state, response)``,
 asked before the client answers any pause, may return ``"break"`` or ``("inject", text)`` to take the
 user's escape hatch there instead (the machine refuses one the response did
-not allow).
+not allow).  After a run, ``rejected`` names the tool calls the approver
+rejected, which did not run (the model's answer may still claim their work).
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ class Client:
         self.stream = stream  # off for the rest of the run once the router has no usable stream
         self.machine = RouterClient()
         self.last_message: str | None = None  # the last completed turn's text (an encrypted one ends idle)
+        self.rejected: list[str] = []  # names of this run's tool calls the approver rejected: they did not run
         self.sent: list[dict[str, Any]] = []  # every request put on the wire, re-sends included (tests read it)
 
     def close(self) -> None:
@@ -217,6 +219,7 @@ class Client:
         (ctrl-C) at a pause, the client breaks its own run before it stops, so
         the session is not left waiting for an answer nobody will send.
         """
+        self.rejected = []
         execute = self._execute_request(prompt, permissions, gates)
         resp = self._exchange(execute)
         if break_live and resp["status"] == "error" and resp["data"].get("code") == "run_live":
@@ -335,6 +338,7 @@ class Client:
                         args_hash=call["args_hash"],
                     )
                 if r.get("decision") == "rejected":
+                    self.rejected.append(call["name"])
                     content, is_error = "the user rejected this call", True
                 else:
                     self.on_progress("tool", {"name": call["name"]})

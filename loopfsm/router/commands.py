@@ -337,6 +337,16 @@ def cmd_client(args: argparse.Namespace) -> int:
                 "with --break-live to break it first)",
                 file=sys.stderr,
             )
+    if done and client.rejected:
+        # The model's answer was printed as it said it; it may claim work the rejected calls would have done.
+        names = ", ".join(_name(n) for n in client.rejected)
+        why = "" if args.yes or sys.stdin.isatty() else " (no terminal to ask: --yes allows them)"
+        count = "1 tool call was" if len(client.rejected) == 1 else f"{len(client.rejected)} tool calls were"
+        print(
+            f"loopfsm client: {count} rejected and did not run: {names}{why}; the answer above may say otherwise",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if done else 1
 
 
