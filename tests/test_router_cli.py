@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,6 +18,8 @@ from loopfsm.cli import build_parser, main
 from router_support import free_port, wait_until_up
 
 LOOPFSM = [sys.executable, "-m", "loopfsm"]
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
 
 
 def test_serve_then_client_run_is_the_demo(tmp_path):
@@ -150,3 +154,31 @@ def test_every_option_says_what_it_is_and_its_default(command, capsys):
         main([*command, "--help"])
     shown = capsys.readouterr().out
     assert "(default: 127.0.0.1" in shown or "(default: http://127.0.0.1:8787" in shown
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_what_the_readme_demo_leaves_in_the_clone_is_ignored(tmp_path, monkeypatch):
+    """The demo's store (with SQLite's WAL files) and workspace, made where the README makes them: git ignores them."""
+    from loopfsm.store import open_store
+    from loopfsm.store.serve import Outcome, serve
+
+    commands = [line[2:] for line in README.splitlines() if line.startswith("$ loopfsm ") or line.startswith("$ mkdir")]
+    stores = {m for c in commands for m in re.findall(r"--store sqlite:///(\S+)", c)}
+    workspaces = {m for c in commands for m in re.findall(r"--workspace (\S+)", c)}
+    assert stores == {"runs.db"} and workspaces == {"demo"}  # what the rest of this test makes
+    shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
+    monkeypatch.chdir(tmp_path)
+    subprocess.run(["git", "init", "-q"], check=True)
+    store = open_store("sqlite:///runs.db", create=True)
+    try:
+        serve(store, "s1", "execute", "r1", holder="router-1", process=Outcome("completed"))
+        (tmp_path / "demo").mkdir()
+        (tmp_path / "demo" / "NOTES.md").write_text("Visited by the loopfsm demo router.\n")
+        made = sorted(p.name for p in tmp_path.iterdir() if p.name not in (".git", ".gitignore"))
+        assert "runs.db" in made and "runs.db-wal" in made, made  # the store is open: its WAL files are there
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=all"], capture_output=True, text=True, check=True
+        ).stdout
+    finally:
+        store.close()
+    assert status.splitlines() == ["?? .gitignore"], status
