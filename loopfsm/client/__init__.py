@@ -7,7 +7,7 @@ ask calls and standalone approvals, seals and opens content with a
 :class:`~loopfsm.crypto.Keyring` in an encrypted session, and re-sends the very
 same request (same ``request_id``) after a transport error, a 5xx or a ``busy``,
 up to ``retries`` times; then it gives up with a :class:`ClientError` that
-names the router's address (without any user name or password in it).
+names the router's scheme, host and port (never a user name, password, path or query).
 
 Each request goes through the router's server-sent-events stream, so
 ``on_trace(name)`` hears the turn's steps as they happen (``model.called``,
@@ -396,7 +396,8 @@ def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
 
 
 def shown_url(url: str) -> str:
-    """``url`` as an error may show it: scheme, host, port and path; a user name, password or query is dropped."""
+    """``url`` as an error may show it: scheme, host and port (what a connection needs); a user name,
+    password, path or query could carry a token, and is left out."""
     from urllib.parse import urlsplit
 
     try:
@@ -406,7 +407,8 @@ def shown_url(url: str) -> str:
     except ValueError:
         return "the router's address"
     host = f"[{host}]" if ":" in host else host
-    return f"{parts.scheme}://{host}{port}{parts.path}"[:200]
+    text = f"{parts.scheme}://{host}{port}"[:200]
+    return "".join(c if c.isprintable() else "?" for c in text)  # no terminal escape from a typo
 
 
 def dumps(resp: dict[str, Any]) -> str:
