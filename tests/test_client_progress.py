@@ -308,3 +308,81 @@ def test_the_stream_keeps_a_long_turn_alive(store_url, tmp_path, monkeypatch):  
     router.close()
     assert ": keep-alive" in lines
     assert lines.index(": keep-alive") < lines.index("event: response")
+
+
+def test_an_unreachable_router_is_one_line_then_an_error_that_says_what_to_do(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    run = _client_run(url, "s1", tmp_path, "--yes", "tidy up")
+    assert run.returncode == 1 and run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert lines == [
+        "  router unreachable, re-sending execute (attempt 2 of 21)",
+        f"loopfsm client: no router answers at {url} (21 attempts); start one with "
+        "`loopfsm router serve --store sqlite:///runs.db`, or give the address of the one you run",
+    ], run.stderr
+    run = _client_run(url, "s1", tmp_path, "--yes", "--quiet", "tidy up")
+    assert run.returncode == 1 and run.stderr.splitlines() == lines[1:]
+
+
+def test_on_a_terminal_the_unreachable_line_is_rewritten_in_place(tmp_path):
+    """stderr on a real pseudo-terminal: one line, rewritten attempt by attempt, then the error on its own line."""
+    import os
+    import pty
+
+    url = f"http://127.0.0.1:{free_port()}"
+    main_fd, side_fd = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            LOOPFSM + ["client", "run", "--router", url, "--session", "s1", "--workspace", str(tmp_path), "go"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=side_fd,
+        )
+        os.close(side_fd)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(main_fd, 4096)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        assert proc.wait(timeout=300) == 1
+    finally:
+        os.close(main_fd)
+    shown = b"".join(chunks).decode().replace("\r\n", "\n")  # the terminal turns each \n into \r\n
+    rewrites = [f"\r\x1b[K  router unreachable, re-sending execute (attempt {n} of 21)" for n in range(2, 22)]
+    assert (
+        shown == "".join(rewrites) + f"\nloopfsm client: no router answers at {url} (21 attempts); start one with "
+        "`loopfsm router serve --store sqlite:///runs.db`, or give the address of the one you run\n"
+    )
+
+
+def test_the_client_gives_up_naming_the_address_without_its_password(tmp_path):
+    import httpx
+
+    from loopfsm.client import Client
+    from loopfsm.errors import ClientError
+
+    port = free_port()
+    events = []
+    c = Client(
+        f"http://alice:hunter2@127.0.0.1:{port}/t0ken/?token=abc",
+        "s1",
+        workspace=tmp_path,
+        retries=2,
+        retry_delay_s=0,
+        on_progress=lambda what, info: events.append((what, info)),
+    )
+    with pytest.raises(ClientError) as err:
+        c.run("hi")
+    assert str(err.value).startswith(f"no router answers at http://127.0.0.1:{port} (3 attempts); start one")
+    assert not any(secret in str(err.value) for secret in ("hunter2", "alice", "t0ken", "abc"))
+    assert [info["attempt"] for what, info in events if what == "retry"] == [2, 3]  # none after the last attempt
+    failing = httpx.Client(base_url="http://router.test", transport=httpx.MockTransport(lambda r: httpx.Response(502)))
+    c = Client("http://router.test", "s1", workspace=tmp_path, http=failing, retries=1, retry_delay_s=0, stream=False)
+    with pytest.raises(
+        ClientError, match=r"^the router at http://router.test answered HTTP 5xx \(a server error\) to all 2 attempts$"
+    ):
+        c.run("hi")

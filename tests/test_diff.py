@@ -184,6 +184,35 @@ def test_git_diff_driver_recipe(tmp_path):
     assert "git-blob" not in out and "/tmp/" not in out.split("cannot be compared:")[0]
 
 
+@pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+def test_git_log_and_show_use_the_driver_only_with_ext_diff(tmp_path):
+    """The README says `git diff` uses the driver as is and `git log -p` / `git show` need --ext-diff: so they do."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "t@example.invalid")
+    git("config", "user.name", "t")
+    (tmp_path / "machines").mkdir()
+    f = tmp_path / "machines" / "turnstile.yaml"
+    shutil.copy(ROOT / "machines" / "turnstile.yaml", f)
+    (tmp_path / ".gitattributes").write_text("machines/*.yaml diff=loopfsm\n")
+    git("config", "diff.loopfsm.command", f"{sys.executable} -m loopfsm diff --git")
+    git("add", ".")
+    git("commit", "-qm", "one")
+    f.write_text(f.read_text().replace("default: 1\n", "default: 2\n", 1))
+    git("commit", "-qam", "two")
+    words = "policy fare (read by coin from locked): default 1 -> 2"
+    readme = (ROOT / "README.md").read_text()
+    for command in (["diff", "HEAD~1"], ["log", "-p", "--ext-diff", "-1"], ["show", "--ext-diff"]):
+        assert words in git(*command), command
+        assert f"`git {' '.join(c for c in command if c not in ('HEAD~1', '-1'))}`" in readme, command
+    for command in (["log", "-p", "-1"], ["show"]):  # without --ext-diff: git's own text diff
+        out = git(*command)
+        assert words not in out and "+    default: 2" in out, command
+
+
 def test_before_actions_any_guards_and_refusals_are_named(tmp_path):
     found, changed, _ = changes(
         tmp_path,

@@ -27,6 +27,17 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert test_cmd in ci.splitlines()
 
 
+def test_the_non_root_set_up_runs_the_same_commands_without_apt():
+    blocks = code_blocks("sh")
+    build_cmd, test_cmd = blocks[0].strip(), next(b.strip() for b in blocks if "pytest" in b)
+    venv = next(b for b in blocks if "venv" in b).splitlines()
+    assert "apt-get" not in "\n".join(venv) and venv[0].startswith("python3 -m venv .venv && ")
+    for root_cmd in (build_cmd, test_cmd):
+        apt, sep, rest = root_cmd.partition("apt-get install -y graphviz && ")
+        assert sep and apt == "apt-get update && " and rest in venv, rest
+    assert blocks.index(build_cmd + "\n") == 0 and test_cmd in blocks[1]  # the root commands come first
+
+
 def test_main_job_command_builds():
     build_cmd = code_blocks("sh")[0].strip()
     assert build_cmd.endswith("loopfsm build")

@@ -64,6 +64,57 @@ def test_pre_commit_hooks_run_the_commands_they_name(tmp_path, monkeypatch, caps
     assert not pattern.search(".github/workflows/ci.yaml")
 
 
+#: The identify tags pre-commit gives a file, for the suffixes the hooks care about.
+TAGS = {".py": {"file", "text", "python"}, ".yaml": {"file", "text", "yaml"}, ".toml": {"file", "text", "toml"}}
+
+
+def _selects(hook: dict, path: str) -> bool:
+    """Whether pre-commit hands ``path`` to ``hook`` (its ``files``, ``exclude``, ``types`` and ``types_or``)."""
+    import re
+
+    tags = TAGS[Path(path).suffix]
+    return (
+        re.search(str(hook.get("files", "")), path) is not None
+        and re.search(str(hook.get("exclude", "^$")), path) is None
+        and set(hook.get("types", ["file"])) <= tags
+        and bool(set(hook.get("types_or", tags)) & tags)
+    )
+
+
+def test_check_hook_runs_when_a_registry_module_changes(tmp_path):
+    """Renaming a guard in the declared registry module breaks the machine file: the commit must not land."""
+    import subprocess
+    import sys
+
+    from test_project import DOOR_PY, DOOR_YAML
+
+    hook = {h["id"]: h for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}["loopfsm-check"]
+    (tmp_path / "machines").mkdir()
+    (tmp_path / "machines" / "door.yaml").write_text(DOOR_YAML)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {door = "door:REG"}\n')
+    (tmp_path / "door.py").write_text(DOOR_PY)
+
+    def commit(*staged: str) -> subprocess.CompletedProcess[str] | None:
+        """What pre-commit does with this hook for a commit of ``staged``: None when it skips the hook."""
+        chosen = [f for f in staged if _selects(hook, f)]
+        if not chosen:
+            return None
+        argv = shlex.split(hook["entry"])[1:] + ([] if hook.get("pass_filenames") is False else chosen)
+        return subprocess.run(
+            [sys.executable, "-m", "loopfsm", *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    ran = commit("door.py")
+    assert ran is not None and ran.returncode == 0, ran and ran.stderr
+    (tmp_path / "door.py").write_text(DOOR_PY.replace("def code_ok(", "def code_matches("))
+    for staged in ("door.py", "src/pkg/door.py", "pyproject.toml", "machines/door.yaml"):
+        ran = commit(staged)
+        assert ran is not None, f"{staged}: the hook was skipped"
+        assert ran.returncode == 1, (staged, ran.stdout, ran.stderr)
+        assert "machines/door.yaml" in ran.stderr and "code_ok" in ran.stderr and "Traceback" not in ran.stderr
+    assert commit("docs/notes.yaml", ".github/workflows/ci.yaml") is None
+
+
 def _broken(tmp_path: Path) -> Path:
     path = tmp_path / "t,urn.yaml"
     path.write_text((ROOT / "machines" / "turnstile.yaml").read_text().replace("to: unlocked", "to: unlockd"))

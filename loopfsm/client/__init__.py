@@ -5,7 +5,9 @@ It never leads: every move is the answer to the last response, checked by the
 it is sent).  It runs tools in a :class:`Workspace`, asks ``approver`` about
 ask calls and standalone approvals, seals and opens content with a
 :class:`~loopfsm.crypto.Keyring` in an encrypted session, and re-sends the very
-same request (same ``request_id``) after a transport error or a ``busy``.
+same request (same ``request_id``) after a transport error, a 5xx or a ``busy``,
+up to ``retries`` times; then it gives up with a :class:`ClientError` that
+names the router's scheme, host and port (never a user name, password, path or query).
 
 Each request goes through the router's server-sent-events stream, so
 ``on_trace(name)`` hears the turn's steps as they happen (``model.called``,
@@ -13,7 +15,9 @@ Each request goes through the router's server-sent-events stream, so
 answers without a stream, or a stream that breaks, makes the client re-send
 the same request as plain request/response and stay with that for the rest
 of the run.  ``on_progress(what, info)`` is told each response's status, each
-tool it runs (``tool``) and each re-send (``retry``).
+tool it runs (``tool``) and each re-send after an error (``retry``: ``type``,
+``why``, and for a transport error ``attempt`` and ``attempts``, the number of
+the attempt about to be made and the most there will be).
 
 ``approver(kind, info)`` answers ``"approved"``, ``"rejected"``, ``"break"`` or
 ``("inject", text)``; ``kind`` is ``tool`` (an ask call) or an approval kind
@@ -21,7 +25,8 @@ tool it runs (``tool``) and each re-send (``retry``).
 router's ``summary`` and ``expires_at``.  ``interrupt(state, response)``,
 asked before the client answers any pause, may return ``"break"`` or ``("inject", text)`` to take the
 user's escape hatch there instead (the machine refuses one the response did
-not allow).
+not allow).  After a run, ``rejected`` names the tool calls the approver
+rejected, which did not run (the model's answer may still claim their work).
 """
 
 from __future__ import annotations
@@ -67,6 +72,7 @@ class Client:
         import httpx
 
         self.session_id = session_id
+        self.router_shown = shown_url(router_url)
         self.workspace = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.keyring, self.approver, self.approver_name = (
             keyring,
@@ -84,6 +90,7 @@ class Client:
         self.stream = stream  # off for the rest of the run once the router has no usable stream
         self.machine = RouterClient()
         self.last_message: str | None = None  # the last completed turn's text (an encrypted one ends idle)
+        self.rejected: list[str] = []  # names of this run's tool calls the approver rejected: they did not run
         self.sent: list[dict[str, Any]] = []  # every request put on the wire, re-sends included (tests read it)
 
     def close(self) -> None:
@@ -93,13 +100,20 @@ class Client:
     def _post(self, req: dict[str, Any]) -> dict[str, Any]:
         import httpx
 
-        for attempt in range(self.retries + 1):
+        attempts = self.retries + 1
+        failed = "transport"  # how the last attempt failed: "transport" (no answer) or "server" (a 5xx)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
             self.sent.append(req)
             try:
                 got = self._stream_once(req) if self.stream else self._post_once(req)
             except httpx.TransportError:
-                self.on_progress("retry", {"type": req["type"], "why": "transport"})
-                time.sleep(self.retry_delay_s)
+                failed = "transport"
+                if not last:  # nothing is re-sent after the last attempt: say nothing, wait for nothing
+                    self.on_progress(
+                        "retry", {"type": req["type"], "why": "transport", "attempt": attempt + 2, "attempts": attempts}
+                    )
+                    time.sleep(self.retry_delay_s)
                 continue
             except _StreamUnavailable as why:
                 # The same request again, as plain request/response: a re-send of one request_id is safe.
@@ -107,7 +121,9 @@ class Client:
                 self.on_progress("retry", {"type": req["type"], "why": str(why)})
                 continue
             if got is None:  # a 5xx: the router (or a proxy) failed; the same request again
-                time.sleep(self.retry_delay_s)
+                failed = "server"
+                if not last:
+                    time.sleep(self.retry_delay_s)
                 continue
             resp = got
             P.check_response(resp)
@@ -123,7 +139,14 @@ class Client:
                 )
                 continue
             return resp
-        raise ClientError(f"router unreachable after {self.retries + 1} attempts")
+        if failed == "server":
+            raise ClientError(
+                f"the router at {self.router_shown} answered HTTP 5xx (a server error) to all {attempts} attempts"
+            )
+        raise ClientError(
+            f"no router answers at {self.router_shown} ({attempts} attempts); start one with "
+            "`loopfsm router serve --store sqlite:///runs.db`, or give the address of the one you run"
+        )
 
     def _post_once(self, req: dict[str, Any]) -> dict[str, Any] | None:
         path = "execute" if req["type"] == "execute" else "continue"
@@ -196,6 +219,7 @@ class Client:
         (ctrl-C) at a pause, the client breaks its own run before it stops, so
         the session is not left waiting for an answer nobody will send.
         """
+        self.rejected = []
         execute = self._execute_request(prompt, permissions, gates)
         resp = self._exchange(execute)
         if break_live and resp["status"] == "error" and resp["data"].get("code") == "run_live":
@@ -314,6 +338,7 @@ class Client:
                         args_hash=call["args_hash"],
                     )
                 if r.get("decision") == "rejected":
+                    self.rejected.append(call["name"])
                     content, is_error = "the user rejected this call", True
                 else:
                     self.on_progress("tool", {"name": call["name"]})
@@ -368,6 +393,22 @@ def sse_events(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
                 data.append(value)
     if data:
         yield event, "\n".join(data)
+
+
+def shown_url(url: str) -> str:
+    """``url`` as an error may show it: scheme, host and port (what a connection needs); a user name,
+    password, path or query could carry a token, and is left out."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "the router's address"
+    host = f"[{host}]" if ":" in host else host
+    text = f"{parts.scheme}://{host}{port}"[:200]
+    return "".join(c if c.isprintable() else "?" for c in text)  # no terminal escape from a typo
 
 
 def dumps(resp: dict[str, Any]) -> str:

@@ -6,7 +6,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TextIO
 
 
 def _port(text: str) -> int:
@@ -56,13 +57,19 @@ def add_commands(sub: Any) -> None:
     t.add_argument(
         "--store",
         required=True,
+        metavar="URL",
         help="sqlite:///runs.db or postgresql://user@host/db (created if missing)",
     )
-    t.add_argument("--host", default="127.0.0.1")
-    t.add_argument("--port", type=_port, default=8787)
+    t.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, reachable from this machine only)",
+    )
+    t.add_argument("--port", type=_port, default=8787, help="TCP port to listen on (default: 8787)")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     t.add_argument(
         "--script",
+        metavar="FILE",
         help="YAML script of model replies (default: the built-in demo script)",
     )
     t.add_argument(
@@ -100,14 +107,15 @@ def add_commands(sub: Any) -> None:
         "--disclosure",
         choices=("off", "first_call", "every_call"),
         default="off",
-        help="ask every session's user before the conversation goes to a remote model (router_run policy)",
+        help="ask every session's user before the conversation goes to a remote model (router_run policy; "
+        "default: off)",
     )
     t.add_argument(
         "--cost-ceiling",
         type=_tokens,
         default=0,
         metavar="TOKENS",
-        help="ask before a model call takes a run past this many tokens; 0 is none (router_run policy)",
+        help="ask before a model call takes a run past this many tokens (router_run policy; default: 0, no ceiling)",
     )
     t.add_argument(
         "--key-file",
@@ -125,12 +133,26 @@ def add_commands(sub: Any) -> None:
         "run",
         help="send a prompt and carry its run to the end, running tools in the workspace",
     )
-    t.add_argument("prompt")
-    t.add_argument("--router", type=_router_url, default="http://127.0.0.1:8787")
-    t.add_argument("--session", type=_session, required=True)
-    t.add_argument("--workspace", default=".", help="directory the tools are confined to (default: .)")
+    t.add_argument("prompt", metavar="PROMPT", help="what you ask the model: the run's first user message")
+    t.add_argument(
+        "--router",
+        type=_router_url,
+        default="http://127.0.0.1:8787",
+        metavar="URL",
+        help="the router to talk to (default: http://127.0.0.1:8787, where `loopfsm router serve` listens)",
+    )
+    t.add_argument(
+        "--session",
+        type=_session,
+        required=True,
+        metavar="ID",
+        help="the session the run belongs to: 1-64 letters, digits, '_', '.' or '-' (required)",
+    )
+    t.add_argument("--workspace", default=".", metavar="DIR", help="directory the tools are confined to (default: .)")
     t.add_argument("--yes", action="store_true", help="approve every ask call and approval without asking")
-    t.add_argument("--keyring", help="keyring file: makes the session end-to-end encrypted (created if missing)")
+    t.add_argument(
+        "--keyring", metavar="FILE", help="keyring file: makes the session end-to-end encrypted (created if missing)"
+    )
     t.add_argument(
         "--disclosure",
         choices=("off", "first_call", "every_call"),
@@ -300,9 +322,13 @@ def cmd_client(args: argparse.Namespace) -> int:
         answer = input(f"  {verb} {what}? [y/N/b(reak)] ").strip().lower()
         return "approved" if answer in ("y", "yes") else "break" if answer in ("b", "break") else "rejected"
 
-    def say(line: str | None) -> None:
-        if line and not args.quiet:
-            print(line, file=sys.stderr, flush=True)
+    progress = Progress(sys.stderr, quiet=args.quiet, tty=sys.stderr.isatty())
+
+    def on_progress(what: str, info: dict[str, Any]) -> None:
+        if what == "retry" and info.get("why") == "transport":
+            progress.resend(progress_line(what, info))
+        else:
+            progress.line(progress_line(what, info))
 
     client = Client(
         args.router,
@@ -310,8 +336,8 @@ def cmd_client(args: argparse.Namespace) -> int:
         workspace=args.workspace,
         keyring=keyring,
         approver=approver,
-        on_progress=lambda what, info: say(progress_line(what, info)),
-        on_trace=lambda name: say(f"  {TRACE_LINES[name]}" if name in TRACE_LINES else None),
+        on_progress=on_progress,
+        on_trace=lambda name: progress.line(f"  {TRACE_LINES[name]}" if name in TRACE_LINES else None),
         stream=not args.no_stream,
     )
     gates: dict[str, Any] = {}
@@ -324,6 +350,7 @@ def cmd_client(args: argparse.Namespace) -> int:
     try:
         resp = client.run(args.prompt, gates=gates or None, break_live=args.break_live)
     finally:
+        progress.close()
         client.close()
     data = resp["data"]
     done = resp["status"] == "completed" or data.get("ended") == "completed"
@@ -341,6 +368,16 @@ def cmd_client(args: argparse.Namespace) -> int:
                 "with --break-live to break it first)",
                 file=sys.stderr,
             )
+    if done and client.rejected:
+        # The model's answer was printed as it said it; it may claim work the rejected calls would have done.
+        names = ", ".join(_name(n) for n in client.rejected)
+        why = "" if args.yes or sys.stdin.isatty() else " (no terminal to ask: --yes allows them)"
+        count = "1 tool call was" if len(client.rejected) == 1 else f"{len(client.rejected)} tool calls were"
+        print(
+            f"loopfsm client: {count} rejected and did not run: {names}{why}; the answer above may say otherwise",
+            file=sys.stderr,
+        )
+        return 1
     return 0 if done else 1
 
 
@@ -361,16 +398,60 @@ TRACE_LINES = {
 }
 
 
+@dataclass
+class Progress:
+    """The client's progress lines on stderr.
+
+    A re-send after a transport error (the router did not answer) is a
+    passing state, not an event: on a terminal one line says so and is
+    rewritten in place at each attempt; elsewhere (a log, a pipe) only the
+    first re-send of a run of them is written, so an unreachable router costs
+    one line, not one per attempt.  A question is asked only after a
+    response, whose line ends any line left open for rewriting.
+    """
+
+    stream: TextIO
+    quiet: bool = False
+    tty: bool = False
+    pending: bool = False  # a rewritten line is on the terminal without its newline
+    resending: bool = False  # the last thing said was a re-send
+
+    def line(self, text: str | None) -> None:
+        """Print one progress line (nothing for None or with ``quiet``)."""
+        if not text or self.quiet:
+            return
+        self.close()
+        self.resending = False
+        print(text, file=self.stream, flush=True)
+
+    def resend(self, text: str) -> None:
+        """Say that a request is being re-sent: in place on a terminal, once per outage elsewhere."""
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write(f"\r\x1b[K{text}")
+            self.stream.flush()
+            self.pending = True
+        elif not self.resending:
+            print(text, file=self.stream, flush=True)
+        self.resending = True
+
+    def close(self) -> None:
+        """End a line left open for rewriting, so what comes next starts on a line of its own."""
+        if self.pending:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.pending = False
+
+
 def progress_line(what: str, info: dict[str, Any]) -> str:
     """The line a client event prints: response statuses, tools run, sealing, re-sends (tool names, no content)."""
     if what == "tool":
         return f"  running {_name(info.get('name'))}"
     if what == "retry":
-        return (
-            f"  router unreachable, re-sending {info['type']}"
-            if info.get("why") == "transport"
-            else f"  {info.get('why')}: re-sending {info['type']} as a plain request"
-        )
+        if info.get("why") == "transport":
+            return f"  router unreachable, re-sending {info['type']} (attempt {info['attempt']} of {info['attempts']})"
+        return f"  {info.get('why')}: re-sending {info['type']} as a plain request"
     if what == "completed" and info.get("to_encrypt"):
         return f"- completed\n  sealing {len(info['to_encrypt'])} item(s) with your keyring"
     if what == "awaiting_tool":
