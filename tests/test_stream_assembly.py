@@ -21,7 +21,7 @@ from loopfsm.machines.json_prefix import classify
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
 from loopfsm.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every
+from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 from stream_oracles import anthropic_sdk, openai_sdk
 
@@ -514,3 +514,88 @@ def test_anthropic_events_without_a_type_and_a_negative_block_index_name_their_r
         {"type": "content_block_start", "index": -1, "content_block": {"type": "text", "text": ""}},
         "an index is 0 or more",
     )
+
+
+# -- a bad tool call is reported, the rest of the reply kept (issue 21, item 9) --------------------
+
+
+def _deep(levels: int) -> dict:
+    """An object nested ``levels`` containers deep, the object itself included."""
+    inner: object = 0
+    for _ in range(levels - 1):
+        inner = [inner]
+    return {"a": inner}
+
+
+@pytest.mark.parametrize(
+    "args,kind,words",
+    [
+        ('{"a": NaN}', "not_finite", "not finite"),
+        ('{"a": [1, -Infinity]}', "not_finite", "not finite"),
+        ('{"a": 1e400}', "not_finite", "past a double's range"),
+        (json.dumps(_deep(65)), "too_deep", "nest deeper than 64 levels"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "too_deep", "nest deeper than 64 levels"),
+        ("[" * 5000 + "]" * 5000, "invalid", "invalid after 10000 characters"),
+        ('{"a": [' + "0," * 1_000_000 + "0]}", "too_many_values", "more than 1,000,000 values"),
+        ('{"a": "\\ud83d"}', "lone_surrogate", "half a surrogate pair"),
+        ('{"\\udc00": 1}', "lone_surrogate", "half a surrogate pair"),
+    ],
+    ids=["NaN", "-Infinity", "1e400", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
+)
+def test_arguments_a_message_cannot_carry_are_a_problem_and_the_rest_is_kept(args, kind, words):
+    for assemble, render, stop_reason in (
+        (assemble_anthropic, anthropic_events, "tool_use"),
+        (assemble_openai_chat, openai_chunks, "tool_calls"),
+    ):
+        reply = Reply(
+            (Block("text", "Two calls:"), Block("tool", args, "t1", "bad"), Block("tool", '{"ok": 1}', "t2", "good")),
+            stop_reason,
+        )
+        result = assemble(render(reply, every(4096)))  # whole: nothing is lost before result()
+        assert result.message.text == "Two calls:"
+        assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("t2", {"ok": 1})]
+        (p,) = result.problems
+        assert (p.index, p.call_id, p.name, p.raw, p.kind) == (1, "t1", "bad", args, kind)
+        assert words in str(p) and not result.ok
+
+
+def test_the_sdk_keeps_what_we_report():
+    """What the Anthropic SDK hands on for arguments a message cannot carry, pinned."""
+    reply = Reply((Block("tool", '{"a": NaN, "b": 1e400}', "t1", "f"),), "tool_use")
+    sdk, _ = anthropic_sdk(anthropic_events(reply))
+    assert sdk.content[0].input["b"] == float("inf")
+
+
+def test_the_depth_limit_is_the_messages_own():
+    """64 levels go into the message (a ToolCall takes them), 65 are a problem: the limits agree."""
+    from loopfsm.fieldtypes import MAX_JSON_DEPTH, json_problem
+
+    assert MAX_JSON_DEPTH == 64 and json_problem(_deep(64)) is None and json_problem(_deep(65)) is not None
+    reply = Reply((Block("tool", json.dumps(_deep(64)), "t1", "f"),), "tool_use")
+    assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == _deep(64)
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_fine():
+    reply = Reply((Block("tool", '{"a": "\\ud83d\\ude00"}', "t1", "f"),), "tool_use")
+    assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == {"a": "😀"}
+
+
+def test_a_repeated_tool_call_id_keeps_the_first_call_and_reports_the_second():
+    for assemble, render in ((assemble_anthropic, anthropic_events), (assemble_openai_chat, openai_chunks)):
+        reply = Reply(
+            (
+                Block("text", "Both:"),
+                Block("tool", '{"n": 1}', "same", "f"),
+                Block("tool", '{"n": 2}', "same", "g"),
+                Block("tool", '{"n": 3}', "other", "h"),
+            ),
+            "tool_use",
+        )
+        result = assemble(render(reply))
+        assert result.message.text == "Both:"
+        assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("same", {"n": 1}), ("other", {"n": 3})]
+        (p,) = result.problems
+        assert (p.index, p.call_id, p.name, p.raw, p.kind) == (2, "same", "g", '{"n": 2}', "duplicate_id")
+        assert "already used by an earlier tool call" in str(p)
+    sdk, _ = anthropic_sdk(anthropic_events(reply))
+    assert [b.id for b in sdk.content if b.type == "tool_use"] == ["same", "same", "other"]
