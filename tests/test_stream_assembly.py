@@ -212,13 +212,26 @@ def test_openai_sdk_fills_calls_with_none_for_arguments_before_their_header():
         assemble_openai_chat([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]})])
 
 
-def test_openai_second_choice_and_gap_in_tool_indices_are_refused():
+def test_openai_second_choice_is_refused():
     s = OpenAIChatStream()
     s.feed(_chunk({"role": "assistant"}))
     with pytest.raises(StreamEventError, match="one choice"):
         s.feed({**_chunk({"content": "x"}), "choices": [{"index": 1, "delta": {"content": "x"}}]})
-    with pytest.raises(StreamEventError, match="tool call 2 announced while the next is 0"):
-        s.feed(_chunk({"tool_calls": [_call(2, "call_C", "f", "{}")]}))
+
+
+@pytest.mark.parametrize(
+    "calls,rule",
+    [
+        ([_call(2, "call_C", "f", "{}")], "tool call 2 announced while the next is 0"),
+        ([_call(1, "call_B", "g", "{}"), _call(0, "call_A", "f", "{}")], "tool call 1 announced while the next is 0"),
+    ],
+    ids=["gap", "out of order"],
+)
+def test_openai_tool_index_gap_and_out_of_order_headers_are_protocol_errors(calls, rule):
+    """The README's rule for a block announced at the wrong index: StreamProtocolError, nothing changed."""
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi"}))
+    refused(s, _chunk({"tool_calls": calls}), rule)
 
 
 def test_max_tokens_cut_arguments_are_reported_not_cut_to_what_parses():

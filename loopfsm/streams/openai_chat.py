@@ -10,9 +10,10 @@ and :meth:`OpenAIChatStream.finish` (the end of the stream) finishes it.
 Rules of this adapter (the machine's are in its YAML):
 - One choice only (``n=1``): a chunk for another choice index is refused.
 - Tool calls are numbered 0, 1, 2... in the order their headers arrive; a
-  header at another index is refused, and an argument fragment for an index
-  whose header never came goes to the machine as a delta for an unstarted
-  block, which it refuses.
+  header at another index (a gap, or headers out of order) is refused as a
+  StreamProtocolError, and an argument fragment for an index whose header
+  never came goes to the machine as a delta for an unstarted block, which it
+  refuses.
 - A chunk id, role, tool call id or name repeated on a later chunk goes to the
   machine's restate feeds: accepted when equal, refused when different.
 """
@@ -153,7 +154,7 @@ class OpenAIChatStream:
                 m.restate_header(slot, call.get("id"), fn.get("name"), policy=pol)
         elif call.get("id") is not None or fn.get("name") is not None:
             if i != len(tools):
-                raise StreamEventError(f"chunk {self.chunks}: tool call {i} announced while the next is {len(tools)}")
+                raise m.protocol_error("open_block", f"tool call {i} announced while the next is {len(tools)}")
             slot = len(m.data.slots)
             m.open_block(slot, "tool", call.get("id"), fn.get("name"), policy=pol)
             tools.append(slot)
