@@ -612,3 +612,59 @@ def test_a_repeated_tool_call_id_keeps_the_first_call_and_reports_the_second():
         assert "already used by an earlier tool call" in str(p)
     sdk, _ = anthropic_sdk(anthropic_events(reply))
     assert [b.id for b in sdk.content if b.type == "tool_use"] == ["same", "same", "other"]
+
+
+# -- OpenAI deltas: reasoning carried, what cannot be carried refused (issue 21, item 10) ----------
+
+
+def test_openai_reasoning_content_is_carried_as_thinking():
+    chunks = [
+        _chunk({"role": "assistant", "reasoning_content": ""}),
+        _chunk({"reasoning_content": "Let "}),
+        _chunk({"reasoning_content": "me think"}),
+        _chunk({"content": "hi", "reasoning_content": None}),
+        _chunk({}, "stop"),
+    ]
+    result = assemble_openai_chat(chunks)
+    assert [(t.text, t.signature) for t in result.message.thinking] == [("Let me think", None)]
+    assert result.message.text == "hi" and result.ok
+    assert openai_sdk(chunks).choices[0].message.reasoning_content == "Let me think"
+
+
+def test_openai_empty_reasoning_content_opens_no_thinking():
+    result = assemble_openai_chat([_chunk({"role": "assistant", "reasoning_content": ""}), _chunk({}, "stop")])
+    assert result.message.thinking == ()
+
+
+@pytest.mark.parametrize(
+    "delta,rule",
+    [
+        ({"function_call": {"name": "f", "arguments": ""}}, "a legacy function_call delta is unsupported"),
+        ({"function_call": {"arguments": '{"a": 1}'}}, "a legacy function_call delta is unsupported"),
+        ({"audio": {"transcript": "hello"}}, "unsupported delta field 'audio'"),
+        ({"content": "x", "reasoning": "y"}, "unsupported delta field 'reasoning'"),
+    ],
+)
+def test_openai_deltas_that_cannot_be_carried_are_refused_and_change_nothing(delta, rule):
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi"}))
+    before = s.machine.snapshot()
+    with pytest.raises(StreamEventError, match=rule):
+        s.feed(_chunk(delta))
+    assert s.machine.snapshot() == before
+
+
+def test_openai_empty_fields_carry_nothing_and_pass():
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi", "function_call": None, "audio": None, "annotations": []}))
+    s.feed(_chunk({}, "stop"))
+    s.finish()
+    assert s.result().message.text == "hi"
+
+
+def test_the_openai_sdk_keeps_a_legacy_function_call_we_refuse():
+    chunks = [
+        _chunk({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}),
+        _chunk({}, "function_call"),
+    ]
+    assert openai_sdk(chunks).choices[0].message.function_call.name == "f"

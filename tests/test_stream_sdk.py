@@ -140,6 +140,8 @@ def openai_replies(draw) -> tuple[Reply, list[int]]:
         )
     if draw(st.booleans()):
         blocks.insert(draw(st.integers(0, len(blocks))), Block("refusal", draw(tricky_text)))
+    if draw(st.booleans()):  # an OpenAI-compatible server's reasoning_content
+        blocks.insert(draw(st.integers(0, len(blocks))), Block("thinking", draw(tricky_text)))
     order = draw(st.lists(st.integers(0, max(len(blocks) - 1, 0)), max_size=40))
     usage = {"prompt_tokens": draw(st.integers(0, 10**6)), "completion_tokens": draw(st.integers(0, 10**6))}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -158,6 +160,8 @@ def test_openai_chat_agrees_with_the_sdk(reply_order, cut, include_usage):
     assert ours.stop_reason == sdk.choices[0].finish_reason
     assert ours.message.text == (msg.content or "")
     assert ours.refusal == (msg.refusal or "")
+    reasoning = getattr(msg, "reasoning_content", None)  # an extra field the SDK's model keeps
+    assert [(t.text, t.signature) for t in ours.message.thinking] == ([(reasoning, None)] if reasoning else [])
     if include_usage:
         assert ours.usage == sdk.usage.model_dump(exclude_none=True)
     else:
