@@ -668,3 +668,49 @@ def test_the_openai_sdk_keeps_a_legacy_function_call_we_refuse():
         _chunk({}, "function_call"),
     ]
     assert openai_sdk(chunks).choices[0].message.function_call.name == "f"
+
+
+# -- content carried in message_start (issue 21, item 12) ------------------------------------------
+
+
+def _start_with(content):
+    return {**START, "message": {**START["message"], "content": content}}
+
+
+def test_content_in_message_start_becomes_the_first_blocks():
+    carried = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "Hello "},
+        {"type": "tool_use", "id": "toolu_0", "name": "f", "input": {"a": 1}},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ]
+    events = [_start_with(carried), text_start(4), text_delta(4, "world"), stop(4), message_delta("tool_use")]
+    s = AnthropicStream()
+    s.feed_all(events)
+    result = s.result()
+    assert result.message.text == "Hello world"
+    assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("toolu_0", {"a": 1})]
+    assert [(t.text, t.signature, t.redacted) for t in result.message.thinking] == [
+        ("hmm", "sig", None),
+        ("", None, "opaque"),
+    ]
+    sdk, _ = anthropic_sdk(events)
+    assert "".join(b.text for b in sdk.content if b.type == "text") == "Hello world"
+    s = AnthropicStream()
+    s.feed(_start_with(carried))
+    refused(s, text_start(0), "block 0 was already started")
+
+
+@pytest.mark.parametrize(
+    "content,words",
+    [
+        ([{"type": "text", "text": "a"}, {"type": "server_tool_use", "id": "s"}], "unsupported content block type"),
+        ([{"type": "tool_use", "name": "f", "input": {}}], "malformed 'message_start' event"),
+        ("text", "message content is a str, not a list"),
+    ],
+)
+def test_content_in_message_start_that_cannot_be_carried_is_refused_whole(content, words):
+    s = AnthropicStream()
+    with pytest.raises(StreamEventError, match=words):
+        s.feed(_start_with(content))
+    assert s.machine.state == "Idle" and s.machine.snapshot() == AnthropicStream().machine.snapshot()
