@@ -588,9 +588,33 @@ def test_the_depth_limit_is_the_messages_own():
     assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == _deep(64)
 
 
+@pytest.mark.parametrize("leaf", [0, 1.5, float("nan"), float("-inf"), "x", None, {}])
+def test_the_argument_rules_accept_what_a_tool_call_accepts(leaf):
+    """parse_arguments keeps exactly the values ToolCall takes (strings of whole characters aside)."""
+    from loopfsm.fieldtypes import json_problem
+    from loopfsm.machines.stream_values import _value_problem
+
+    for levels in range(60, 70):
+        inner: object = leaf
+        for i in range(levels - 1):
+            inner = [inner] if i % 2 else {"k": inner}
+        value = {"a": inner, "b": [leaf] * 3}
+        assert (_value_problem(value) is None) == (json_problem(value) is None), levels
+
+
 def test_a_surrogate_pair_escape_is_one_character_and_fine():
     reply = Reply((Block("tool", '{"a": "\\ud83d\\ude00"}', "t1", "f"),), "tool_use")
     assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == {"a": "😀"}
+
+
+def test_text_with_half_a_surrogate_pair_is_kept_as_both_sdks_keep_it():
+    """Only arguments are held to whole characters; text is the provider's, kept as sent."""
+    anthropic = Reply((Block("text", "a\ud83d"),), "end_turn")
+    sdk, _ = anthropic_sdk(anthropic_events(anthropic))
+    assert assemble_anthropic(anthropic_events(anthropic)).message.text == sdk.content[0].text == "a\ud83d"
+    chat = Reply((Block("text", "a\ud83d"),), "stop")
+    sdk_message = openai_sdk(openai_chunks(chat, include_usage=False)).choices[0].message
+    assert assemble_openai_chat(openai_chunks(chat)).message.text == sdk_message.content == "a\ud83d"
 
 
 def test_a_repeated_tool_call_id_keeps_the_first_call_and_reports_the_second():
