@@ -21,7 +21,7 @@ from loopfsm.machines.json_prefix import classify
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
 from loopfsm.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every
+from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 from stream_oracles import anthropic_sdk, openai_sdk
 
@@ -212,13 +212,26 @@ def test_openai_sdk_fills_calls_with_none_for_arguments_before_their_header():
         assemble_openai_chat([_chunk({"role": "assistant", "tool_calls": [_call(0, None, None, '{"x": 1}')]})])
 
 
-def test_openai_second_choice_and_gap_in_tool_indices_are_refused():
+def test_openai_second_choice_is_refused():
     s = OpenAIChatStream()
     s.feed(_chunk({"role": "assistant"}))
     with pytest.raises(StreamEventError, match="one choice"):
         s.feed({**_chunk({"content": "x"}), "choices": [{"index": 1, "delta": {"content": "x"}}]})
-    with pytest.raises(StreamEventError, match="tool call 2 announced while the next is 0"):
-        s.feed(_chunk({"tool_calls": [_call(2, "call_C", "f", "{}")]}))
+
+
+@pytest.mark.parametrize(
+    "calls,rule",
+    [
+        ([_call(2, "call_C", "f", "{}")], "tool call 2 announced while the next is 0"),
+        ([_call(1, "call_B", "g", "{}"), _call(0, "call_A", "f", "{}")], "tool call 1 announced while the next is 0"),
+    ],
+    ids=["gap", "out of order"],
+)
+def test_openai_tool_index_gap_and_out_of_order_headers_are_protocol_errors(calls, rule):
+    """The README's rule for a block announced at the wrong index: StreamProtocolError, nothing changed."""
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi"}))
+    refused(s, _chunk({"tool_calls": calls}), rule)
 
 
 def test_max_tokens_cut_arguments_are_reported_not_cut_to_what_parses():
@@ -514,3 +527,214 @@ def test_anthropic_events_without_a_type_and_a_negative_block_index_name_their_r
         {"type": "content_block_start", "index": -1, "content_block": {"type": "text", "text": ""}},
         "an index is 0 or more",
     )
+
+
+# -- a bad tool call is reported, the rest of the reply kept (issue 21, item 9) --------------------
+
+
+def _deep(levels: int) -> dict:
+    """An object nested ``levels`` containers deep, the object itself included."""
+    inner: object = 0
+    for _ in range(levels - 1):
+        inner = [inner]
+    return {"a": inner}
+
+
+@pytest.mark.parametrize(
+    "args,kind,words",
+    [
+        ('{"a": NaN}', "not_finite", "not finite"),
+        ('{"a": [1, -Infinity]}', "not_finite", "not finite"),
+        ('{"a": 1e400}', "not_finite", "past a double's range"),
+        (json.dumps(_deep(65)), "too_deep", "nest deeper than 64 levels"),
+        ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "too_deep", "nest deeper than 64 levels"),
+        ("[" * 5000 + "]" * 5000, "invalid", "invalid after 10000 characters"),
+        ('{"a": [' + "0," * 1_000_000 + "0]}", "too_many_values", "more than 1,000,000 values"),
+        ('{"a": "\\ud83d"}', "lone_surrogate", "half a surrogate pair"),
+        ('{"\\udc00": 1}', "lone_surrogate", "half a surrogate pair"),
+    ],
+    ids=["NaN", "-Infinity", "1e400", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
+)
+def test_arguments_a_message_cannot_carry_are_a_problem_and_the_rest_is_kept(args, kind, words):
+    for assemble, render, stop_reason in (
+        (assemble_anthropic, anthropic_events, "tool_use"),
+        (assemble_openai_chat, openai_chunks, "tool_calls"),
+    ):
+        reply = Reply(
+            (Block("text", "Two calls:"), Block("tool", args, "t1", "bad"), Block("tool", '{"ok": 1}', "t2", "good")),
+            stop_reason,
+        )
+        result = assemble(render(reply, every(4096)))  # whole: nothing is lost before result()
+        assert result.message.text == "Two calls:"
+        assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("t2", {"ok": 1})]
+        (p,) = result.problems
+        assert (p.index, p.call_id, p.name, p.raw, p.kind) == (1, "t1", "bad", args, kind)
+        assert words in str(p) and not result.ok
+
+
+def test_the_sdk_keeps_what_we_report():
+    """What the Anthropic SDK hands on for arguments a message cannot carry, pinned."""
+    reply = Reply((Block("tool", '{"a": NaN, "b": 1e400}', "t1", "f"),), "tool_use")
+    sdk, _ = anthropic_sdk(anthropic_events(reply))
+    assert sdk.content[0].input["b"] == float("inf")
+
+
+def test_the_depth_limit_is_the_messages_own():
+    """64 levels go into the message (a ToolCall takes them), 65 are a problem: the limits agree."""
+    from loopfsm.fieldtypes import MAX_JSON_DEPTH, json_problem
+
+    assert MAX_JSON_DEPTH == 64 and json_problem(_deep(64)) is None and json_problem(_deep(65)) is not None
+    reply = Reply((Block("tool", json.dumps(_deep(64)), "t1", "f"),), "tool_use")
+    assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == _deep(64)
+
+
+@pytest.mark.parametrize("leaf", [0, 1.5, float("nan"), float("-inf"), "x", None, {}])
+def test_the_argument_rules_accept_what_a_tool_call_accepts(leaf):
+    """parse_arguments keeps exactly the values ToolCall takes (strings of whole characters aside)."""
+    from loopfsm.fieldtypes import json_problem
+    from loopfsm.machines.stream_values import _value_problem
+
+    for levels in range(60, 70):
+        inner: object = leaf
+        for i in range(levels - 1):
+            inner = [inner] if i % 2 else {"k": inner}
+        value = {"a": inner, "b": [leaf] * 3}
+        assert (_value_problem(value) is None) == (json_problem(value) is None), levels
+
+
+def test_a_surrogate_pair_escape_is_one_character_and_fine():
+    reply = Reply((Block("tool", '{"a": "\\ud83d\\ude00"}', "t1", "f"),), "tool_use")
+    assert assemble_anthropic(anthropic_events(reply)).message.tool_calls[0].arguments == {"a": "😀"}
+
+
+def test_text_with_half_a_surrogate_pair_is_kept_as_both_sdks_keep_it():
+    """Only arguments are held to whole characters; text is the provider's, kept as sent."""
+    anthropic = Reply((Block("text", "a\ud83d"),), "end_turn")
+    sdk, _ = anthropic_sdk(anthropic_events(anthropic))
+    assert assemble_anthropic(anthropic_events(anthropic)).message.text == sdk.content[0].text == "a\ud83d"
+    chat = Reply((Block("text", "a\ud83d"),), "stop")
+    sdk_message = openai_sdk(openai_chunks(chat, include_usage=False)).choices[0].message
+    assert assemble_openai_chat(openai_chunks(chat)).message.text == sdk_message.content == "a\ud83d"
+
+
+def test_a_repeated_tool_call_id_keeps_the_first_call_and_reports_the_second():
+    for assemble, render in ((assemble_anthropic, anthropic_events), (assemble_openai_chat, openai_chunks)):
+        reply = Reply(
+            (
+                Block("text", "Both:"),
+                Block("tool", '{"n": 1}', "same", "f"),
+                Block("tool", '{"n": 2}', "same", "g"),
+                Block("tool", '{"n": 3}', "other", "h"),
+            ),
+            "tool_use",
+        )
+        result = assemble(render(reply))
+        assert result.message.text == "Both:"
+        assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("same", {"n": 1}), ("other", {"n": 3})]
+        (p,) = result.problems
+        assert (p.index, p.call_id, p.name, p.raw, p.kind) == (2, "same", "g", '{"n": 2}', "duplicate_id")
+        assert "already used by an earlier tool call" in str(p)
+    sdk, _ = anthropic_sdk(anthropic_events(reply))
+    assert [b.id for b in sdk.content if b.type == "tool_use"] == ["same", "same", "other"]
+
+
+# -- OpenAI deltas: reasoning carried, what cannot be carried refused (issue 21, item 10) ----------
+
+
+def test_openai_reasoning_content_is_carried_as_thinking():
+    chunks = [
+        _chunk({"role": "assistant", "reasoning_content": ""}),
+        _chunk({"reasoning_content": "Let "}),
+        _chunk({"reasoning_content": "me think"}),
+        _chunk({"content": "hi", "reasoning_content": None}),
+        _chunk({}, "stop"),
+    ]
+    result = assemble_openai_chat(chunks)
+    assert [(t.text, t.signature) for t in result.message.thinking] == [("Let me think", None)]
+    assert result.message.text == "hi" and result.ok
+    assert openai_sdk(chunks).choices[0].message.reasoning_content == "Let me think"
+
+
+def test_openai_empty_reasoning_content_opens_no_thinking():
+    result = assemble_openai_chat([_chunk({"role": "assistant", "reasoning_content": ""}), _chunk({}, "stop")])
+    assert result.message.thinking == ()
+
+
+@pytest.mark.parametrize(
+    "delta,rule",
+    [
+        ({"function_call": {"name": "f", "arguments": ""}}, "a legacy function_call delta is unsupported"),
+        ({"function_call": {"arguments": '{"a": 1}'}}, "a legacy function_call delta is unsupported"),
+        ({"audio": {"transcript": "hello"}}, "unsupported delta field 'audio'"),
+        ({"content": "x", "reasoning": "y"}, "unsupported delta field 'reasoning'"),
+    ],
+)
+def test_openai_deltas_that_cannot_be_carried_are_refused_and_change_nothing(delta, rule):
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi"}))
+    before = s.machine.snapshot()
+    with pytest.raises(StreamEventError, match=rule):
+        s.feed(_chunk(delta))
+    assert s.machine.snapshot() == before
+
+
+def test_openai_empty_fields_carry_nothing_and_pass():
+    s = OpenAIChatStream()
+    s.feed(_chunk({"role": "assistant", "content": "hi", "function_call": None, "audio": None, "annotations": []}))
+    s.feed(_chunk({}, "stop"))
+    s.finish()
+    assert s.result().message.text == "hi"
+
+
+def test_the_openai_sdk_keeps_a_legacy_function_call_we_refuse():
+    chunks = [
+        _chunk({"role": "assistant", "function_call": {"name": "f", "arguments": "{}"}}),
+        _chunk({}, "function_call"),
+    ]
+    assert openai_sdk(chunks).choices[0].message.function_call.name == "f"
+
+
+# -- content carried in message_start (issue 21, item 12) ------------------------------------------
+
+
+def _start_with(content):
+    return {**START, "message": {**START["message"], "content": content}}
+
+
+def test_content_in_message_start_becomes_the_first_blocks():
+    carried = [
+        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+        {"type": "text", "text": "Hello "},
+        {"type": "tool_use", "id": "toolu_0", "name": "f", "input": {"a": 1}},
+        {"type": "redacted_thinking", "data": "opaque"},
+    ]
+    events = [_start_with(carried), text_start(4), text_delta(4, "world"), stop(4), message_delta("tool_use")]
+    s = AnthropicStream()
+    s.feed_all(events)
+    result = s.result()
+    assert result.message.text == "Hello world"
+    assert [(c.id, c.arguments) for c in result.message.tool_calls] == [("toolu_0", {"a": 1})]
+    assert [(t.text, t.signature, t.redacted) for t in result.message.thinking] == [
+        ("hmm", "sig", None),
+        ("", None, "opaque"),
+    ]
+    sdk, _ = anthropic_sdk(events)
+    assert "".join(b.text for b in sdk.content if b.type == "text") == "Hello world"
+    s = AnthropicStream()
+    s.feed(_start_with(carried))
+    refused(s, text_start(0), "block 0 was already started")
+
+
+@pytest.mark.parametrize(
+    "content,words",
+    [
+        ([{"type": "text", "text": "a"}, {"type": "server_tool_use", "id": "s"}], "unsupported content block type"),
+        ([{"type": "tool_use", "name": "f", "input": {}}], "malformed 'message_start' event"),
+        ("text", "message content is a str, not a list"),
+    ],
+)
+def test_content_in_message_start_that_cannot_be_carried_is_refused_whole(content, words):
+    s = AnthropicStream()
+    with pytest.raises(StreamEventError, match=words):
+        s.feed(_start_with(content))
+    assert s.machine.state == "Idle" and s.machine.snapshot() == AnthropicStream().machine.snapshot()

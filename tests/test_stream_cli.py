@@ -59,6 +59,8 @@ START = {"type": "message_start", "message": {"id": "m", "model": "x", "role": "
             "a fragment for block 0, which was never",
         ),
         ([START, "{not json"], 1, ":2: not JSON"),
+        ([START, '{"type": "ping", "a": "b'], 1, ":2: not JSON (Unterminated string starting at column 23)"),
+        ([START, '{"type" 1}'], 1, ":2: not JSON (Expecting ':' delimiter at column 9)"),
         ([START, "[1, 2]"], 1, "an event must be a JSON object"),
         ([START, "[" * 100_000], 1, ":2: JSON that cannot be read"),
         ([START, '{"type": "ping", "n": ' + "1" * 5000 + "}"], 1, ":2: JSON that cannot be read"),
@@ -111,3 +113,43 @@ def test_binary_missing_and_misused(tmp_path, capsys):
     assert main(["run", "engine_brain", "--events", str(junk)]) == 2
     assert "replays a provider stream into stream_assembly" in capsys.readouterr().err
     assert main(["run", "stream_assembly"]) == 2
+
+
+def test_half_a_surrogate_pair_is_printed_as_its_escape_not_a_traceback(tmp_path, capsys):
+    """A lone surrogate escape in text is kept (the SDK keeps it) and printed as the recording spelled it."""
+    text = '{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "a\\ud83d"}}'
+    lines = [
+        START,
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        text,
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
+    code, out, err = run(capsys, "--events", write(tmp_path, lines))
+    assert code == 0 and err == ""
+    assert '    4  close  #0 text 2 chars: "a\\ud83d"' in out.splitlines()
+    message = json.loads(out.splitlines()[-1].removeprefix("message: "))
+    assert message["text"] == "a\ud83d"
+
+
+def test_arguments_with_half_a_surrogate_pair_are_a_named_problem(tmp_path, capsys):
+    lines = [
+        START,
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"a": "\\ud83d"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 5}},
+        {"type": "message_stop"},
+    ]
+    code, out, err = run(capsys, "--events", write(tmp_path, lines))
+    assert code == 1 and "Traceback" not in err
+    assert "problem: tool call t1 (f): arguments hold a string with half a surrogate pair" in out

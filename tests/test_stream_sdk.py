@@ -140,6 +140,8 @@ def openai_replies(draw) -> tuple[Reply, list[int]]:
         )
     if draw(st.booleans()):
         blocks.insert(draw(st.integers(0, len(blocks))), Block("refusal", draw(tricky_text)))
+    if draw(st.booleans()):  # an OpenAI-compatible server's reasoning_content
+        blocks.insert(draw(st.integers(0, len(blocks))), Block("thinking", draw(tricky_text)))
     order = draw(st.lists(st.integers(0, max(len(blocks) - 1, 0)), max_size=40))
     usage = {"prompt_tokens": draw(st.integers(0, 10**6)), "completion_tokens": draw(st.integers(0, 10**6))}
     usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
@@ -158,6 +160,8 @@ def test_openai_chat_agrees_with_the_sdk(reply_order, cut, include_usage):
     assert ours.stop_reason == sdk.choices[0].finish_reason
     assert ours.message.text == (msg.content or "")
     assert ours.refusal == (msg.refusal or "")
+    reasoning = getattr(msg, "reasoning_content", None)  # an extra field the SDK's model keeps
+    assert [(t.text, t.signature) for t in ours.message.thinking] == ([(reasoning, None)] if reasoning else [])
     if include_usage:
         assert ours.usage == sdk.usage.model_dump(exclude_none=True)
     else:
@@ -174,3 +178,48 @@ def test_openai_chat_agrees_with_the_sdk(reply_order, cut, include_usage):
             assert (p.call_id, p.name, p.raw) == (tc.id, tc.function.name, tc.function.arguments)
             assert p.kind == "incomplete" and reply.stop_reason == "length"
     assert next(calls, None) is None and next(problems, None) is None
+
+
+@st.composite
+def anthropic_prefilled(draw) -> tuple[list[dict], Reply]:
+    """A stream whose message_start already carries whole blocks; the streamed blocks are numbered on."""
+    carried = []
+    for i in range(draw(st.integers(1, 3))):
+        lane = draw(st.sampled_from(["text", "tool", "thinking", "redacted_thinking"]))
+        if lane == "text":
+            carried.append({"type": "text", "text": draw(tricky_text)})
+        elif lane == "tool":
+            args = draw(st.dictionaries(tricky_text, json_values, max_size=3))
+            carried.append({"type": "tool_use", "id": f"toolu_pre{i}", "name": "a", "input": args})
+        elif lane == "thinking":
+            carried.append({"type": "thinking", "thinking": draw(tricky_text), "signature": draw(st.text(max_size=8))})
+        else:
+            carried.append({"type": "redacted_thinking", "data": draw(tricky_text)})
+    return carried, draw(anthropic_replies())
+
+
+@settings(max_examples=40, deadline=None)
+@given(anthropic_prefilled(), cuts())
+def test_content_carried_in_message_start_is_kept_as_the_sdk_keeps_it(prefilled, cut):
+    carried, reply = prefilled
+    events = list(anthropic_events(reply, cut))
+    events[0] = {**events[0], "message": {**events[0]["message"], "content": carried}}
+    n = len(carried)
+    for e in events:
+        if "index" in e:
+            e["index"] += n
+    sdk, _ = anthropic_sdk(events)
+    ours = assemble_anthropic(events)
+
+    assert ours.message.text == "".join(b.text for b in sdk.content if b.type == "text")
+    thinking = [(t.text, t.signature or None, t.redacted) for t in ours.message.thinking]
+    assert thinking == [
+        (b.thinking, b.signature or None, None) if b.type == "thinking" else ("", None, b.data)
+        for b in sdk.content
+        if b.type in ("thinking", "redacted_thinking")
+    ]
+    sdk_calls = [(b.id, b.name, b.input) for b in sdk.content if b.type == "tool_use"]
+    ours_calls = [(c.id, c.name, c.arguments) for c in ours.message.tool_calls]
+    cut_short = {p.call_id for p in ours.problems}
+    assert ours_calls == [c for c in sdk_calls if c[0] not in cut_short]
+    assert all(p.kind == "incomplete" and not p.call_id.startswith("toolu_pre") for p in ours.problems)

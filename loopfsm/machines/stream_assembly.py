@@ -303,6 +303,16 @@ class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGIST
                 err.machine, err.state, event, err.legal_states, explain_refusal(self, event, args, policy)
             ) from None
 
+    def protocol_error(self, event: str, reason: str) -> StreamProtocolError:
+        """The error for ``event`` refused by an adapter's own rule, worded as the table's refusals are.
+
+        An adapter that derives a feed (an OpenAI tool call's header becomes
+        open_block) checks what only it can see, such as the provider's own
+        numbering, and raises this before feeding.
+        """
+        legal = self.compiled.events[event].legal_states
+        return StreamProtocolError(self.compiled.name, self.state, event, legal, reason)
+
     def start(
         self,
         message_id: str,

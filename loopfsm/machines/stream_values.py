@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from collections.abc import Mapping
 from dataclasses import field
 
@@ -10,7 +12,7 @@ from ..lazyclass import dataclass
 from typing import Any, Literal
 
 from ..errors import shown
-from ..fieldtypes import INT_MAX
+from ..fieldtypes import INT_MAX, MAX_JSON_DEPTH, MAX_JSON_NODES
 from .messages import Message, Thinking, ToolCall
 
 Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal"]
@@ -50,7 +52,7 @@ class Slot:
         self.text: str | None = None  # joined once, at close
         self.signature: str | None = None
         self.arguments: dict[str, Any] | None = None
-        self.problem: str | None = None
+        self.problem: ProblemKind | None = None
 
     def add(self, fragment: str) -> None:
         parts = self.parts
@@ -119,33 +121,105 @@ SLOT_SCHEMA: dict[str, Any] = {
 }
 
 
-def parse_arguments(text: str) -> tuple[dict[str, Any] | None, str | None]:
-    """Tool arguments and no problem, or None and why: ``incomplete`` (cut short) or ``invalid``."""
+ProblemKind = Literal[
+    "incomplete", "invalid", "not_finite", "lone_surrogate", "too_deep", "too_many_values", "duplicate_id"
+]
+
+# A surrogate code point left in a parsed string: json.loads joins an escaped
+# pair into one character, so any that remains is half a pair.
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def parse_arguments(text: str) -> tuple[dict[str, Any] | None, ProblemKind | None]:
+    """Tool arguments and no problem, or None and the rule they break (a :data:`ProblemKind`).
+
+    The arguments must be one JSON object a message can carry: what
+    :class:`~loopfsm.machines.messages.ToolCall` accepts (finite numbers, at
+    most MAX_JSON_DEPTH levels, MAX_JSON_NODES values) and strings of whole
+    characters, as the Anthropic SDK's parser asks.
+    """
     if not text.strip():
         return {}, None
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):  # RecursionError: nested deeper than json.loads goes
-        from .json_prefix import INCOMPLETE, classify  # noqa: PLC0415 - its patterns compile on first bad arguments
+        from .json_prefix import COMPLETE, INCOMPLETE, classify  # noqa: PLC0415 - patterns compile on first use
 
-        return None, "incomplete" if classify(text) == INCOMPLETE else "invalid"
+        verdict = classify(text)
+        if verdict == COMPLETE:  # whole JSON that json.loads could not nest into
+            return None, "too_deep" if text.lstrip().startswith("{") else "invalid"
+        return None, "incomplete" if verdict == INCOMPLETE else "invalid"
     if not isinstance(value, dict):
         return None, "invalid"
-    return value, None
+    kind = _value_problem(value)
+    return (value, None) if kind is None else (None, kind)
+
+
+def _value_problem(value: Any) -> ProblemKind | None:
+    """Which rule a parsed JSON value breaks, or None; iterative, so no nesting exhausts the stack.
+
+    Accepts exactly what :func:`~loopfsm.fieldtypes.json_problem` accepts, less
+    strings with half a surrogate pair.
+    """
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    budget = MAX_JSON_NODES
+    while stack:
+        v, depth = stack.pop()
+        budget -= 1
+        if budget < 0:
+            return "too_many_values"
+        t = type(v)
+        if t is str:
+            if _SURROGATE.search(v):
+                return "lone_surrogate"
+        elif t is float:
+            if not math.isfinite(v):  # NaN, Infinity, or a number past a double's range such as 1e400
+                return "not_finite"
+        elif t is dict or t is list:
+            if depth >= MAX_JSON_DEPTH:
+                return "too_deep"
+            if t is dict:
+                for k, x in v.items():
+                    if _SURROGATE.search(k):
+                        return "lone_surrogate"
+                    stack.append((x, depth + 1))
+            else:
+                stack.extend((x, depth + 1) for x in v)
+    return None
+
+
+_PROBLEM_WORDS = {
+    "not_finite": "hold a number that is not finite (NaN, Infinity, or past a double's range)",
+    "lone_surrogate": "hold a string with half a surrogate pair (a \\ud800-\\udfff escape alone)",
+    "too_deep": f"nest deeper than {MAX_JSON_DEPTH} levels",
+    "too_many_values": f"hold more than {MAX_JSON_NODES:,} values",
+}
 
 
 @dataclass(frozen=True)
 class ArgumentProblem:
-    """A tool call left out of the message because its arguments are not one whole JSON object."""
+    """A tool call left out of the message, and the rule it broke (``kind``).
+
+    ``incomplete``: the arguments are a prefix of JSON (a max-tokens stop cut
+    them); ``invalid``: they are not one JSON object; ``not_finite``,
+    ``lone_surrogate``, ``too_deep``, ``too_many_values``: they parse but
+    hold what a message cannot carry; ``duplicate_id``: an earlier tool call of
+    the same message has this id (that one stays in the message).
+    """
 
     index: int
     call_id: str
     name: str
     raw: str
-    kind: Literal["incomplete", "invalid"]
+    kind: ProblemKind
 
     def __str__(self) -> str:
-        return f"tool call {self.call_id} ({self.name}): arguments {self.kind} after {len(self.raw)} characters"
+        head = f"tool call {self.call_id} ({self.name})"
+        if self.kind == "duplicate_id":
+            return f"{head}: its id is already used by an earlier tool call of this message"
+        if self.kind in _PROBLEM_WORDS:
+            return f"{head}: arguments {_PROBLEM_WORDS[self.kind]}"
+        return f"{head}: arguments {self.kind} after {len(self.raw)} characters"
 
 
 @dataclass(frozen=True)
@@ -182,6 +256,7 @@ def assemble(
     calls: list[ToolCall] = []
     thinking: list[Thinking] = []
     problems: list[ArgumentProblem] = []
+    ids: set[str] = set()
     for s in slots:
         body = s.current_text()
         if s.lane == "text":
@@ -192,18 +267,14 @@ def assemble(
             thinking.append(Thinking(body, s.signature))
         elif s.lane == "redacted_thinking":
             thinking.append(Thinking("", None, body))
-        elif s.problem is None and s.arguments is not None:
-            calls.append(ToolCall(s.block_id or "", s.name or "", s.arguments))
         else:
-            problems.append(
-                ArgumentProblem(
-                    s.index,
-                    s.block_id or "",
-                    s.name or "",
-                    body,
-                    "incomplete" if s.problem == "incomplete" else "invalid",
-                )
-            )
+            call_id = s.block_id or ""
+            kind: ProblemKind | None = "duplicate_id" if call_id in ids else s.problem
+            ids.add(call_id)
+            if kind is None and s.arguments is not None:
+                calls.append(ToolCall(call_id, s.name or "", s.arguments))
+            else:
+                problems.append(ArgumentProblem(s.index, call_id, s.name or "", body, kind or "invalid"))
     message = Message.assistant("".join(text), calls, thinking)
     return StreamResult(
         message, stop_reason, stop_sequence, dict(usage), message_id, model, "".join(refusal), tuple(problems)

@@ -4,6 +4,9 @@ Events are the dicts of the ``data:`` lines of the SSE stream:
 ``message_start``, ``content_block_start`` / ``_delta`` / ``_stop``,
 ``message_delta``, ``message_stop``, ``ping`` and ``error``.  Block indices go
 to the machine as they are, so the machine's index rules are Anthropic's.
+Blocks a ``message_start`` already carries in its ``content`` are the
+message's first blocks (opened and closed at once, as the SDK keeps them),
+and the streamed blocks are numbered on after them.
 Text, tool use, thinking and redacted thinking blocks are assembled; a
 ``citations_delta`` is checked but its citation dropped (the Message has no
 place for it); server tool blocks (``server_tool_use``, search results) are
@@ -67,8 +70,7 @@ class AnthropicStream:
             elif kind == "content_block_stop":
                 m.close_block(event["index"], policy=pol)
             elif kind == "message_start":
-                msg = event["message"]
-                m.start(msg["id"], msg["model"], msg.get("role", "assistant"), _usage(msg.get("usage")), policy=pol)
+                self._start_message(event["message"])
             elif kind == "message_delta":
                 delta = event["delta"]
                 reason = delta.get("stop_reason")
@@ -89,6 +91,31 @@ class AnthropicStream:
             raise StreamEventError(
                 f"event {self.events}: malformed {_kind(event)} event ({type(err).__name__}: {err})"
             ) from None
+
+    def _start_message(self, msg: Mapping[str, Any]) -> None:
+        """Start the message; content it already carries becomes its first blocks, opened and closed.
+
+        The blocks streamed after it are numbered on from there (the SDK
+        appends them to that content too).  Several feeds for one event: a
+        refused one undoes them all.
+        """
+        m, pol = self.machine, self.policy
+        content = msg.get("content") or []
+        if not isinstance(content, list):
+            raise TypeError(f"message content is a {type(content).__name__}, not a list")
+        usage = _usage(msg.get("usage"))
+        if not content:
+            m.start(msg["id"], msg["model"], msg.get("role", "assistant"), usage, policy=pol)
+            return
+        cp = m.checkpoint()
+        try:
+            m.start(msg["id"], msg["model"], msg.get("role", "assistant"), usage, policy=pol)
+            for index, block in enumerate(content):
+                self._start_block(index, block)
+                m.close_block(index, policy=pol)
+        except Exception:  # a refused feed, or a malformed block (reported by feed as StreamEventError)
+            m.rollback(cp)
+            raise
 
     def _start_block(self, index: Any, block: Mapping[str, Any]) -> None:
         btype = block["type"]

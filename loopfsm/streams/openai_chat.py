@@ -10,9 +10,17 @@ and :meth:`OpenAIChatStream.finish` (the end of the stream) finishes it.
 Rules of this adapter (the machine's are in its YAML):
 - One choice only (``n=1``): a chunk for another choice index is refused.
 - Tool calls are numbered 0, 1, 2... in the order their headers arrive; a
-  header at another index is refused, and an argument fragment for an index
-  whose header never came goes to the machine as a delta for an unstarted
-  block, which it refuses.
+  header at another index (a gap, or headers out of order) is refused as a
+  StreamProtocolError, and an argument fragment for an index whose header
+  never came goes to the machine as a delta for an unstarted block, which it
+  refuses.
+- ``reasoning_content`` (sent by OpenAI-compatible servers for a reasoning
+  model's thinking) is the thinking lane: its first non-empty fragment opens
+  a thinking slot, and the message carries it as unsigned thinking.
+- Nothing in a delta is dropped silently: the legacy ``function_call`` (a
+  call without an id, which the message's tool calls need) and any field
+  this adapter does not know are refused as unsupported (StreamEventError)
+  unless their value is empty (null, "", [] or {}).
 - A chunk id, role, tool call id or name repeated on a later chunk goes to the
   machine's restate feeds: accepted when equal, refused when different.
 """
@@ -25,6 +33,12 @@ from typing import Any
 from ..errors import LoopFsmError, StreamEventError, shown
 from ..machines.stream_assembly import StreamAssembly
 from ..machines.stream_values import StreamResult, usage_of
+
+
+# delta fields carrying text -> the lane they fill
+_TEXT_LANES = {"content": "text", "refusal": "refusal", "reasoning_content": "thinking"}
+_KNOWN_FIELDS = frozenset({"role", "tool_calls", "function_call", *_TEXT_LANES})
+_EMPTY: tuple[Any, ...] = (None, "", [], {})  # a field with one of these values carries nothing
 
 
 class OpenAIChatStream:
@@ -70,8 +84,8 @@ class OpenAIChatStream:
             if choice.get("finish_reason") is not None or choice.get("index", 0) != 0 or len(delta) != 1:
                 return False
             ((key, value),) = delta.items()
-            if key in ("content", "refusal"):
-                return ("text" if key == "content" else "refusal") in self._lanes
+            if key in _TEXT_LANES:
+                return _TEXT_LANES[key] in self._lanes
             if key == "tool_calls" and isinstance(value, list) and len(value) == 1:
                 call = value[0]
                 fn = call.get("function") or {}
@@ -122,15 +136,24 @@ class OpenAIChatStream:
 
     def _delta(self, delta: Mapping[str, Any]) -> None:
         m, pol = self.machine, self.policy
+        for key, value in delta.items():
+            if key not in _KNOWN_FIELDS and value not in _EMPTY:
+                raise StreamEventError(f"chunk {self.chunks}: unsupported delta field {shown(key)}")
+        if delta.get("function_call") not in _EMPTY:
+            raise StreamEventError(
+                f"chunk {self.chunks}: a legacy function_call delta is unsupported: the call has no id to answer "
+                "it by (ask with tools=, which streams tool_calls)"
+            )
         if self.chunks > 1 and delta.get("role") is not None:
             m.restate_message(None, delta["role"], policy=pol)
-        for lane in ("content", "refusal"):
-            text = delta.get(lane)
+        for key, name in _TEXT_LANES.items():
+            text = delta.get(key)
             if text is None:
                 continue
-            name = "text" if lane == "content" else "refusal"
             index = self._lanes.get(name)
             if index is None:
+                if name == "thinking" and text == "":
+                    continue  # an empty fragment carries nothing; the first real one opens the slot
                 index = self._lanes[name] = len(m.data.slots)
                 m.open_block(index, name, policy=pol)
             m.delta(index, name, text, policy=pol)
@@ -153,7 +176,7 @@ class OpenAIChatStream:
                 m.restate_header(slot, call.get("id"), fn.get("name"), policy=pol)
         elif call.get("id") is not None or fn.get("name") is not None:
             if i != len(tools):
-                raise StreamEventError(f"chunk {self.chunks}: tool call {i} announced while the next is {len(tools)}")
+                raise m.protocol_error("open_block", f"tool call {i} announced while the next is {len(tools)}")
             slot = len(m.data.slots)
             m.open_block(slot, "tool", call.get("id"), fn.get("name"), policy=pol)
             tools.append(slot)

@@ -36,6 +36,18 @@ _ANTHROPIC_TYPES = {
 _LABELS = {"Stopped": "stop", "Done": "done", "Failed": "failed"}
 
 
+def _say(line: str, out: TextIO) -> None:
+    """Print one line; a character ``out`` cannot encode is printed as its backslash escape.
+
+    Half a surrogate pair (a ``\\ud83d`` escape alone in a JSON string) is a
+    Python character no UTF-8 stream can write; the escape is how the
+    recording spelled it, and inside the JSON this command prints it is read
+    back as the same character.
+    """
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    print(line.encode(encoding, "backslashreplace").decode(encoding), file=out)
+
+
 def _short(text: str, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -73,7 +85,8 @@ def _lines(f: TextIO, at: list[int]) -> Any:
         try:
             event = json.loads(line)
         except json.JSONDecodeError as err:
-            raise StreamEventError(f"not JSON ({err.msg} at column {err.colno})") from None
+            word = "" if err.msg.endswith(" at") else " at"  # "Unterminated string starting at" has its own
+            raise StreamEventError(f"not JSON ({err.msg}{word} column {err.colno})") from None
         except (ValueError, RecursionError):  # a number past Python's digit limit, or nesting past the stack
             raise StreamEventError("JSON that cannot be read (too deeply nested or a number too long)") from None
         if not isinstance(event, dict):
@@ -115,39 +128,39 @@ def replay(path: Path, out: TextIO | None = None) -> int:
                 for i in range(count, len(m.data.slots)):
                     s = m.data.slots[i]
                     header = f" {s.name} ({s.block_id})" if s.lane == "tool" else ""
-                    print(f"{number:>5}  open   #{i} {s.lane}{header}", file=out)
+                    _say(f"{number:>5}  open   #{i} {s.lane}{header}", out)
                 for i in sorted(before - now):
                     s = m.data.slots[i]
-                    print(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", file=out)
+                    _say(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", out)
                 if m.state != state and m.state in _LABELS:
-                    print(f"{number:>5}  {_LABELS[m.state]:<6} {_state_note(m)}".rstrip(), file=out)
+                    _say(f"{number:>5}  {_LABELS[m.state]:<6} {_state_note(m)}".rstrip(), out)
         if stream is None:
             raise StreamEventError("no events in the file")
         if isinstance(stream, OpenAIChatStream) and stream.machine.state == "Stopped":
             stream.finish()  # the recording ends where the HTTP body ended
-            print(f"{number:>5}  done   (end of file)", file=out)
+            _say(f"{number:>5}  done   (end of file)", out)
         if stream.machine.state != "Done":
             state = stream.machine.state
             if state == "Failed":
-                print(f"{path}: the provider failed the stream", file=sys.stderr)
+                _say(f"{path}: the provider failed the stream", sys.stderr)
             else:
-                print(f"{path}: the stream ended in state {state}, before the message finished", file=sys.stderr)
+                _say(f"{path}: the stream ended in state {state}, before the message finished", sys.stderr)
             return EXIT_INVALID
         result = stream.result()
     except OSError as err:
-        print(f"{path}: cannot read: {err.strerror or err}", file=sys.stderr)
+        _say(f"{path}: cannot read: {err.strerror or err}", sys.stderr)
         return EXIT_USAGE
     except UnicodeDecodeError:
-        print(f"{path}: not UTF-8 text", file=sys.stderr)
+        _say(f"{path}: not UTF-8 text", sys.stderr)
         return EXIT_INVALID
     except LoopFsmError as err:
         where = f"{path}:{at[0]}: " if at[0] else f"{path}: "
-        print(f"{where}{err}", file=sys.stderr)
+        _say(f"{where}{err}", sys.stderr)
         return EXIT_INVALID
-    print(f"stop reason: {result.stop_reason}; usage: {json.dumps(result.usage, sort_keys=True)}", file=out)
+    _say(f"stop reason: {result.stop_reason}; usage: {json.dumps(result.usage, sort_keys=True)}", out)
     for p in result.problems:
-        print(f"problem: {p}", file=out)
-    print(f"message: {json.dumps(result.message.to_json(), ensure_ascii=False)}", file=out)
+        _say(f"problem: {p}", out)
+    _say(f"message: {json.dumps(result.message.to_json(), ensure_ascii=False)}", out)
     return EXIT_OK if result.ok else EXIT_INVALID
 
 

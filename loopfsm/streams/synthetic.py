@@ -98,10 +98,17 @@ def anthropic_events(reply: Reply, cut: Cut | None = None, *, pings: bool = Fals
     yield {"type": "message_stop"}
 
 
+# the delta field each text-like lane streams in
+_OPENAI_KEYS = {"text": "content", "refusal": "refusal", "thinking": "reasoning_content"}
+
+
 def openai_chunks(
     reply: Reply, cut: Cut | None = None, *, order: Sequence[int] | None = None, include_usage: bool = True
 ) -> Iterator[dict[str, Any]]:
-    """The chat-completion chunks of ``reply`` (text, refusal and tool blocks).
+    """The chat-completion chunks of ``reply`` (text, refusal, tool and thinking blocks).
+
+    Thinking goes out as ``reasoning_content``, as OpenAI-compatible servers
+    stream a reasoning model's thinking (OpenAI itself sends none).
 
     ``order`` interleaves the blocks: each entry names the block whose next
     fragment goes out (entries for exhausted blocks are skipped; whatever is
@@ -121,7 +128,7 @@ def openai_chunks(
     )
     pieces = []
     for b in reply.blocks:
-        if b.lane not in ("text", "refusal", "tool"):
+        if b.lane not in _OPENAI_KEYS and b.lane != "tool":
             raise ValueError(f"OpenAI chat streams have no {b.lane} blocks")
         pieces.append(list(cut(b.text)))
     started: dict[int, int] = {}
@@ -155,8 +162,7 @@ def openai_chunks(
         else:
             if pos[i] >= len(pieces[i]):
                 continue
-            key = "content" if b.lane == "text" else "refusal"
-            yield chunk({key: pieces[i][pos[i]]})
+            yield chunk({_OPENAI_KEYS[b.lane]: pieces[i][pos[i]]})
         pos[i] += 1
     yield chunk({}, reply.stop_reason)
     if include_usage:
