@@ -16,7 +16,7 @@ from typing import Any
 
 from . import loader
 from .errors import ConfigError, LoopFsmError, Problem, RenderError, SpecError
-from .project import Project, find_project, load_machines, parse_registry_option, shown
+from .project import FileResult, Project, find_project, load_machines, parse_registry_option, shown
 from .registries import Registries
 from .render import FORMATS, parse_formats, render
 from .spec import Spec
@@ -156,11 +156,32 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
     else:
         _report(problems)
     for f in files:
-        print(f["summary"])
+        if f["ok"]:  # a failing file's errors are printed above; its summary is for JSON readers
+            print(f["summary"])
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _file_entry(result: FileResult) -> dict[str, Any]:
+    """One file of ``check``'s report: ``ok`` with its counts, or not ok with how many errors it has
+    (a file that could not be loaded has no counts)."""
+    spec = result.spec
+    if spec is None:
+        return {"file": result.file, "ok": False, "errors": result.errors, "summary": _failed(result)}
+    counts = {"states": len(spec.states), "feeds": len(spec.events), "decisions": len(spec.decisions)}
+    if result.errors:  # loaded, but refused (a registry --require-registry wanted and did not find)
+        return {"file": result.file, "ok": False, **counts, "errors": result.errors, "summary": _failed(result)}
+    summary = (
+        f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
+        f"{_count(len(spec.decisions), 'decision')})"
+    )
+    return {"file": result.file, "ok": True, **counts, "summary": summary}
+
+
+def _failed(result: FileResult) -> str:
+    return f"{result.file}: {_count(result.errors, 'error')}"
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -171,18 +192,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         require_registry=args.require_registry,
         tolerate_broken=False,
     )
-    files = [
-        {
-            "file": spec.file,
-            "ok": True,
-            "states": len(spec.states),
-            "feeds": len(spec.events),
-            "decisions": len(spec.decisions),
-            "summary": f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
-            f"{_count(len(spec.decisions), 'decision')})",
-        }
-        for spec in loaded.specs
-    ]
+    files = [_file_entry(result) for result in loaded.files]
     _emit(args.format, "check", list(loaded.problems), files)
     return EXIT_INVALID if loaded.failed else EXIT_OK
 

@@ -88,9 +88,31 @@ def test_check_format_json(tmp_path, capsys):
             "message": "unknown state 'unlockd'; did you mean 'unlocked'?",
         }
     ]
-    assert [f["file"] for f in report["files"]] == [str(good)] and report["files"][0]["states"] == 2
+    # Every file has its entry, the failing one first as it was given, with its count of errors.
+    assert report["files"] == [
+        {"file": str(bad), "ok": False, "errors": 1, "summary": f"{bad}: 1 error"},
+        {
+            "file": str(good),
+            "ok": True,
+            "states": 2,
+            "feeds": 2,
+            "decisions": 0,
+            "summary": f"{good}: ok (2 states, 2 feeds, 0 decisions)",
+        },
+    ]
     assert main(["check", "--format", "json", str(good)]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_check_format_json_lists_a_file_refused_for_its_missing_registry(tmp_path, capsys, monkeypatch):
+    """Loaded but refused (--require-registry and no registry declared): not ok, with its counts."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "door.yaml"
+    path.write_text((ROOT / "machines" / "turnstile.yaml").read_text().replace("registry: turnstile", "registry: door"))
+    assert main(["check", "--format", "json", "--require-registry", str(path)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [(f["file"], f["ok"], f["errors"], f["states"]) for f in report["files"]] == [(str(path), False, 1, 2)]
+    assert [p["severity"] for p in report["problems"]] == ["error"]
 
 
 def test_check_format_github_annotations(tmp_path, capsys):
