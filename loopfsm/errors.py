@@ -156,6 +156,10 @@ class RenderError(LoopFsmError):
     """Rendering failed, usually because the Graphviz ``dot`` program is missing."""
 
 
+class GraphvizMissing(RenderError):
+    """An SVG was asked for and the Graphviz ``dot`` program is not installed (every other format needs none)."""
+
+
 class ScriptError(LoopFsmError):
     """A run script (or a scripted model's script) is malformed or ran out of scripted replies."""
 
