@@ -577,8 +577,8 @@ class CompiledMachine:
             raise fail(f"it is of machine {shown(snap['machine'])}")
         if snap["fingerprint"] != self.fingerprint:
             raise fail(
-                f"it was taken under another version of the spec (fingerprint {shown_fingerprint(snap['fingerprint'])}, "
-                f"this spec is {shown_fingerprint(self.fingerprint)})"
+                "it was taken under another version of the spec (fingerprint "
+                f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)})"
             )
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {shown(snap['state'])}")
