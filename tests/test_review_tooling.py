@@ -70,6 +70,10 @@ def _broken(tmp_path: Path) -> Path:
     return path
 
 
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
 def test_check_format_json(tmp_path, capsys):
     bad = _broken(tmp_path)
     good = ROOT / "machines" / "turnstile.yaml"
@@ -77,11 +81,12 @@ def test_check_format_json(tmp_path, capsys):
     out = capsys.readouterr()
     assert out.err == ""
     report = json.loads(out.out)
+    line = _line_of(bad, "to: unlockd")
     assert report["ok"] is False
     assert report["problems"] == [
         {
             "file": str(bad),
-            "line": 41,
+            "line": line,
             "column": 15,
             "path": "events.coin.from.locked[0].to",
             "severity": "error",
@@ -118,10 +123,10 @@ def test_check_format_json_lists_a_file_refused_for_its_missing_registry(tmp_pat
 def test_check_format_github_annotations(tmp_path, capsys):
     bad = _broken(tmp_path)
     assert main(["check", "--format", "github", str(bad)]) == 1
-    line = capsys.readouterr().out.splitlines()[0]
+    annotation = capsys.readouterr().out.splitlines()[0]
     # Properties escape ',' and ':' so a comma in a file name cannot end the file= property.
-    assert line == (
-        f"::error file={str(bad).replace(',', '%2C')},line=41,col=15,"
+    assert annotation == (
+        f"::error file={str(bad).replace(',', '%2C')},line={_line_of(bad, 'to: unlockd')},col=15,"
         "title=loopfsm check events.coin.from.locked[0].to::"
         "unknown state 'unlockd'; did you mean 'unlocked'?"
     )
