@@ -337,7 +337,9 @@ def test_a_field_refusal_names_the_machine_and_reads_as_english():
     snap["data"]["credit"] = 1.0
     with pytest.raises(SnapshotError) as err:
         Turnstile.restore(snap)
-    assert str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer (at least 0)"
+    assert (
+        str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer (at least 0)"
+    )
 
 
 def test_a_snapshot_its_own_restore_would_refuse_is_not_taken():
