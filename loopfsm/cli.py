@@ -324,7 +324,8 @@ def _draw(svgs: dict[str, str], out: Path) -> dict[str, str]:
     try:
         return {name: svg_from_source(source) for name, source in svgs.items()}
     except GraphvizMissing as err:
-        names = ", ".join(str(out / n) for n in sorted(svgs))
+        shown_names = [str(out / n) for n in sorted(svgs)[:5]]
+        names = ", ".join(shown_names) + (f" and {len(svgs) - 5} more" if len(svgs) > 5 else "")
         raise GraphvizMissing(
             f"{err}; it is needed to redraw {names}. Nothing was written. `loopfsm build --check` "
             "needs no Graphviz, and `loopfsm render --format dot,mermaid,md` writes the other formats"
