@@ -357,11 +357,6 @@ def chain_machine(n: int) -> str:
 
 def compile_section() -> None:
     print("compile: synthetic chain machines, load + check + compile from text (no cache), per state")
-    from loopfsm import source
-
-    # A 5,000-state chain is about 40,000 YAML nodes, over the reader's budget for machine
-    # files (no real machine comes near it); these synthetic files are read with a larger one.
-    source.MAX_NODES = max(source.MAX_NODES, 100_000)
     reg = Registry("chain")
     per_state = {}
     for n in (10, 100, 1000, 5000):

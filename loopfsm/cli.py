@@ -15,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import loader
-from .errors import ConfigError, LoopFsmError, Problem, RenderError, SpecError
-from .project import Project, find_project, load_machines, parse_registry_option, shown
+from .errors import ConfigError, GraphvizMissing, LoopFsmError, Problem, RenderError, SpecError
+from .project import FileResult, Project, find_project, load_machines, parse_registry_option, shown
 from .registries import Registries
 from .render import FORMATS, parse_formats, render
 from .spec import Spec
@@ -156,11 +156,32 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
     else:
         _report(problems)
     for f in files:
-        print(f["summary"])
+        if f["ok"]:  # a failing file's errors are printed above; its summary is for JSON readers
+            print(f["summary"])
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def _file_entry(result: FileResult) -> dict[str, Any]:
+    """One file of ``check``'s report: ``ok`` with its counts, or not ok with how many errors it has
+    (a file that could not be loaded has no counts)."""
+    spec = result.spec
+    if spec is None:
+        return {"file": result.file, "ok": False, "errors": result.errors, "summary": _failed(result)}
+    counts = {"states": len(spec.states), "feeds": len(spec.events), "decisions": len(spec.decisions)}
+    if result.errors:  # loaded, but refused (a registry --require-registry wanted and did not find)
+        return {"file": result.file, "ok": False, **counts, "errors": result.errors, "summary": _failed(result)}
+    summary = (
+        f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
+        f"{_count(len(spec.decisions), 'decision')})"
+    )
+    return {"file": result.file, "ok": True, **counts, "summary": summary}
+
+
+def _failed(result: FileResult) -> str:
+    return f"{result.file}: {_count(result.errors, 'error')}"
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -171,18 +192,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         require_registry=args.require_registry,
         tolerate_broken=False,
     )
-    files = [
-        {
-            "file": spec.file,
-            "ok": True,
-            "states": len(spec.states),
-            "feeds": len(spec.events),
-            "decisions": len(spec.decisions),
-            "summary": f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
-            f"{_count(len(spec.decisions), 'decision')})",
-        }
-        for spec in loaded.specs
-    ]
+    files = [_file_entry(result) for result in loaded.files]
     _emit(args.format, "check", list(loaded.problems), files)
     return EXIT_INVALID if loaded.failed else EXIT_OK
 
@@ -251,11 +261,17 @@ def cmd_render(args: argparse.Namespace) -> int:
     specs, clash = _unique_names(specs)
     if not specs:  # nothing to draw: leave no empty output folder behind
         return EXIT_INVALID if clash else status
+    rendered: dict[str, str] = {}
+    for spec in specs:  # everything is drawn before anything is written: a missing Graphviz writes nothing
+        try:
+            rendered.update(render(spec, fmts, detailed=args.detailed))
+        except GraphvizMissing as err:
+            others = ",".join(f for f in fmts if f != "svg") or "dot,mermaid,md"
+            raise GraphvizMissing(f"{err}, or leave SVG out: --format {others}") from None
     out = _output_dir(Path(args.output) if args.output else shown(project.diagrams))
-    for spec in specs:
-        for name, text in render(spec, fmts, detailed=args.detailed).items():
-            _write(out / name, text)
-            print(out / name)
+    for name, text in rendered.items():
+        _write(out / name, text)
+        print(out / name)
     return EXIT_INVALID if clash else status
 
 
@@ -263,14 +279,6 @@ GENERATED = (".svg", ".dot", ".mmd", ".md")
 # ``build`` lists what it wrote here, and deletes a file only if an earlier build
 # listed it: a README or a logo that lives beside the diagrams is never touched.
 MANIFEST = ".loopfsm-generated"
-
-
-def _same(name: str, want: str, have: str) -> bool:
-    if name.endswith(".svg"):
-        from .render.dot import svg_stamp  # noqa: PLC0415 - Graphviz is loaded by the commands that draw
-
-        return svg_stamp(want) is not None and svg_stamp(want) == svg_stamp(have)
-    return want == have
 
 
 def _read_manifest(out: Path) -> set[str]:
@@ -289,11 +297,39 @@ def _manifest_text(names: Iterable[str]) -> str:
     return "".join(f"{n}\n" for n in sorted(names))
 
 
-def _current(path: Path, name: str, want: str) -> bool:
+def _current(path: Path, want: str) -> bool:
     try:
-        return path.is_file() and not path.is_symlink() and _same(name, want, path.read_text(encoding="utf-8"))
+        return path.is_file() and not path.is_symlink() and path.read_text(encoding="utf-8") == want
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def _svg_current(path: Path, source: str) -> bool:
+    """An SVG is current when it carries the digest of the DOT text it would be drawn from (no Graphviz needed)."""
+    from .render.dot import source_digest, svg_stamp  # noqa: PLC0415 - Graphviz is loaded by the commands that draw
+
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        return svg_stamp(path.read_text(encoding="utf-8")) == source_digest(source)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _draw(svgs: dict[str, str], out: Path) -> dict[str, str]:
+    """Draw every SVG in ``svgs`` (name -> DOT text) before anything is written, so a missing Graphviz
+    leaves diagrams/ as it was."""
+    from .render.dot import svg_from_source  # noqa: PLC0415
+
+    try:
+        return {name: svg_from_source(source) for name, source in svgs.items()}
+    except GraphvizMissing as err:
+        shown_names = [str(out / n) for n in sorted(svgs)[:5]]
+        names = ", ".join(shown_names) + (f" and {len(svgs) - 5} more" if len(svgs) > 5 else "")
+        raise GraphvizMissing(
+            f"{err}; it is needed to redraw {names}. Nothing was written. `loopfsm build --check` "
+            "needs no Graphviz, and `loopfsm render --format dot,mermaid,md` writes the other formats"
+        ) from None
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -309,37 +345,40 @@ def cmd_build(args: argparse.Namespace) -> int:
     specs, clash = _unique_names(specs)
     if status != EXIT_OK or clash:
         return EXIT_INVALID
-    wanted: dict[str, str] = {}
+    texts: dict[str, str] = {}
     for spec in specs:
-        wanted.update(render(spec, FORMATS))
-    wanted[MANIFEST] = _manifest_text(n for n in wanted)
+        texts.update(render(spec, [f for f in FORMATS if f != "svg"]))
+    # Every DOT file has its SVG, drawn from the same text; it is drawn only when it is not current.
+    svgs = {n[: -len(".dot")] + ".svg": t for n, t in texts.items() if n.endswith(".dot")}
+    texts[MANIFEST] = _manifest_text([*texts, *svgs])
+    count = len(texts) - 1 + len(svgs)
     listed = _read_manifest(out) if out.is_dir() else set()
-    leftover = sorted(n for n in listed - set(wanted) if (out / n).is_file() and not (out / n).is_symlink())
+    leftover = sorted(n for n in listed - set(texts) - set(svgs) if (out / n).is_file() and not (out / n).is_symlink())
+    stale_texts = {n: t for n, t in sorted(texts.items()) if not _current(out / n, t)}
+    stale_svgs = {n: t for n, t in sorted(svgs.items()) if not _svg_current(out / n, t)}
     if args.check:
-        stale = [n for n, t in sorted(wanted.items()) if not _current(out / n, n, t)]
-        for n in stale:
+        for n in sorted([*stale_texts, *stale_svgs]):
             print(f"stale: {out / n}", file=sys.stderr)
         for n in leftover:
             print(f"left over from an earlier build: {out / n}", file=sys.stderr)
-        if stale or leftover:
+        if stale_texts or stale_svgs or leftover:
             print(f"run `loopfsm build` and commit {out}/", file=sys.stderr)
             return EXIT_INVALID
-        print(f"{out}: {len(wanted) - 1} files up to date")
+        print(f"{out}: {count} files up to date")
         return EXIT_OK
+    drawn = _draw(stale_svgs, out)
     _output_dir(out)
-    for n, t in sorted(wanted.items()):
-        path = out / n
-        if not _current(path, n, t):
-            _write(path, t)
-            if n != MANIFEST:
-                print(f"wrote {path}")
+    for n, t in sorted({**stale_texts, **drawn}.items()):
+        _write(out / n, t)
+        if n != MANIFEST:
+            print(f"wrote {out / n}")
     for n in leftover:
         try:
             (out / n).unlink()
         except OSError as err:
             raise _OutputError(f"cannot remove {out / n}: {err.strerror or type(err).__name__}") from None
         print(f"removed {out / n}")
-    print(f"{len(specs)} machine{'s' * (len(specs) != 1)}, {len(wanted) - 1} files in {out}")
+    print(f"{len(specs)} machine{'s' * (len(specs) != 1)}, {count} files in {out}")
     return EXIT_OK
 
 

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar
 from collections.abc import Callable
 
 from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
-from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown
+from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .lazyclass import dataclass
 from .loader import load
@@ -577,8 +577,8 @@ class CompiledMachine:
             raise fail(f"it is of machine {shown(snap['machine'])}")
         if snap["fingerprint"] != self.fingerprint:
             raise fail(
-                f"it was taken under another version of the spec (fingerprint {shown(snap['fingerprint'])}, "
-                f"this spec is {self.fingerprint!r})"
+                "it was taken under another version of the spec (fingerprint "
+                f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)})"
             )
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {shown(snap['state'])}")

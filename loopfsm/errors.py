@@ -25,6 +25,16 @@ def shown(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
+# A fingerprint is "sha256:" and 32 hex digits (41 characters quoted): shown whole, with room to spare.
+FINGERPRINT_SHOWN = 64
+
+
+def shown_fingerprint(value: object) -> str:
+    """A snapshot's fingerprint or the spec's, printed the same way: whole when it has a fingerprint's
+    length, cut like any other value when a stored one is longer (it could be anything)."""
+    return shown(value, FINGERPRINT_SHOWN)
+
+
 def closest(word: object, choices: Iterable[object]) -> str | None:
     """The choice ``word`` most likely meant (a case slip first, then the nearest spelling), or None."""
     if not isinstance(word, str):
@@ -144,6 +154,10 @@ class ConfigError(LoopFsmError):
 
 class RenderError(LoopFsmError):
     """Rendering failed, usually because the Graphviz ``dot`` program is missing."""
+
+
+class GraphvizMissing(RenderError):
+    """An SVG was asked for and the Graphviz ``dot`` program is not installed (every other format needs none)."""
 
 
 class ScriptError(LoopFsmError):

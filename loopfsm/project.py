@@ -134,6 +134,19 @@ def parse_registry_option(text: str, folder: Path) -> Declared:
     return Declared(name, target, "--registry", folder)
 
 
+@dataclass(frozen=True)
+class FileResult:
+    """How one file given to :func:`load_machines` fared, so a report can list every file, failed or not.
+
+    ``spec`` is the loaded machine, or None when the file could not be loaded;
+    ``errors`` counts the error-severity problems reported for it.
+    """
+
+    file: str
+    spec: Spec | None
+    errors: int
+
+
 @dataclass
 class Loaded:
     """Machine files loaded against a project's registries, and what to tell the user about them."""
@@ -141,6 +154,7 @@ class Loaded:
     specs: list[Spec] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)  # errors, warnings and notes, file by file
     failed: bool = False
+    files: list[FileResult] = field(default_factory=list)  # one per path, in the order given
 
 
 def _unchecked_text(unchecked: dict[str, list[str]]) -> str:
@@ -197,6 +211,7 @@ def load_machines(
         except SpecError as err:
             out.problems += err.problems
             out.failed = True
+            out.files.append(FileResult(str(path), None, sum(p.severity == "error" for p in err.problems)))
             continue
         notes = []
         if why_missing:
@@ -209,6 +224,7 @@ def load_machines(
             )
             out.failed |= require_registry
         out.problems += spec.warnings + notes
+        out.files.append(FileResult(spec.file, spec, sum(p.severity == "error" for p in spec.warnings + notes)))
         if not (require_registry and why_missing):
             out.specs.append(spec)
     return out

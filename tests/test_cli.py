@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -97,16 +99,71 @@ def test_render_selected_formats(project):
     assert "| `locked` |" in md and "illegal" not in md.split("## Was in x Feed")[1].split("###")[0]
 
 
-def test_missing_graphviz_is_a_clear_error(project, monkeypatch, capsys):
-    import graphviz
+@pytest.fixture
+def no_graphviz(tmp_path, monkeypatch):
+    """A PATH on which no ``dot`` program is found, as on a machine without Graphviz."""
+    empty = tmp_path / "no-graphviz-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
 
-    def no_dot(*a, **k):
-        raise graphviz.ExecutableNotFound(["dot"])
 
-    monkeypatch.setattr(graphviz.Digraph, "pipe", no_dot)
-    assert main(["render", "--format", "svg", "-o", "out"]) == 1
-    assert "install it (e.g. 'apt-get install -y graphviz')" in capsys.readouterr().err
+def test_missing_graphviz_is_a_clear_error(project, no_graphviz, capsys):
+    assert main(["render", "--format", "svg,md", "-o", "out"]) == 1
+    err = capsys.readouterr().err
+    assert "install it (e.g. 'apt-get install -y graphviz'), or leave SVG out: --format md" in err
+    assert not (project / "out").exists()  # drawn before written: nothing half done
     assert main(["render", "--format", "dot,mermaid,md", "-o", "out"]) == 0
+
+
+def _advice(err: str) -> list[str]:
+    return [c for c in re.findall(r"`([^`]+)`", err) if c.startswith("loopfsm ")]
+
+
+def test_build_check_needs_no_graphviz(project, monkeypatch, capsys):
+    assert main(["build"]) == 0
+    empty = project / "no-graphviz-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    capsys.readouterr()
+    assert main(["build", "--check"]) == 0, capsys.readouterr().err
+    yaml_file = project / "machines" / "turnstile.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("it clicks open", "the arm is released"))
+    assert main(["build", "--check"]) == 1
+    assert "stale: diagrams/turnstile.svg" in capsys.readouterr().err
+
+
+def test_build_without_graphviz_writes_nothing_and_gives_advice_that_works(project, monkeypatch, capsys):
+    assert main(["build"]) == 0
+    before = {p.name: p.read_bytes() for p in (project / "diagrams").iterdir()}
+    empty = project / "no-graphviz-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    yaml_file = project / "machines" / "turnstile.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("it clicks open", "the arm is released"))
+    capsys.readouterr()
+    assert main(["build"]) == 1
+    err = capsys.readouterr().err
+    assert "'dot' program is not installed" in err and "diagrams/turnstile.svg" in err
+    assert {p.name: p.read_bytes() for p in (project / "diagrams").iterdir()} == before
+    advice = _advice(err)
+    assert advice == ["loopfsm build --check", "loopfsm render --format dot,mermaid,md"]
+    for command in advice:  # each one runs, without Graphviz, as written (no usage error)
+        assert main(shlex.split(command)[1:]) in (0, 1), command
+        assert "not installed" not in capsys.readouterr().err, command
+
+
+def test_build_without_graphviz_writes_what_needs_no_drawing(project, monkeypatch, capsys):
+    """A policy number is in the review sheet only: the SVGs stay current, so build needs no Graphviz."""
+    assert main(["build"]) == 0
+    empty = project / "no-graphviz-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    yaml_file = project / "machines" / "turnstile.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("default: 1\n", "default: 2\n", 1))
+    capsys.readouterr()
+    assert main(["build"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "wrote diagrams/turnstile.md"
+    assert main(["build", "--check"]) == 0
 
 
 def test_check_counts_in_words_that_agree_with_the_number(capsys):

@@ -18,9 +18,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm import SpecError, compile_file, parse
+from loopfsm import Registry, SpecError, compile_file, compile_spec, parse
+from loopfsm.cli import main
 from loopfsm.errors import LoopFsmError
-from loopfsm.source import MAX_BYTES, MAX_DEPTH, MAX_EXPANDED, MAX_NODES, SourceProblems, read_file, read_source
+from loopfsm.source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, SourceProblems, read_file, read_source
 
 from conftest import make_registry, marked_line
 
@@ -69,12 +70,24 @@ def laughs(levels: int) -> str:
 # -- budgets -------------------------------------------------------------------
 
 
+def _values(text: str) -> int:
+    return sum(isinstance(e, (yaml.ScalarEvent, yaml.CollectionStartEvent)) for e in yaml.parse(text))
+
+
 def test_billion_laughs_is_refused_at_the_alias_that_crossed_the_budget():
     text = laughs(8)
     problem = refusal(text).problems[0]
-    assert f"more than {MAX_EXPANDED:,} values" in problem.message
-    # 9 + 81 + 729 + 6561 fit; the level of 59049 crosses at its second alias
-    assert text.splitlines()[problem.line - 1].startswith("  e: &e")
+    assert f"aliases expand the file to more than {MAX_VALUES:,} values" in problem.message
+    # Each level is a key, a list and nine aliases of the level before: find the first that crosses.
+    total, size, crossing = _values(laughs(0)), 10, None
+    for level in "bcdefghi":
+        size = 1 + 9 * size
+        total += 1 + size
+        if total > MAX_VALUES:
+            crossing = level
+            break
+    assert crossing is not None
+    assert text.splitlines()[problem.line - 1].startswith(f"  {crossing}: &{crossing}")
 
 
 def test_aliases_within_budget_still_load():
@@ -103,13 +116,14 @@ def test_an_alias_cannot_nest_past_the_depth_limit():
     assert "nests values deeper" in problem.message and problem.line == len(text.splitlines())
 
 
-def test_node_budget_is_refused_at_its_line():
-    text = GOOD + "x:\n" + "".join(f"  - {i}\n" for i in range(MAX_NODES + 10))
+def test_value_budget_is_refused_at_its_line():
+    """A dense list within the size limit: refused where its values cross the budget."""
+    text = GOOD + "x:\n" + "- 0\n" * (MAX_VALUES + 10)
+    assert len(text.encode()) < MAX_BYTES
     problem = refusal(text).problems[0]
-    assert f"more than {MAX_NODES:,} YAML nodes" in problem.message
-    nodes_before = len(yaml.compose(GOOD + "x: []\n").value) * 2  # keys and values at the top
-    assert problem.line > len(GOOD.splitlines()) + MAX_NODES - nodes_before - 200
-    assert problem.line < len(text.splitlines())
+    assert f"the file holds more than {MAX_VALUES:,} values" in problem.message
+    before = _values(GOOD + "x: []\n") - 1  # every value above the list's first item
+    assert problem.line == len(GOOD.splitlines()) + 1 + (MAX_VALUES - before)
 
 
 def test_file_size_limit_at_its_line(tmp_path):
@@ -200,6 +214,41 @@ def test_second_document_is_refused():
     assert "single document" in problem.message
 
 
+# -- a large machine is not a hostile one ----------------------------------------------
+
+
+def chain_machine(n: int) -> str:
+    """``n`` states in a chain, each with a description, one ``next`` feed; the last state is terminal."""
+    lines = [f"machine: chain_{n}", "description: A generated chain.", "states:"]
+    lines.append("  s0: {initial: true, description: first}")
+    lines += [f"  s{i}: {{description: link {i}}}" for i in range(1, n - 1)]
+    lines += [f"  s{n - 1}: {{terminal: true, description: last}}", "events:", "  next:", "    description: advance"]
+    lines += ["    from:"] + [f"      s{i}: [{{to: s{i + 1}, description: step {i}}}]" for i in range(n - 1)]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_5000_state_machine_loads_checks_compiles_and_renders_by_default(tmp_path, capsys, monkeypatch):
+    """Within the default budgets: about 410 KiB and 55,000 values (SVG left out: Graphviz takes
+    about 20 seconds to lay out 5,000 states, and it is Graphviz's time, not ours)."""
+    text = chain_machine(5000)
+    assert 50_000 < _values(text) < MAX_VALUES and 400 << 10 < len(text.encode()) < MAX_BYTES
+    path = tmp_path / "chain.yaml"
+    path.write_text(text)
+    monkeypatch.setenv("LOOPFSM_CACHE_DIR", "")  # read and checked from the text, not a cached result
+    assert main(["check", str(path)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out == f"{path}: ok (5000 states, 1 feed, 0 decisions)\n"
+    out = tmp_path / "out"
+    assert main(["render", str(path), "-o", str(out), "--format", "dot,mermaid,md"]) == 0
+    assert "s4999" in (out / "chain_5000.dot").read_text() and "s4999" in (out / "chain_5000.mmd").read_text()
+    assert "| `s4998` | → `s4999` |" in (out / "chain_5000.md").read_text()
+    registry = Registry("chain")
+    machine = compile_spec(parse(text, str(path), registry), registry)
+    instance = machine.new()
+    for _ in range(4999):
+        instance.feed("next")
+    assert instance.state == "s4999" and instance.is_terminal()
+
+
 # -- errors inside anchors: once, at the anchor -----------------------------------
 
 ANCHORED = (
@@ -268,9 +317,8 @@ HOSTILE = {
     "long block list": GOOD + "x:\n" + "- 0\n" * 1_300_000,
     "many keys": GOOD + "x:\n" + "".join(f" k{i}: 0\n" for i in range(400_000)),
     "one long string": GOOD + "x: " + "y" * (5 << 20) + "\n",
-    "many states": GOOD.replace(
-        "states:\n", "states:\n" + "".join(f"  s{i}: {{description: x}}\n" for i in range(4_000))
-    ),
+    "dense list at the size limit": GOOD + "x: [" + "0," * ((MAX_BYTES - len(GOOD)) // 2 - 8) + "0]\n",
+    "dense block list": GOOD + "x:\n" + "- 0\n" * ((MAX_BYTES - len(GOOD)) // 4 - 4),
 }
 
 
@@ -278,6 +326,7 @@ def test_hostile_corpus_stays_within_memory(tmp_path):
     """Each input up to 5 MiB; the whole corpus loads in one process within 200 MB peak."""
     for i, (name, text) in enumerate(HOSTILE.items()):
         assert len(text.encode()) <= 5 << 20 or name == "one long string", name
+        assert not name.startswith("dense") or len(text.encode()) <= MAX_BYTES, name
         (tmp_path / f"h{i}.yaml").write_text(text)
     script = textwrap.dedent(f"""
         import glob, json, resource

@@ -7,6 +7,7 @@ import io
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -54,9 +55,57 @@ def test_driven_run_example_runs_and_fits_in_40_lines(capsys):
     ]
 
 
-def test_quickstart_python_runs():
+def quickstart() -> str:
+    return README.split("## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+
+
+def quickstart_edit(machine_file: str) -> str:
+    """``machine_file`` with the Quickstart's edit applied, worked out from its YAML block alone:
+    the lines it shows, with the value the ``# was`` comment names, are replaced by the lines it shows."""
+    block = quickstart().split("```yaml\n", 1)[1].split("```", 1)[0]
+    edited = re.search(r"^(\s*\w+: )(\S+)\s+# was (\S+)$", block, re.M)
+    assert edited, block
+    old = block.replace(edited.group(0), edited.group(1) + edited.group(3))
+    new = block.replace(edited.group(0), edited.group(1) + edited.group(2))
+    assert machine_file.count(old) == 1, old
+    return machine_file.replace(old, new)
+
+
+def test_quickstart_works_when_followed(tmp_path):
+    """Copy the project, make the Quickstart's edit, run its commands and its Python block, as a user would."""
+    copy = tmp_path / "project"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in ("loopfsm", "machines", "spec", "diagrams"):
+        shutil.copytree(ROOT / part, copy / part, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    turnstile = copy / "machines" / "turnstile.yaml"
+    turnstile.write_text(quickstart_edit(turnstile.read_text()))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(PYTHONPATH=str(copy), LOOPFSM_CACHE_DIR=str(tmp_path / "cache"))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, *argv], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+    before = {p.name: p.read_bytes() for p in (copy / "diagrams").glob("turnstile.*")}
+    commands = re.findall(r"^loopfsm (\S.*?)\s+# (.*)$", quickstart().split("```sh\n", 1)[1].split("```")[0], re.M)
+    assert [c for c, _ in commands] == ["build", "build --check"]
+    assert run("-m", "loopfsm", "build", "--check").returncode == 1  # "exits 1 while diagrams/ is stale"
+    built = run("-m", "loopfsm", "build")
+    assert built.returncode == 0, built.stderr
+    written = [line.removeprefix("wrote ") for line in built.stdout.splitlines() if line.startswith("wrote ")]
+    assert commands[0][1] == f"writes {', '.join(written)}, the one view that changed"
+    assert run("-m", "loopfsm", "build", "--check").returncode == 0
+    after = {p.name: p.read_bytes() for p in (copy / "diagrams").glob("turnstile.*")}
+    assert [n for n in sorted(after) if after[n] != before[n]] == ["turnstile.md"]
+    assert "| `fare` | integer | 2 |" in after["turnstile.md"].decode()
     block = next(b for b in code_blocks("python") if "Turnstile()" in b)
-    exec(compile(block, "README-quickstart", "exec"), {})
+    assert block in quickstart()
+    ran = run("-c", block)
+    assert ran.returncode == 0, ran.stderr
+    # The block ran against the copy and its edited table (the default fare it was written for).
+    probe = run("-c", "import loopfsm; from loopfsm.machines import TurnstilePolicy; print(loopfsm.__file__)")
+    assert probe.stdout.strip() == str(copy / "loopfsm" / "__init__.py")
+    assert run("-c", "from loopfsm.machines import TurnstilePolicy; print(TurnstilePolicy().fare)").stdout == "2\n"
 
 
 def test_pasted_trace_is_what_the_command_prints(monkeypatch):

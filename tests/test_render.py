@@ -174,3 +174,21 @@ def test_a_description_just_over_the_limit_keeps_its_clause():
     text = "the estimate grew while the call was in flight"
     assert len(text) > SHORT and short(text) == text
     assert short("word " * 30).endswith("…")
+
+
+def test_the_review_sheet_expands_each_feeds_sources_once(monkeypatch):
+    """Once per feed, not once per cell: per cell made the sheet of a 5,000-state machine quadratic."""
+    from loopfsm.spec import Spec
+
+    brain = spec("engine_brain")
+    calls: list[str] = []
+    original = Spec.expanded_sources
+
+    def counted(self, event):
+        calls.append(event.name)
+        return original(self, event)
+
+    monkeypatch.setattr(Spec, "expanded_sources", counted)
+    sheet = render(brain, ["md"])["engine_brain.md"]
+    assert "## Was in x Feed" in sheet
+    assert sorted(calls) == sorted(brain.events)

@@ -121,6 +121,10 @@ def _broken(tmp_path: Path) -> Path:
     return path
 
 
+def _line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
 def test_check_format_json(tmp_path, capsys):
     bad = _broken(tmp_path)
     good = ROOT / "machines" / "turnstile.yaml"
@@ -128,29 +132,52 @@ def test_check_format_json(tmp_path, capsys):
     out = capsys.readouterr()
     assert out.err == ""
     report = json.loads(out.out)
+    line = _line_of(bad, "to: unlockd")
     assert report["ok"] is False
     assert report["problems"] == [
         {
             "file": str(bad),
-            "line": 41,
+            "line": line,
             "column": 15,
             "path": "events.coin.from.locked[0].to",
             "severity": "error",
             "message": "unknown state 'unlockd'; did you mean 'unlocked'?",
         }
     ]
-    assert [f["file"] for f in report["files"]] == [str(good)] and report["files"][0]["states"] == 2
+    # Every file has its entry, the failing one first as it was given, with its count of errors.
+    assert report["files"] == [
+        {"file": str(bad), "ok": False, "errors": 1, "summary": f"{bad}: 1 error"},
+        {
+            "file": str(good),
+            "ok": True,
+            "states": 2,
+            "feeds": 2,
+            "decisions": 0,
+            "summary": f"{good}: ok (2 states, 2 feeds, 0 decisions)",
+        },
+    ]
     assert main(["check", "--format", "json", str(good)]) == 0
     assert json.loads(capsys.readouterr().out)["ok"] is True
+
+
+def test_check_format_json_lists_a_file_refused_for_its_missing_registry(tmp_path, capsys, monkeypatch):
+    """Loaded but refused (--require-registry and no registry declared): not ok, with its counts."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "door.yaml"
+    path.write_text((ROOT / "machines" / "turnstile.yaml").read_text().replace("registry: turnstile", "registry: door"))
+    assert main(["check", "--format", "json", "--require-registry", str(path)]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert [(f["file"], f["ok"], f["errors"], f["states"]) for f in report["files"]] == [(str(path), False, 1, 2)]
+    assert [p["severity"] for p in report["problems"]] == ["error"]
 
 
 def test_check_format_github_annotations(tmp_path, capsys):
     bad = _broken(tmp_path)
     assert main(["check", "--format", "github", str(bad)]) == 1
-    line = capsys.readouterr().out.splitlines()[0]
+    annotation = capsys.readouterr().out.splitlines()[0]
     # Properties escape ',' and ':' so a comma in a file name cannot end the file= property.
-    assert line == (
-        f"::error file={str(bad).replace(',', '%2C')},line=41,col=15,"
+    assert annotation == (
+        f"::error file={str(bad).replace(',', '%2C')},line={_line_of(bad, 'to: unlockd')},col=15,"
         "title=loopfsm check events.coin.from.locked[0].to::"
         "unknown state 'unlockd'; did you mean 'unlocked'?"
     )

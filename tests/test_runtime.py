@@ -455,3 +455,15 @@ events:
         m.feed("act")
     assert isinstance(err.value.__cause__, ValueError)
     assert m.state == "a" and m.data.n == 100  # the README says so: what ran before the raise stays
+
+
+def test_a_refused_fingerprint_is_printed_like_the_local_one(C):
+    """Both fingerprints in the refusal whole (they are short), so a reader can compare them by eye."""
+    other = compiled(COUNTER.replace("value: 0}}\n", "value: 1}}\n", 1))
+    with pytest.raises(SnapshotError) as info:
+        C.restore(other.new().snapshot())
+    assert f"(fingerprint {other.fingerprint!r}, this spec is {C.fingerprint!r})" in str(info.value)
+    huge = C.new().snapshot() | {"fingerprint": "sha256:" + "f" * 10_000}
+    with pytest.raises(SnapshotError) as info:
+        C.restore(huge)
+    assert "f" * 100 not in str(info.value) and "(10,009 characters)" in str(info.value)

@@ -7,12 +7,14 @@ import json
 import math
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import LoopFsmError, SnapshotError
+from loopfsm.catalog import load_machine
 from loopfsm.machines import FallbackBreaker, ToolHealth
 from loopfsm.machines.breaker_values import Allow, Reject, Route, backoff_ms
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy
@@ -335,7 +337,9 @@ def test_a_field_refusal_names_the_machine_and_reads_as_english():
     snap["data"]["credit"] = 1.0
     with pytest.raises(SnapshotError) as err:
         Turnstile.restore(snap)
-    assert str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer"
+    assert (
+        str(err.value) == "turnstile: refusing snapshot: field 'credit' holds 1.0, which is not an integer (at least 0)"
+    )
 
 
 def test_a_snapshot_its_own_restore_would_refuse_is_not_taken():
@@ -351,3 +355,48 @@ def test_a_snapshot_its_own_restore_would_refuse_is_not_taken():
         t.snapshot()
     t.data.credit = 2
     assert Turnstile.restore(t.snapshot()).snapshot() == t.snapshot()
+
+
+# -- every shipped counter has its bounds --------------------------------------------
+
+SHIPPED = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "machines").glob("*.yaml"))
+# Integer fields that hold a time fed in (ms) rather than a count: any integer is a time.
+TIMES = ("last_now", "until", "since")
+
+
+def _integer_fields(name: str):
+    spec = load_machine(name).spec
+    yield from ((None, f) for f in spec.data.values() if f.type == "integer")
+    for state in spec.states.values():
+        yield from ((state.name, f) for f in state.data.values() if f.type == "integer")
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_shipped_counter_declares_its_minimum(name):
+    """A count (attempts, credit, fence, ...) is never negative: the table says so, so restore refuses -1."""
+    unbounded = [
+        f"{state or 'data'}.{f.name}"
+        for state, f in _integer_fields(name)
+        if f.minimum is None and not (f.name in TIMES or f.name.endswith("_at"))
+    ]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_a_counter_below_its_minimum_is_refused_on_restore(name):
+    machine = load_machine(name)
+    snap = machine.new().snapshot()
+    fields = [f for state, f in _integer_fields(name) if state is None and f.minimum is not None]
+    assert fields, name
+    for f in fields:
+        bad = copy.deepcopy(snap)
+        bad["data"][f.name] = [f.minimum - 1] if f.list else f.minimum - 1
+        with pytest.raises(SnapshotError, match=f"data.{f.name}"):
+            machine.restore(bad)
+
+
+def test_turnstile_credit_of_minus_one_is_refused():
+    snap = Turnstile().snapshot()
+    snap["data"]["credit"] = -1
+    with pytest.raises(SnapshotError, match="data.credit must be bigger than or equal to 0"):
+        Turnstile.restore(snap)

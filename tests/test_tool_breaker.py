@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm import FeedArgumentError
+from loopfsm import FeedArgumentError, SnapshotError
 from loopfsm.machines.breaker_values import Allow, Reject
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy, ToolHealth, jitter_ms
 
@@ -466,3 +466,12 @@ def test_record_arguments_are_checked_whatever_their_type(position, value, accep
         with pytest.raises(FeedArgumentError, match=f"argument '{names[position]}' must be"):
             b.feed("record", *args, policy=P)
         assert b.snapshot() == before
+
+
+def test_tool_health_refusal_prints_both_fingerprints_whole():
+    health = ToolHealth(ToolBreakerPolicy())
+    snap = json.loads(json.dumps(health.snapshot())) | {"fingerprint": "sha256:" + "0" * 32}
+    with pytest.raises(SnapshotError) as info:
+        ToolHealth.restore(snap, ToolBreakerPolicy())
+    mine = ToolHealth(ToolBreakerPolicy()).snapshot()["fingerprint"]
+    assert f"(fingerprint 'sha256:{'0' * 32}', this spec is {mine!r})" in str(info.value)

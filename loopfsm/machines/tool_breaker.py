@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from ..lazyclass import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown
+from ..errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
 from ..registry import Registry
 from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
@@ -478,8 +478,8 @@ class ToolHealth:
         if snap.get("fingerprint") != m.fingerprint:
             raise SnapshotError(
                 f"tool_health: refusing snapshot: it was taken under another version of "
-                f"the tool breaker spec (fingerprint {shown(snap.get('fingerprint'))}, this spec is "
-                f"{m.fingerprint!r})"
+                f"the tool breaker spec (fingerprint {shown_fingerprint(snap.get('fingerprint'))}, this spec is "
+                f"{shown_fingerprint(m.fingerprint)})"
             )
         raw = snap.get("breakers", {})
         if not isinstance(raw, dict):

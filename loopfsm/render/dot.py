@@ -12,7 +12,7 @@ import textwrap
 
 import graphviz
 
-from ..errors import RenderError
+from ..errors import GraphvizMissing
 from ..spec import Decision, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label
 from .overview import ANY, overview
@@ -180,20 +180,26 @@ def source_digest(source: str) -> str:
 
 
 def to_svg(g: graphviz.Digraph) -> str:
-    """SVG from ``dot``, stamped with the digest of its DOT source.
+    """SVG from ``dot``, stamped with the digest of its DOT source (see :func:`svg_from_source`)."""
+    return svg_from_source(g.source)
 
-    ``build --check`` compares that stamp instead of the SVG bytes, so a
-    different Graphviz version on a reviewer's machine does not make a fresh
-    diagram look stale.
+
+def svg_from_source(source: str) -> str:
+    """SVG from the DOT text ``source``, stamped with the digest of that text.
+
+    ``build --check`` compares that stamp with the digest of the DOT text it
+    would draw, instead of the SVG bytes: a different Graphviz version on a
+    reviewer's machine does not make a fresh diagram look stale, and the check
+    needs no Graphviz at all.
     """
     try:
-        svg = g.pipe(format="svg", encoding="utf-8")
+        svg = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound as err:
-        raise RenderError(
-            "the Graphviz 'dot' program is not installed; install it (e.g. "
-            "'apt-get install -y graphviz') or render only dot,mermaid,md"
+        raise GraphvizMissing(
+            "the Graphviz 'dot' program is not installed, so no SVG can be drawn; "
+            "install it (e.g. 'apt-get install -y graphviz')"
         ) from err
-    stamp = f"<!-- {SOURCE_MARK}: {source_digest(g.source)} -->\n"
+    stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 from ..coverage import rows_of
-from ..spec import MISSING, FieldDef, Spec
+from ..spec import MISSING, Branch, FieldDef, Spec
 from . import mermaid
 from .labels import guards_label, ref_label, state_title
 
@@ -20,9 +20,10 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def _cell(spec: Spec, event: str, state: str) -> str:
+def _cell(spec: Spec, event: str, state: str, sources: dict[str, tuple[Branch, ...]]) -> str:
+    """The matrix cell of ``event`` in ``state``; ``sources`` is ``spec.expanded_sources`` of the event,
+    worked out once per feed (once per cell made the sheet of a 5,000-state machine quadratic)."""
     ev = spec.events[event]
-    sources = spec.expanded_sources(ev)
     if state not in sources:
         if spec.states[state].terminal and spec.terminal_behaviour(ev) == "ignore":
             return "ignored (terminal is forever)"
@@ -82,8 +83,9 @@ def review_sheet(spec: Spec) -> str:
             "| Was in | " + " | ".join(f"`{e}`" for e in events) + " |",
             "| --- |" + " --- |" * len(events),
         ]
+        sources = {e: spec.expanded_sources(spec.events[e]) for e in events}
         for state in spec.states:
-            out.append(f"| `{state}` | " + " | ".join(_esc(_cell(spec, e, state)) for e in events) + " |")
+            out.append(f"| `{state}` | " + " | ".join(_esc(_cell(spec, e, state, sources[e])) for e in events) + " |")
         out.append("")
         if spec.before:
             out += [
