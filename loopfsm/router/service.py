@@ -779,6 +779,7 @@ class Router:
                 "approval_answer", policy=self.policy, answer=d["decision"], now=ctx.now, expires_at=a["expires_at"]
             )
             self._record_approval(ctx, a, answers[a["approval_id"]], d["approver"])
+            ctx.event("approval.decided")
         verdict = ctx.phase.decide(
             "after_approval",
             policy=self.policy,
@@ -912,6 +913,7 @@ class Router:
         }
         for a in records:
             self._record_approval(ctx, a, "requested")
+            ctx.event("approval.requested")
         pending_seal = sorted(ctx.bundle.get("pending", {}))
         return _Outcome(
             "gate",
