@@ -33,7 +33,9 @@ TOOLS_SCRIPT = [
 
 
 def traced(router: Any, session: str) -> Counter[str]:
-    return Counter(r.meta["event"] for r in router.store().rows(session, "trace") if r.meta["event"] != "approval.record")
+    return Counter(
+        r.meta["event"] for r in router.store().rows(session, "trace") if r.meta["event"] != "approval.record"
+    )
 
 
 def expected(script: list[dict[str, Any]], log: list[tuple[dict[str, Any], dict[str, Any]]]) -> Counter[str]:

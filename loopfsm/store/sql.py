@@ -80,4 +80,9 @@ def ddl(d: Dialect, p: str) -> list[str]:
 
 
 def drop(p: str) -> list[str]:
-    return [f"DROP TABLE IF EXISTS {p}requests", f"DROP TABLE IF EXISTS {p}rows", f"DROP TABLE IF EXISTS {p}run_state", f"DROP TABLE IF EXISTS {p}meta"]
+    return [
+        f"DROP TABLE IF EXISTS {p}requests",
+        f"DROP TABLE IF EXISTS {p}rows",
+        f"DROP TABLE IF EXISTS {p}run_state",
+        f"DROP TABLE IF EXISTS {p}meta",
+    ]
