@@ -61,6 +61,7 @@ def plain(store: Any, sid: str, i: int) -> None:
         (sid,),
     )
     version, fence = rows[0][3], rows[0][4]
+    b.run(f"SELECT 1 FROM {p}requests WHERE session_id = ? AND request_id = ?", (sid, f"q{i}"))
     n, _ = b.run(
         f"UPDATE {p}run_state SET holder = ?, fence = fence + 1, started_at = ?, lease_expires_at = ?, "
         f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND fence = ? AND version = ? "
@@ -78,6 +79,7 @@ def plain(store: Any, sid: str, i: int) -> None:
             ("Idle", snap, f"q{i}", '{"status":"completed"}', now, sid, "bench", fence + 1, version),
         )
         step = got[0][0]
+        b.run(f"INSERT INTO {p}requests (session_id, request_id, step) VALUES (?, ?, ?)", (sid, f"q{i}", step))
         slots = [(r.kind, r.slot, r.meta, r.body) for r in ROWS] + [
             ("trace", f"trace/{k}", {"event": e}, None)
             for k, e in enumerate(("lock.acquired", "run.started", "run.completed", "lock.released"))
