@@ -4,9 +4,10 @@ Run ``python benchmarks/store.py`` (``--quick`` for fewer rounds; ``--pg URL``
 for another PostgreSQL than the local test database).
 
 * Round trip = what one protocol step costs the router: admission (read the
-  row, ask router_run's admit chain, one conditional UPDATE) then the
-  checkpoint transaction (fenced UPDATE of phase and release, two content
-  rows and four trace rows upserted).  Timed per step in wall time, since a
+  row, look the request id up, ask router_run's admit chain, one conditional
+  UPDATE) then the checkpoint transaction (fenced UPDATE of phase and
+  release, the request id recorded, two content rows and four trace rows
+  upserted).  Timed per step in wall time, since a
   database round trip is mostly waiting; p50 and p99 over every step.
 * The baseline runs the very same SQL statements with the same parameters
   through the same driver, with no machines and no decision chain: what a
