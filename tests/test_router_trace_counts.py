@@ -137,3 +137,27 @@ def test_encrypted_runs_trace_decrypt_and_seal_once(store_url, tmp_path):  # noq
     assert [req["type"] for req, _ in log] == ["execute", "sealed", "execute", "decrypted", "sealed"]
     assert traced(router, "enc") == expected(script * 2, log)
     router.close()
+
+
+def test_a_remembered_value_and_a_failed_run_trace_each_fact_once(store_url):  # noqa: F811
+    """The router answers remember itself; the script then runs out, so the run fails in its first request."""
+    url, prefix = store_url
+    call = {"id": "m1", "name": "remember", "arguments": {"key": "k", "value": "v"}}
+    script = [{"text": "noting", "tool_calls": [call]}]
+    router, _ = make(url, prefix, script)
+    log = drive(router, "m", "remember this", PERMISSIONS)
+    assert [resp["data"].get("ended") for _, resp in log] == ["failed"]
+    want = Counter(
+        {
+            "lock.acquired": len(log),
+            "lock.released": len(log),
+            "model.called": len(script) + 1,  # the call past the script's end fails
+            "model.responded": len(script),
+            "model.failed": 1,
+            "tool.requested": 1,
+            "memory.written": 1,
+            "run.failed": 1,
+        }
+    )
+    assert traced(router, "m") == want
+    router.close()
