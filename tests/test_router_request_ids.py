@@ -180,61 +180,72 @@ ACTIONS = st.lists(
 EXAMPLES = int(os.environ.get("LOOPFSM_REQUEST_ID_EXAMPLES", "20"))
 
 
-def _next(resp: dict[str, Any] | None, rid: str, n: int) -> dict[str, Any]:
-    if resp is not None and resp["status"] == "awaiting_tool":
-        return {"type": "tool_results", "request_id": rid, "data": answer_tools(resp)}
-    perms = ALLOW_ALL if n % 2 else dict(ALLOW_ALL, shell="deny")
-    return {"type": "execute", "request_id": rid, "data": {"prompt": f"prompt {n}", "permissions": perms}}
-
-
 @pytest.fixture
-def router_at(store_url):  # noqa: F811
-    url, prefix = store_url
-    router, _ = make(url, prefix, TOOLS_SCRIPT)
-    yield router
-    router.close()
+def store_and_workspace(store_url, tmp_path):  # noqa: F811
+    return store_url, tmp_path
+
+
+def _request(c: Any, action: tuple[Any, ...], n: int) -> dict[str, Any] | None:
+    """The request the client would send for ``action`` now, or None when its machine does not allow it."""
+    if action[0] == "break":
+        req = {"type": "break", "request_id": f"b{n}"}
+    elif action[0] == "inject":
+        req = c._escape(("inject", f"redirect {n}"))
+    elif c.machine.state == "Idle":
+        perms = ALLOW_ALL if n % 2 else dict(ALLOW_ALL, shell="deny", write_file="ask")
+        req = c._execute_request(f"prompt {n}", perms, None)
+    else:
+        req = c._answer(c.machine.state, c.last_response)
+    return req if c.machine.can("send", req["type"], req["request_id"]) else None
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS)
-def test_no_committed_row_ever_changes_its_content(router_at, actions):
-    """Random execute / continue / break / inject / re-sends of old and last request ids.
+@pytest.mark.parametrize("mode", ["plaintext", "encrypted"])
+def test_no_committed_row_ever_changes_its_content(store_and_workspace, mode, actions):
+    """Random execute / continue / break / inject / re-sends of old and last request ids, through the client.
 
     After every request: a row of the run's record (everything but WORKING_STATE) keeps its run, and its
     content is only ever completed, never replaced (a tool call's result joins its arguments; a row written
-    with metadata only gets its content later); an older request_id is refused with request_id_reused and
+    with metadata only gets its seal later); an older request_id is refused with request_id_reused and
     changes nothing; the last one replays its response and changes nothing.
     """
-    router, session = router_at, f"p{uuid.uuid4().hex[:12]}"
+    (url, prefix), workspace = store_and_workspace
+    # a router per example: each in-process request may run on a new thread, and every thread keeps a connection
+    router, tc = make(url, prefix, TOOLS_SCRIPT)
+    try:
+        _drive(router, tc, workspace, mode, actions)
+    finally:
+        router.close()
+
+
+def _drive(router: Any, tc: Any, workspace: Any, mode: str, actions: list[tuple[Any, ...]]) -> None:
+    session = f"p{uuid.uuid4().hex[:12]}"
+    c = client(tc, session, workspace, keyring=Keyring.generate() if mode == "encrypted" else None)
     sent: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (request, response) of committed requests
     seen: dict[tuple[str, str], tuple[Any, ...]] = {}
-    resp: dict[str, Any] | None = None
     for n, action in enumerate(actions):
-        rid = f"r{n}"
         before = snapshot(router, session)
-        resent = None
         if action[0] == "resend" and sent:
             resent = sent[-min(action[1], len(sent))]
             req = resent[0] if action[2] else _other_body(resent[0])
-        elif action[0] == "break":
-            req = {"type": "break", "request_id": rid}
-        elif action[0] == "inject":
-            req = {"type": "inject", "request_id": rid, "data": {"message": f"redirect {n}"}}
-        else:
-            req = _next(resp, rid, n)
-        got = router.handle(session, req)
-        after = snapshot(router, session)
-        if resent is not None:
+            path = "execute" if req["type"] == "execute" else "continue"
+            got = tc.post(f"/v1/sessions/{session}/{path}", json=req).json()  # beside the client's machine
             if resent is sent[-1]:
                 assert got == resent[1], (req, got)  # the last request_id: its response, replayed
             else:
                 assert got["status"] == "error" and got["data"]["code"] == "request_id_reused", (req, got)
-            assert after == before
+            assert snapshot(router, session) == before
             continue
+        req = _request(c, action, n)
+        if req is None:
+            continue
+        got = c._exchange(req)
+        c.last_response = got
+        after = snapshot(router, session)
         rec = router.store().load(session)
-        if rec is not None and rec.last_request_id == rid:  # committed
+        if rec is not None and rec.last_request_id == req["request_id"]:  # committed
             sent.append((req, got))
-            resp = got
         else:
             assert after == before, (req, got)  # refused or invalid: nothing changed
         for key, (run_id, _, _, _, body, sealed) in after.items():
