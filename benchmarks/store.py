@@ -4,9 +4,10 @@ Run ``python benchmarks/store.py`` (``--quick`` for fewer rounds; ``--pg URL``
 for another PostgreSQL than the local test database).
 
 * Round trip = what one protocol step costs the router: admission (read the
-  row, ask router_run's admit chain, one conditional UPDATE) then the
-  checkpoint transaction (fenced UPDATE of phase and release, two content
-  rows and four trace rows upserted).  Timed per step in wall time, since a
+  row, look the request id up, ask router_run's admit chain, one conditional
+  UPDATE) then the checkpoint transaction (fenced UPDATE of phase and
+  release, the request id recorded, two content rows and four trace rows
+  upserted).  Timed per step in wall time, since a
   database round trip is mostly waiting; p50 and p99 over every step.
 * The baseline runs the very same SQL statements with the same parameters
   through the same driver, with no machines and no decision chain: what a
@@ -61,6 +62,7 @@ def plain(store: Any, sid: str, i: int) -> None:
         (sid,),
     )
     version, fence = rows[0][3], rows[0][4]
+    b.run(f"SELECT 1 FROM {p}requests WHERE session_id = ? AND request_id = ?", (sid, f"q{i}"))
     n, _ = b.run(
         f"UPDATE {p}run_state SET holder = ?, fence = fence + 1, started_at = ?, lease_expires_at = ?, "
         f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND fence = ? AND version = ? "
@@ -78,6 +80,7 @@ def plain(store: Any, sid: str, i: int) -> None:
             ("Idle", snap, f"q{i}", '{"status":"completed"}', now, sid, "bench", fence + 1, version),
         )
         step = got[0][0]
+        b.run(f"INSERT INTO {p}requests (session_id, request_id, step) VALUES (?, ?, ?)", (sid, f"q{i}", step))
         slots = [(r.kind, r.slot, r.meta, r.body) for r in ROWS] + [
             ("trace", f"trace/{k}", {"event": e}, None)
             for k, e in enumerate(("lock.acquired", "run.started", "run.completed", "lock.released"))

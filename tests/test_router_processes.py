@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import loopfsm
+
 from loopfsm.crypto import Keyring
 from loopfsm.store import open_store
 
@@ -69,7 +71,9 @@ class RouterProcess:
 
     def start(self) -> RouterProcess:
         out = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.args, stdout=out, stderr=out, env=dict(os.environ, PYTHONPATH=str(HERE)))
+        # the child imports the very loopfsm this test imported (a checkout beside an installed copy included)
+        path = os.pathsep.join([str(HERE), str(Path(loopfsm.__file__).resolve().parents[1])])
+        self.proc = subprocess.Popen(self.args, stdout=out, stderr=out, env=dict(os.environ, PYTHONPATH=path))
         wait_until_up(self.url, self.proc)
         return self
 

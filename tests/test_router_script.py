@@ -42,9 +42,7 @@ def test_example_trace(capsys):
         cols = [c.strip() for c in line.split("  ") if c.strip()]
         assert cols[2] == phase and cols[3].startswith(req) and cols[4] == adm and cols[5] == new, line
         assert cols[7].startswith(resp), line
-    assert (
-        "    events: lock.acquired, run.started, tool.requested, lock.released  mediated: shell:ask, rm_rf:deny" in out
-    )
+    assert "    events: lock.acquired, run.started, lock.released  mediated: shell:ask, rm_rf:deny" in out
     assert "    events: lock.preempted, run.broken, lock.released" in out
 
 

@@ -133,7 +133,12 @@ class _Ctx:
 
     # -- rows -------------------------------------------------------------------------------
     def rid(self, slot: str) -> str:
-        return ids.row_id(self.session_id, self.run_id, 0, slot)
+        """A new row's id, from (session, run, step, slot): no other step of any run can mint it.
+
+        A row a later step updates (a tool call's result, a diff's status) is
+        addressed by the ref minted here, never by deriving the id again.
+        """
+        return ids.row_id(self.session_id, self.run_id, self.lease.step, slot)
 
     @property
     def encrypted(self) -> bool:
@@ -271,6 +276,8 @@ class Router:
                 "busy": "another request of this session is being processed; re-send it",
                 "run_live": "a run is live: answer its pause, or break / inject",
                 "not_allowed": f"{req.type} is not an allowed continuation now",
+                "request_id_reused": "an earlier step of this session used this request_id and only the latest "
+                "request is replayed: send a new request_id",
             }.get(adm.answer, adm.answer)
             return P.error(adm.answer, msg, adm.allowed_continuations, retry_after_ms=adm.retry_after_ms)
         lease = adm.lease
@@ -797,6 +804,7 @@ class Router:
                 "approval_answer", policy=self.policy, answer=d["decision"], now=ctx.now, expires_at=a["expires_at"]
             )
             self._record_approval(ctx, a, answers[a["approval_id"]], d["approver"])
+            ctx.event("approval.decided")
         verdict = ctx.phase.decide(
             "after_approval",
             policy=self.policy,
@@ -906,7 +914,9 @@ class Router:
             "at": ctx.now,
             "ref": a.get("ref"),
         }
-        rid = ctx.rid(f"approval/{a['approval_id']}")
+        # minted when the approval is raised, kept in the bundle so the decision rewrites the same row
+        minted = ctx.bundle.setdefault("approval_rows", {})
+        rid = minted.setdefault(a["approval_id"], ctx.rid(f"approval/{a['approval_id']}"))
         ctx.rows.append(Row("trace", f"approval/{a['approval_id']}", meta, row_id=rid))
 
     def _raise_gate(
@@ -928,6 +938,7 @@ class Router:
         }
         for a in records:
             self._record_approval(ctx, a, "requested")
+            ctx.event("approval.requested")
         pending_seal = sorted(ctx.bundle.get("pending", {}))
         return _Outcome(
             "gate",

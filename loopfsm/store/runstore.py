@@ -244,15 +244,25 @@ class RunStore:
         self._fault = fault or (lambda point: None)
         p = self.prefix
         self._t_state, self._t_rows, self._t_meta = f"{p}run_state", f"{p}rows", f"{p}meta"
+        self._t_requests = f"{p}requests"
 
     # -- schema -----------------------------------------------------------------------------
     def init(self) -> int:
-        """Create the tables if missing and record the schema version; returns it.  Idempotent."""
+        """Create the tables if missing and record the schema version; returns it.  Idempotent.
+
+        A version-1 store is upgraded in place: version 2 only adds the
+        requests table, which the DDL has just created (empty: the request ids
+        of steps committed before the upgrade are not known to it).
+        """
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
                 self.backend.run(stmt)
             self.backend.run(
                 f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+            self.backend.run(
+                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value = '1'",
                 (str(SCHEMA_VERSION),),
             )
         return self.check_schema()
@@ -335,6 +345,13 @@ class RunStore:
             return None
         return _stored_row(rows[0])
 
+    def request_used(self, session_id: str, request_id: str) -> bool:
+        """Whether a committed step of the session used ``request_id`` (the last one or an older one)."""
+        _, rows = self.backend.run(
+            f"SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?", (session_id, request_id)
+        )
+        return bool(rows)
+
     # -- admission --------------------------------------------------------------------------
     def admit(
         self,
@@ -362,11 +379,13 @@ class RunStore:
             lock = rec.lock_state(now)
             phase = rec.phase_machine()
             since = rec.snapshot["state_data"].get("since")
+            replay = request_id == rec.last_request_id
             rule, answer = phase.explain(
                 "admit",
                 request=request,
                 lock=lock,
-                replay=request_id == rec.last_request_id,
+                replay=replay,
+                reused=not replay and self.request_used(session_id, request_id),
                 pause_age_ms=max(0, now - since) if isinstance(since, int) else 0,
             )
             if answer == "replay":
@@ -495,6 +514,11 @@ class RunStore:
             if not got:
                 raise self._fenced(lease, "checkpoint")
             step = got[0][0]
+            # A plain INSERT: admission refuses a used request_id, so a conflict here is a bug, and it is loud.
+            self.backend.run(
+                f"INSERT INTO {self._t_requests} (session_id, request_id, step) VALUES (?, ?, ?)",
+                (lease.session_id, request_id, step),
+            )
             for order, r in enumerate(all_rows):
                 if order == 1:
                     self._fault("between_rows")

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 added the requests table
 PHASES = ("Idle", "AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
 ROW_KINDS = ("message", "tool_call", "diff", "plan", "memory", "trace", "input")
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -67,10 +67,22 @@ def ddl(d: Dialect, p: str) -> list[str]:
             PRIMARY KEY (session_id, kind, row_id),
             CHECK (body IS NULL OR sealed IS NULL)
         )""",
+        # Every request_id a committed step used, so an older one re-sent is refused, never run again.
+        f"""CREATE TABLE IF NOT EXISTS {p}requests (
+            session_id TEXT NOT NULL,
+            request_id TEXT NOT NULL,
+            step       {i} NOT NULL,
+            PRIMARY KEY (session_id, request_id)
+        )""",
         f"CREATE INDEX IF NOT EXISTS {p}rows_history ON {p}rows (session_id, step, ord)",
         f"CREATE INDEX IF NOT EXISTS {p}run_state_holder ON {p}run_state (holder)",
     ]
 
 
 def drop(p: str) -> list[str]:
-    return [f"DROP TABLE IF EXISTS {p}rows", f"DROP TABLE IF EXISTS {p}run_state", f"DROP TABLE IF EXISTS {p}meta"]
+    return [
+        f"DROP TABLE IF EXISTS {p}requests",
+        f"DROP TABLE IF EXISTS {p}rows",
+        f"DROP TABLE IF EXISTS {p}run_state",
+        f"DROP TABLE IF EXISTS {p}meta",
+    ]
