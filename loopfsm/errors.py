@@ -148,6 +148,14 @@ class SealError(LoopFsmError):
     """
 
 
+class SealedStateError(SealError):
+    """A run's sealed state cannot be opened (a router key it was not sealed under, or a damaged row).
+
+    The message says which key the row needs and what to do; never key
+    material, never content.
+    """
+
+
 class ConfigError(LoopFsmError):
     """A project's ``[tool.loopfsm]`` settings or a ``--registry`` option is malformed."""
 

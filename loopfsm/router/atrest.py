@@ -27,18 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from ..crypto import Keyring
-from ..errors import ConfigError, SealError
+from ..errors import ConfigError, SealedStateError, SealError
 from ..store import Row, StoredRow
 
 KEY_FILE_NAME = "router.key"
-
-
-class SealedStateError(SealError):
-    """A run's sealed state cannot be opened (a router key it was not sealed under, or a damaged row).
-
-    The message says which key the row needs and what to do; never key
-    material, never content.
-    """
 
 
 def default_key_path() -> Path:
