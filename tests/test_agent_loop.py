@@ -73,6 +73,8 @@ def test_arguments_hash_is_sha256_of_canonical_json():
         ({1: "a"}, "arguments has a key of type int"),  # not quietly the hash of {"1": "a"}
         ({"a": [1, {"b": b"raw"}]}, "arguments['a'][1]['b'] is of type bytes"),
         ({"x": float("inf")}, "arguments['x'] is inf"),
+        ({"t": ["ok", "\ud83d"]}, "arguments['t'][1] holds half a surrogate pair"),  # UTF-8 has no bytes for it
+        ({"a": {"\udc00": 1}}, "arguments['a'] has a key with half a surrogate pair"),
     ],
 )
 def test_arguments_with_no_json_form_are_a_typed_error_naming_where(arguments, where):
