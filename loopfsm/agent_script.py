@@ -17,7 +17,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from .fieldtypes import INT_MAX, INT_MIN
-from .scriptfile import read_script, written_for
+from .scriptfile import read_script, wrong_script_hint
 from .errors import FeedArgumentError, LoopFsmError, ScriptError, did_you_mean, shown
 from .tracing import TransitionRecord, attached
 
@@ -66,8 +66,7 @@ def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        others = written_for(script)
-        hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+        hint = wrong_script_hint(script)
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     run = script["run"]
     policy = script.get("policy")

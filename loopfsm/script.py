@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from jsonschema import Draft202012Validator
 
 from .fieldtypes import INT_MAX
-from .scriptfile import read_script, written_for
+from .scriptfile import read_script, wrong_script_hint
 from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA = {
@@ -111,8 +111,7 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        others = written_for(script)
-        hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+        hint = wrong_script_hint(script)
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     given = script.get("policy", {})
     known = [f.name for f in dataclasses.fields(MachinePolicy)]
