@@ -546,6 +546,7 @@ def _deep(levels: int) -> dict:
         ('{"a": NaN}', "not_finite", "not finite"),
         ('{"a": [1, -Infinity]}', "not_finite", "not finite"),
         ('{"a": 1e400}', "not_finite", "past a double's range"),
+        ('{"a": -1' + "0" * 5000 + "}", "not_finite", "past a double's range"),  # more digits than Python reads
         (json.dumps(_deep(65)), "too_deep", "nest deeper than 64 levels"),
         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "too_deep", "nest deeper than 64 levels"),
         ("[" * 5000 + "]" * 5000, "invalid", "invalid after 10000 characters"),
@@ -553,7 +554,7 @@ def _deep(levels: int) -> dict:
         ('{"a": "\\ud83d"}', "lone_surrogate", "half a surrogate pair"),
         ('{"\\udc00": 1}', "lone_surrogate", "half a surrogate pair"),
     ],
-    ids=["NaN", "-Infinity", "1e400", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
+    ids=["NaN", "-Infinity", "1e400", "5001 digits", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
 )
 def test_arguments_a_message_cannot_carry_are_a_problem_and_the_rest_is_kept(args, kind, words):
     for assemble, render, stop_reason in (
