@@ -458,18 +458,28 @@ def test_a_chunk_is_refused_whole():
     assert s.result().message.text == "hi there" and len(s.result().message.tool_calls) == 1
 
 
-def test_citations_are_checked_like_text_and_dropped():
+def test_citations_are_refused_as_unsupported_never_dropped():
     citation = {
         "type": "content_block_delta",
         "index": 0,
         "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}},
     }
-    s = AnthropicStream()
-    s.feed_all([START, text_start(0), text_delta(0, "Paris"), citation, stop(0), message_delta(), MESSAGE_STOP])
+    cited_start = {"type": "content_block_start", "index": 0, "content_block": {**text_start(0)["content_block"]}}
+    cited_start["content_block"]["citations"] = [{"type": "char_location", "cited_text": "x"}]
+    for before, event, words in (
+        ([START, text_start(0), text_delta(0, "Paris")], citation, "a citations_delta is unsupported"),
+        ([START], cited_start, "a text block's citations are unsupported"),
+    ):
+        s = AnthropicStream()
+        s.feed_all(before)
+        snap = s.machine.snapshot()
+        with pytest.raises(StreamEventError, match=words):
+            s.feed(event)
+        assert s.machine.snapshot() == snap
+    s = AnthropicStream()  # an empty citations list carries nothing: the block is plain text
+    empty = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": []}}
+    s.feed_all([START, empty, text_delta(0, "Paris"), stop(0), message_delta(), MESSAGE_STOP])
     assert s.result().message.text == "Paris"
-    s = AnthropicStream()
-    s.feed_all([START, tool_start(0)])
-    refused(s, citation, "a text fragment for tool block 0")
 
 
 @pytest.mark.parametrize(
