@@ -335,6 +335,19 @@ def test_a_blank_approver_is_refused(approver):
     assert "approver is empty" in err.reason
 
 
+@pytest.mark.parametrize("owner", ["", "   "])
+def test_a_hand_off_to_a_blank_owner_is_refused(owner):
+    for m in (run(), proposed(), awaiting_approval()):
+        err = unchanged(m, m.hand_off, owner, 3, error=FeedRefused)
+        assert "owner is empty" in err.reason and m.data.owner == "tool_router"
+
+
+@pytest.mark.parametrize("run_id,owner,name", [("", "o", "run_id"), ("r", " ", "owner"), ("\t", "o", "run_id")])
+def test_new_run_refuses_a_blank_run_id_or_owner(run_id, owner, name):
+    with pytest.raises(FeedArgumentError, match=f"new_run's '{name}' is empty"):
+        AgentLoop.new_run(run_id, owner, 100)
+
+
 def test_a_blank_approver_in_a_restored_request_never_decides():
     snap = awaiting_approval().snapshot()
     snap["state_data"]["approver"] = ""

@@ -172,6 +172,12 @@ def approver_blank(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
+def owner_blank(m: Any, ctx: Any) -> bool:
+    """A hand-off to nobody (empty, or only whitespace): the run would have no owner."""
+    return _blank(ctx.args["owner"])
+
+
+@REGISTRY.guard
 def outcome_allowed(m: Any, ctx: Any) -> bool:
     return bool(ctx.args["outcome"] in m.state_data["allowed_outcomes"])
 
