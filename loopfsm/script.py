@@ -146,8 +146,12 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
             if not replies:
                 raise ScriptError(f"the script has no model reply left for turn {s.turn}")
             r = replies.pop(0)
-            calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
-            msg = Message.assistant(r.get("text", ""), calls)
+            number = len(script["model"]) - len(replies)
+            try:  # a reply the brain's Message cannot hold is the script's mistake: say which reply
+                calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
+                msg = Message.assistant(r.get("text", ""), calls)
+            except LoopFsmError as err:
+                raise ScriptError(f"model reply {number}: {err}") from None
             what = (
                 f"model_response({len(calls)} tool call(s){': ' if calls else ''}"
                 f"{', '.join(c.name for c in calls)}, {r['context_tokens']} tokens)"

@@ -1,4 +1,4 @@
-"""A script handed to the wrong command names the command that takes it, whichever command was given."""
+"""A script handed to the wrong command names the command that takes it; a bad step names where it is."""
 
 from __future__ import annotations
 
@@ -40,3 +40,22 @@ def test_a_scripted_model_file_that_is_a_run_script_names_its_driver(example, ma
     with pytest.raises(ScriptError) as info:
         ScriptedProvider.from_file(EXAMPLES / example)
     assert str(info.value) == f"a script file is a mapping with a 'replies' list {for_machine(machine)}"
+
+
+@pytest.mark.parametrize(
+    "call,words",
+    [
+        ("{id: c1, name: f, arguments: {d: 2024-01-01}}", "a date is not a JSON value"),
+        ("{id: c1, name: f, arguments: {a: .nan}}", "nan is not a JSON number"),
+        ("{id: c0, name: f}, {id: c0, name: g}", "need distinct ids"),
+    ],
+)
+def test_the_brains_driver_names_the_model_reply_a_message_cannot_hold(tmp_path, capsys, call, words):
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "input: x\nmodel:\n  - tool_calls: [{id: c9, name: f}]\n    context_tokens: 5\n"
+        f"  - tool_calls: [{call}]\n    context_tokens: 5\n"
+    )
+    assert main(["run", "engine_brain", "--script", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert "s.yaml: model reply 2: " in err and words in err and "Traceback" not in err
