@@ -103,6 +103,13 @@ def test_cut_arguments_are_reported_and_fail(tmp_path, capsys):
     assert "problem: tool call t1 (f): arguments incomplete after 8 characters" in out
 
 
+def test_a_recording_saved_with_a_byte_order_mark_replays(tmp_path, capsys):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (ROOT / "examples" / "weather_anthropic.jsonl").read_bytes())
+    code, out, err = run(capsys, "--events", str(path))
+    assert code == 0 and out.startswith("anthropic messages stream") and "stop reason: tool_use" in out, err
+
+
 def test_binary_missing_and_misused(tmp_path, capsys):
     junk = tmp_path / "junk.jsonl"
     junk.write_bytes(b"\xff\xfe\x00garbage\n")

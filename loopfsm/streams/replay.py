@@ -101,7 +101,7 @@ def replay(path: Path, out: TextIO | None = None) -> int:
     number = 0
     at = [0]
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:  # a byte-order mark an editor saved is not an event
             for number, event in _lines(f, at):
                 if stream is None:
                     if event is not None and event.get("type") in _ANTHROPIC_TYPES:
