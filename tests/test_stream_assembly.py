@@ -564,7 +564,18 @@ def _deep(levels: int) -> dict:
         ('{"a": "\\ud83d"}', "lone_surrogate", "half a surrogate pair"),
         ('{"\\udc00": 1}', "lone_surrogate", "half a surrogate pair"),
     ],
-    ids=["NaN", "-Infinity", "1e400", "5001 digits", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
+    ids=[
+        "NaN",
+        "-Infinity",
+        "1e400",
+        "5001 digits",
+        "65 levels",
+        "past json.loads",
+        "deep array",
+        "values",
+        "surrogate",
+        "key",
+    ],
 )
 def test_arguments_a_message_cannot_carry_are_a_problem_and_the_rest_is_kept(args, kind, words):
     for assemble, render, stop_reason in (
