@@ -52,6 +52,9 @@ class SqliteBackend(Backend):
         self.url = f"sqlite:///{path}"
         if not create and path != ":memory:" and not os.path.exists(path):
             raise StoreError(f"no SQLite database at {path!r}: run `loopfsm store init URL` first")
+        if path != ":memory:" and os.path.exists(path) and not os.path.isfile(path):
+            # a device, a pipe or a directory: SQLite would fail mid-write ("disk I/O error") or hang
+            raise StoreError(f"cannot open SQLite database {path!r}: not a regular file; a SQLite store is a file")
         try:
             self.conn = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False
