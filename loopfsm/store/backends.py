@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import StoreError
+from ..errors import StoreError, shown
 from .sql import POSTGRES, SQLITE, Dialect
 
 
@@ -163,4 +163,6 @@ def connect(url: str, *, create: bool = True) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
     scheme = url.split(":", 1)[0] if ":" in url else url
-    raise StoreError(f"unknown store URL scheme {scheme!r}: use sqlite:///PATH or postgresql://...")
+    if scheme == "sqlite":  # sqlite://runs.db or sqlite:runs.db: the scheme is right, the slashes are not
+        raise StoreError("a sqlite URL has three slashes before its path: sqlite:///runs.db, sqlite:////abs/runs.db")
+    raise StoreError(f"unknown store URL scheme {shown(scheme)}: use sqlite:///PATH or postgresql://...")
