@@ -1,4 +1,4 @@
-"""A script handed to the wrong command names the command that takes it; a bad step names where it is."""
+"""Misplaced scripts and options: each error names the command that takes it, or where the mistake is."""
 
 from __future__ import annotations
 
@@ -59,3 +59,19 @@ def test_the_brains_driver_names_the_model_reply_a_message_cannot_hold(tmp_path,
     assert main(["run", "engine_brain", "--script", str(path)]) == 1
     err = capsys.readouterr().err
     assert "s.yaml: model reply 2: " in err and words in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv,usage",
+    [
+        (["build", "--format", "dot"], "usage: loopfsm build "),
+        (["check", "--bogus"], "usage: loopfsm check "),
+        (["client", "run", "hi", "--session", "s1", "--bogus"], "usage: loopfsm client run "),
+        (["store", "init", "sqlite:///x.db", "--bogus"], "usage: loopfsm store init "),
+    ],
+)
+def test_an_option_a_command_does_not_take_is_refused_with_that_commands_usage(argv, usage, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(usage) and "unrecognized arguments: " in err
