@@ -129,6 +129,8 @@ def replay(path: Path, out: TextIO | None = None) -> int:
                     s = m.data.slots[i]
                     header = f" {s.name} ({s.block_id})" if s.lane == "tool" else ""
                     _say(f"{number:>5}  open   #{i} {s.lane}{header}", out)
+                    if i not in now:  # opened and closed by one event: a block message_start carries
+                        _say(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", out)
                 for i in sorted(before - now):
                     s = m.data.slots[i]
                     _say(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", out)
