@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
 from .fieldtypes import INT_MAX, INT_MIN
-from .scriptfile import read_script, written_for
+from .scriptfile import read_script, wrong_script_hint
 from .errors import FeedArgumentError, LoopFsmError, ScriptError, did_you_mean, shown
 from .tracing import TransitionRecord, attached
 
@@ -59,15 +60,21 @@ SCRIPT_SCHEMA: dict[str, Any] = {
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
 
 
-def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]]:
+@dataclass
+class Progress:
+    """The step being run (0 before the first), so an error the machine raises can be placed in the script."""
+
+    step: int = 0
+
+
+def drive(script: Any, progress: Progress | None = None) -> Iterator[tuple[int, int, TransitionRecord, str | None]]:
     """Run the script; yield (step number, time, record, resume answer or None) per trace record."""
     from .machines.agent_loop import AgentLoop, arguments_hash
 
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        others = written_for(script)
-        hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+        hint = wrong_script_hint(script)
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     run = script["run"]
     policy = script.get("policy")
@@ -75,6 +82,8 @@ def drive(script: Any) -> Iterator[tuple[int, int, TransitionRecord, str | None]
     records: list[TransitionRecord] = []
     with attached(m, records.append):
         for number, step in enumerate(script["steps"], 1):
+            if progress is not None:
+                progress.step = number
             args = {k: v for k, v in step.items() if k not in ("at", "feed", "resume", "arguments")}
             answer = None
             if step.get("resume"):
@@ -164,13 +173,16 @@ def run_agent_script(path: Path) -> int:
     if code:
         return code
     rows: list[tuple[int, int, TransitionRecord, str | None]] = []
+    progress = Progress()
     try:
-        for row in drive(script):
+        for row in drive(script, progress):
             rows.append(row)
     except (ScriptError, LoopFsmError) as err:
         if rows:
             print("\n".join(format_trace(rows)))
-        print(f"loopfsm run: {path}: {type(err).__name__}: {err}", file=sys.stderr)
+        # a ScriptError names its step itself; the machine's own refusals do not know the script
+        where = f"step {progress.step}: " if progress.step and not isinstance(err, ScriptError) else ""
+        print(f"loopfsm run: {path}: {where}{type(err).__name__}: {err}", file=sys.stderr)
         return 1
     print("\n".join(format_trace(rows)))
     return 0

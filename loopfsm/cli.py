@@ -602,12 +602,30 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--script", help="YAML script of model replies and tool results")
     s.add_argument("--events", help="stream_assembly: recorded provider stream, one JSON event per line")
     s.set_defaults(func=cmd_run)
+    _remember_parsers(p)
     return p
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    """Each command's parser records itself, so an option it does not take is refused with its usage.
+
+    argparse reports an unrecognized argument with the top-level usage
+    (``loopfsm [-h] [--version] COMMAND ...``), which does not say what the
+    command takes; the deepest parser chosen sets the value last.
+    """
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.set_defaults(_command_parser=sub)
+                _remember_parsers(sub)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command_parser: argparse.ArgumentParser = getattr(args, "_command_parser", parser)
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.func(args))
     except _UsageError as err:

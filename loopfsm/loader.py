@@ -105,6 +105,8 @@ def _friendly(err: ValidationError) -> str | None:
 def _schema_problem(src: Source, err: ValidationError) -> Problem:
     from jsonschema.exceptions import best_match  # noqa: PLC0415
 
+    from .source import format_path  # noqa: PLC0415
+
     top = err
     err = best_match([err]) if err.context else err
     path = tuple(err.absolute_path)
@@ -119,7 +121,7 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             path = path + (extras[0],)
             key = True
             message = (
-                f"unknown key '{extras[0]}'"
+                f"unknown key '{format_path([extras[0]])}'"
                 + did_you_mean(extras[0], sorted(allowed))
                 + (f" (allowed here: {', '.join(sorted(allowed))})" if allowed else "")
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .fieldtypes import INT_MAX
-from .scriptfile import read_script
+from .scriptfile import read_script, wrong_script_hint
 from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA: dict[str, Any] = {
@@ -142,7 +142,8 @@ def drive(script: dict[str, Any]) -> list[tuple[Any, ...]]:
     errors = sorted(Draft202012Validator(SCRIPT_SCHEMA).iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}")
+        hint = wrong_script_hint(script)
+        raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     sid = script.get("session", "session-1")
     rows: list[tuple[Any, ...]] = []
     clock = {"now": 0}

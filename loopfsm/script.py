@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from jsonschema import Draft202012Validator
 
 from .fieldtypes import INT_MAX
-from .scriptfile import read_script, written_for
+from .scriptfile import read_script, wrong_script_hint
 from .errors import LoopFsmError, ScriptError
 
 SCRIPT_SCHEMA = {
@@ -111,8 +111,7 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
     errors = sorted(_VALIDATOR.iter_errors(script), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
-        others = written_for(script)
-        hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+        hint = wrong_script_hint(script)
         raise ScriptError(f"script {'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}{hint}")
     given = script.get("policy", {})
     known = [f.name for f in dataclasses.fields(MachinePolicy)]
@@ -147,8 +146,12 @@ def drive(script: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
             if not replies:
                 raise ScriptError(f"the script has no model reply left for turn {s.turn}")
             r = replies.pop(0)
-            calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
-            msg = Message.assistant(r.get("text", ""), calls)
+            number = len(script["model"]) - len(replies)
+            try:  # a reply the brain's Message cannot hold is the script's mistake: say which reply
+                calls = [ToolCall(c["id"], c["name"], c.get("arguments", {})) for c in r.get("tool_calls", [])]
+                msg = Message.assistant(r.get("text", ""), calls)
+            except LoopFsmError as err:
+                raise ScriptError(f"model reply {number}: {err}") from None
             what = (
                 f"model_response({len(calls)} tool call(s){': ' if calls else ''}"
                 f"{', '.join(c.name for c in calls)}, {r['context_tokens']} tokens)"

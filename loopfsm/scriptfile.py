@@ -47,3 +47,17 @@ def written_for(doc: Any) -> list[str]:
 
     schemas = {"agent_loop": AGENT_LOOP, "engine_brain": ENGINE_BRAIN, "router_run": ROUTER_RUN}
     return [name for name, schema in schemas.items() if Draft202012Validator(schema).is_valid(doc)]
+
+
+def wrong_script_hint(doc: Any) -> str:
+    """`` (this is a script for ...: COMMAND)`` when ``doc`` is another command's script, else ``""``.
+
+    Besides the three ``run --script`` drivers, a mapping with ``replies`` is
+    a scripted model for ``router serve --script``, which no driver takes.
+    """
+    others = written_for(doc)
+    if others:
+        return f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)"
+    if isinstance(doc, dict) and "replies" in doc:
+        return " (this is a scripted model: loopfsm router serve --store URL --script FILE)"
+    return ""

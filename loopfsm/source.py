@@ -34,14 +34,24 @@ _CORE_BOOLEANS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+# A key longer than any name a machine uses is cut in a path: the file may be a key or a log, never echoed.
+PATH_PART_SHOWN = 64
+
+
 def format_path(path: Iterable[Any]) -> str:
-    """Render ``("events", "coin", "from", "locked", 0)`` as ``events.coin.from.locked[0]``."""
+    """Render ``("events", "coin", "from", "locked", 0)`` as ``events.coin.from.locked[0]``.
+
+    A key longer than PATH_PART_SHOWN characters is cut to its start and its length.
+    """
     out = ""
     for part in path:
         if isinstance(part, int) and not isinstance(part, bool):
             out += f"[{part}]"
         else:
-            out += ("." if out else "") + str(part)
+            text = str(part)
+            if len(text) > PATH_PART_SHOWN:
+                text = f"{text[:24]}...({len(text):,} characters)"
+            out += ("." if out else "") + text
     return out
 
 

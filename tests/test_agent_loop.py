@@ -73,6 +73,8 @@ def test_arguments_hash_is_sha256_of_canonical_json():
         ({1: "a"}, "arguments has a key of type int"),  # not quietly the hash of {"1": "a"}
         ({"a": [1, {"b": b"raw"}]}, "arguments['a'][1]['b'] is of type bytes"),
         ({"x": float("inf")}, "arguments['x'] is inf"),
+        ({"t": ["ok", "\ud83d"]}, "arguments['t'][1] holds half a surrogate pair"),  # UTF-8 has no bytes for it
+        ({"a": {"\udc00": 1}}, "arguments['a'] has a key with half a surrogate pair"),
     ],
 )
 def test_arguments_with_no_json_form_are_a_typed_error_naming_where(arguments, where):
@@ -331,6 +333,19 @@ def test_a_blank_approver_is_refused(approver):
         m, m.approval_required, approver, 9_000, "payment", 2, tool="t", arguments_hash=H, error=FeedRefused
     )
     assert "approver is empty" in err.reason
+
+
+@pytest.mark.parametrize("owner", ["", "   "])
+def test_a_hand_off_to_a_blank_owner_is_refused(owner):
+    for m in (run(), proposed(), awaiting_approval()):
+        err = unchanged(m, m.hand_off, owner, 3, error=FeedRefused)
+        assert "owner is empty" in err.reason and m.data.owner == "tool_router"
+
+
+@pytest.mark.parametrize("run_id,owner,name", [("", "o", "run_id"), ("r", " ", "owner"), ("\t", "o", "run_id")])
+def test_new_run_refuses_a_blank_run_id_or_owner(run_id, owner, name):
+    with pytest.raises(FeedArgumentError, match=f"new_run's '{name}' is empty"):
+        AgentLoop.new_run(run_id, owner, 100)
 
 
 def test_a_blank_approver_in_a_restored_request_never_decides():

@@ -96,6 +96,11 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: nope}]", "no feed named 'nope'"),
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, bogus: 1}]", "bogus"),
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, resume: true, now: 1}]", "resume takes no arguments"),
+        (  # a missing argument is placed in the script, like every refusal the machine raises
+            "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tick}, {at: 1, feed: approval_required, approver: a,"
+            " expires_at: 5}]",
+            "s.yaml: step 2: FeedArgumentError: agent_loop: feed 'approval_required(",
+        ),
         ("run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: dispatch, arguments: {}}]", "takes no tool arguments"),
         ("run: {run_id: r, owner: o}\npolicy: {max_attempts: 0}\nsteps: [{at: 0, resume: true}]", "max_attempts"),
         (
@@ -105,13 +110,13 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
         ),
         (
             "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: approval_decided, outcome: approve, approver: a}]",
-            "IllegalFeed: agent_loop: feed 'approval_decided' is illegal in state 'planning'",
+            "s.yaml: step 1: IllegalFeed: agent_loop: feed 'approval_decided' is illegal in state 'planning'",
         ),
         (
             "run: {run_id: r, owner: o}\nsteps:\n  - {at: 0, feed: tool_proposed, tool: t, arguments: {a: 1},"
             " idempotent: true}\n  - {at: 1, feed: approval_required, approver: alice, expires_at: 9,"
             " policy_reason: p}\n  - {at: 2, feed: approval_decided, outcome: approve, approver: bob}",
-            "FeedRefused: agent_loop: feed 'approval_decided' is illegal in state 'awaiting_approval': the decision",
+            "step 3: FeedRefused: agent_loop: feed 'approval_decided' is illegal in state 'awaiting_approval': the",
         ),
     ],
 )
@@ -127,7 +132,7 @@ def test_a_refused_step_still_prints_the_trace_so_far(tmp_path, capsys):
     )
     code, out, err = run(tmp_path, text, capsys)
     assert code == 1 and "planning -> awaiting_tool" in out and "awaiting_tool -> failed" in out
-    assert "is illegal in state 'failed'" in err
+    assert "step 3: IllegalFeed: agent_loop: feed 'dispatch' is illegal in state 'failed'" in err
 
 
 def test_a_missing_script_is_a_usage_error(tmp_path, capsys):

@@ -135,6 +135,18 @@ def test_a_machine_file_linked_to_a_key_is_not_echoed(project, capsys):
         assert secret[:20] not in captured.err + captured.out, command
 
 
+@pytest.mark.parametrize("fmt", ["text", "json", "github"])
+def test_a_long_key_is_cut_in_the_path_and_the_message(project, capsys, fmt):
+    """A file of `TOKEN: value` lines (an env file, a log) is a mapping of long keys: not echoed whole."""
+    secret = "sk_live_" + "A1b2C3d4" * 40
+    (project / "machines" / "env.yaml").write_text(f"machine: env\ndescription: d\n{secret}: 1\n")
+    assert main(["check", "--format", fmt, "machines/env.yaml"]) == 1
+    captured = capsys.readouterr()
+    shown = captured.err + captured.out
+    assert secret[:24] in shown and secret[:40] not in shown
+    assert f"{len(secret):,} characters" in shown
+
+
 def test_run_script_with_an_unknown_policy_key(project, capsys, tmp_path):
     script = tmp_path / "s.yaml"
     script.write_text("input: hi\npolicy: {max_turnz: 3}\nmodel: [{text: done, context_tokens: 5}]\n")

@@ -99,6 +99,9 @@ def test_break_live_breaks_a_run_an_earlier_client_left_at_a_question(tmp_path):
         (["--session", "bad sid"], "a session id is 1-64 letters"),
         (["--session", "s1", "--cost-ceiling", "-5"], "a number of tokens is 0 or more"),
         (["--session", "s1", "--router", "not-a-url"], "is an http:// or https:// URL"),
+        (["--session", "s1", "--router", "http://[::1"], "the router's address is not a URL"),
+        (["--session", "s1", "--router", "http://127.0.0.1:99999"], "the router's address is not a URL"),
+        (["--session", "s1", "--router", "http://:8787"], "the router's address names no host"),
     ],
 )
 def test_a_mistyped_client_option_is_a_usage_error_before_anything_is_sent(argv, words, capsys):

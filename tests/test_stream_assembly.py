@@ -458,18 +458,28 @@ def test_a_chunk_is_refused_whole():
     assert s.result().message.text == "hi there" and len(s.result().message.tool_calls) == 1
 
 
-def test_citations_are_checked_like_text_and_dropped():
+def test_citations_are_refused_as_unsupported_never_dropped():
     citation = {
         "type": "content_block_delta",
         "index": 0,
         "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}},
     }
-    s = AnthropicStream()
-    s.feed_all([START, text_start(0), text_delta(0, "Paris"), citation, stop(0), message_delta(), MESSAGE_STOP])
+    cited_start = {"type": "content_block_start", "index": 0, "content_block": {**text_start(0)["content_block"]}}
+    cited_start["content_block"]["citations"] = [{"type": "char_location", "cited_text": "x"}]
+    for before, event, words in (
+        ([START, text_start(0), text_delta(0, "Paris")], citation, "a citations_delta is unsupported"),
+        ([START], cited_start, "a text block's citations are unsupported"),
+    ):
+        s = AnthropicStream()
+        s.feed_all(before)
+        snap = s.machine.snapshot()
+        with pytest.raises(StreamEventError, match=words):
+            s.feed(event)
+        assert s.machine.snapshot() == snap
+    s = AnthropicStream()  # an empty citations list carries nothing: the block is plain text
+    empty = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": []}}
+    s.feed_all([START, empty, text_delta(0, "Paris"), stop(0), message_delta(), MESSAGE_STOP])
     assert s.result().message.text == "Paris"
-    s = AnthropicStream()
-    s.feed_all([START, tool_start(0)])
-    refused(s, citation, "a text fragment for tool block 0")
 
 
 @pytest.mark.parametrize(
@@ -546,6 +556,7 @@ def _deep(levels: int) -> dict:
         ('{"a": NaN}', "not_finite", "not finite"),
         ('{"a": [1, -Infinity]}', "not_finite", "not finite"),
         ('{"a": 1e400}', "not_finite", "past a double's range"),
+        ('{"a": -1' + "0" * 5000 + "}", "not_finite", "past a double's range"),  # more digits than Python reads
         (json.dumps(_deep(65)), "too_deep", "nest deeper than 64 levels"),
         ('{"a": ' + "[" * 5000 + "]" * 5000 + "}", "too_deep", "nest deeper than 64 levels"),
         ("[" * 5000 + "]" * 5000, "invalid", "invalid after 10000 characters"),
@@ -553,7 +564,18 @@ def _deep(levels: int) -> dict:
         ('{"a": "\\ud83d"}', "lone_surrogate", "half a surrogate pair"),
         ('{"\\udc00": 1}', "lone_surrogate", "half a surrogate pair"),
     ],
-    ids=["NaN", "-Infinity", "1e400", "65 levels", "past json.loads", "deep array", "values", "surrogate", "key"],
+    ids=[
+        "NaN",
+        "-Infinity",
+        "1e400",
+        "5001 digits",
+        "65 levels",
+        "past json.loads",
+        "deep array",
+        "values",
+        "surrogate",
+        "key",
+    ],
 )
 def test_arguments_a_message_cannot_carry_are_a_problem_and_the_rest_is_kept(args, kind, words):
     for assemble, render, stop_reason in (

@@ -103,6 +103,25 @@ def test_cut_arguments_are_reported_and_fail(tmp_path, capsys):
     assert "problem: tool call t1 (f): arguments incomplete after 8 characters" in out
 
 
+def test_blocks_a_message_start_carries_are_shown_opening_and_closing(tmp_path, capsys):
+    start = {"type": "message_start", "message": {**START["message"], "content": [{"type": "text", "text": "pre"}]}}
+    lines = [
+        start,
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}},
+        {"type": "message_stop"},
+    ]
+    code, out, _ = run(capsys, "--events", write(tmp_path, lines))
+    assert code == 0
+    assert out.splitlines()[1:3] == ["    1  open   #0 text", '    1  close  #0 text 3 chars: "pre"']
+
+
+def test_a_recording_saved_with_a_byte_order_mark_replays(tmp_path, capsys):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (ROOT / "examples" / "weather_anthropic.jsonl").read_bytes())
+    code, out, err = run(capsys, "--events", str(path))
+    assert code == 0 and out.startswith("anthropic messages stream") and "stop reason: tool_use" in out, err
+
+
 def test_binary_missing_and_misused(tmp_path, capsys):
     junk = tmp_path / "junk.jsonl"
     junk.write_bytes(b"\xff\xfe\x00garbage\n")

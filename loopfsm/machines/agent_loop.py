@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -50,8 +51,9 @@ def arguments_hash(arguments: Any) -> str:
     place (keys cut short) and the type, never a string's value: a key that
     is not a string (JSON's keys are, and ``{1: ...}`` would otherwise hash
     like ``{"1": ...}``), a value that is not null, a boolean, a number, a
-    string, a list or a dict (a date, bytes), NaN or an infinity, a cycle,
-    or nesting too deep to write.
+    string, a list or a dict (a date, bytes), NaN or an infinity, a string or
+    key with half a surrogate pair (UTF-8 has no bytes for it), a cycle, or
+    nesting too deep to write.
     """
     problem = _no_json_form(arguments)
     if problem is not None:
@@ -69,6 +71,7 @@ def arguments_hash(arguments: Any) -> str:
 
 
 _JSON_SCALARS = (str, int, float, type(None))  # bool is an int
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # half a pair: a lone code point UTF-8 cannot encode
 
 
 def _no_json_form(arguments: Any) -> str | None:
@@ -85,6 +88,8 @@ def _no_json_form(arguments: Any) -> str | None:
         value, where = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
             return f"{_spelled(where)} is {value!r}, which JSON cannot hold"
+        if isinstance(value, str) and _SURROGATE.search(value):
+            return f"{_spelled(where)} holds half a surrogate pair, which UTF-8 cannot hold"
         if isinstance(value, _JSON_SCALARS):
             continue
         if not isinstance(value, (dict, list, tuple)):
@@ -96,6 +101,8 @@ def _no_json_form(arguments: Any) -> str | None:
             for key, item in value.items():
                 if not isinstance(key, str):
                     return f"{_spelled(where)} has a key of type {type(key).__name__}; JSON object keys are strings"
+                if _SURROGATE.search(key):
+                    return f"{_spelled(where)} has a key with half a surrogate pair, which UTF-8 cannot hold"
                 stack.append((item, _Where(where, key)))
         else:
             stack.extend((item, _Where(where, i)) for i, item in enumerate(value))
@@ -162,6 +169,12 @@ def _blank(name: str) -> bool:
 def approver_blank(m: Any, ctx: Any) -> bool:
     """An approval request naming nobody (empty, or only whitespace): no decision could come from them."""
     return _blank(ctx.args["approver"])
+
+
+@REGISTRY.guard
+def owner_blank(m: Any, ctx: Any) -> bool:
+    """A hand-off to nobody (empty, or only whitespace): the run would have no owner."""
+    return _blank(ctx.args["owner"])
 
 
 @REGISTRY.guard

@@ -36,6 +36,8 @@ def checked_new_run(run_id: Any, owner: Any, deadline_at: Any) -> None:
             raise FeedArgumentError(
                 f"agent_loop: new_run's '{name}' must be a string, got {type(value).__name__} {shown(value)}"
             )
+        if not value.strip():  # a run nobody can name or nobody owns
+            raise FeedArgumentError(f"agent_loop: new_run's '{name}' is empty (or only whitespace)")
     if deadline_at is not None and (type(deadline_at) is not int):
         raise FeedArgumentError(
             f"agent_loop: new_run's 'deadline_at' must be an integer (ms) or None, "

@@ -142,12 +142,13 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, ProblemKind | Non
         return {}, None
     try:
         value = json.loads(text)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than json.loads goes
+    except (ValueError, RecursionError) as err:  # RecursionError: nested deeper than json.loads goes
         from .json_prefix import COMPLETE, INCOMPLETE, classify  # noqa: PLC0415 - patterns compile on first use
 
         verdict = classify(text)
-        if verdict == COMPLETE:  # whole JSON that json.loads could not nest into
-            return None, "too_deep" if text.lstrip().startswith("{") else "invalid"
+        if verdict == COMPLETE and text.lstrip().startswith("{"):  # whole JSON that json.loads could not read
+            # an integer of more digits than Python converts is far past a double's range; else too deep
+            return None, "not_finite" if isinstance(err, ValueError) and "integer" in str(err) else "too_deep"
         return None, "incomplete" if verdict == INCOMPLETE else "invalid"
     if not isinstance(value, dict):
         return None, "invalid"
@@ -189,7 +190,7 @@ def _value_problem(value: Any) -> ProblemKind | None:
 
 
 _PROBLEM_WORDS = {
-    "not_finite": "hold a number that is not finite (NaN, Infinity, or past a double's range)",
+    "not_finite": "hold a number that is not finite (NaN, Infinity, or past a double's range, such as 1e400)",
     "lone_surrogate": "hold a string with half a surrogate pair (a \\ud800-\\udfff escape alone)",
     "too_deep": f"nest deeper than {MAX_JSON_DEPTH} levels",
     "too_many_values": f"hold more than {MAX_JSON_NODES:,} values",

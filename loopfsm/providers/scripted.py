@@ -101,7 +101,11 @@ class ScriptedProvider:
             where = f" at {mark.line + 1}:{mark.column + 1}" if mark is not None else ""
             raise ScriptError(f"script is not valid YAML{where}") from None
         if not isinstance(doc, Mapping) or "replies" not in doc:
-            raise ScriptError("a script file is a mapping with a 'replies' list")
+            from ..scriptfile import written_for  # noqa: PLC0415 - the drivers' schemas, only for this error
+
+            others = written_for(doc)
+            hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
+            raise ScriptError(f"a script file is a mapping with a 'replies' list{hint}")
         unknown = sorted(str(k)[:32] for k in doc if k not in ("replies", "remote"))
         if unknown:
             raise ScriptError(f"unknown keys {unknown} in a script file (known: remote, replies)")

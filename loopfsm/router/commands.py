@@ -34,8 +34,17 @@ def _tokens(text: str) -> int:
 
 def _router_url(text: str) -> str:
     """An http(s) URL: a typo fails at once instead of being retried as an unreachable router."""
+    from urllib.parse import urlsplit  # noqa: PLC0415 - only when the option is given
+
     if not text.startswith(("http://", "https://")) or len(text) <= len("https://"):
         raise argparse.ArgumentTypeError(f"the router's address is an http:// or https:// URL, got {text[:100]!r}")
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError:  # an unclosed [IPv6 bracket, a port out of range
+        raise argparse.ArgumentTypeError(f"the router's address is not a URL, got {text[:100]!r}") from None
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"the router's address names no host, got {text[:100]!r}")
     return text
 
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import StoreError
+from ..errors import StoreError, shown
 from .sql import POSTGRES, SQLITE, Dialect
 
 
@@ -52,6 +52,9 @@ class SqliteBackend(Backend):
         self.url = f"sqlite:///{path}"
         if not create and path != ":memory:" and not os.path.exists(path):
             raise StoreError(f"no SQLite database at {path!r}: run `loopfsm store init URL` first")
+        if path != ":memory:" and os.path.exists(path) and not os.path.isfile(path):
+            # a device, a pipe or a directory: SQLite would fail mid-write ("disk I/O error") or hang
+            raise StoreError(f"cannot open SQLite database {path!r}: not a regular file; a SQLite store is a file")
         try:
             self.conn = sqlite3.connect(
                 path, isolation_level=None, timeout=busy_timeout_ms / 1000, check_same_thread=False
@@ -160,4 +163,6 @@ def connect(url: str, *, create: bool = True) -> Backend:
     if url.startswith(("postgresql://", "postgres://")):
         return PostgresBackend(url)
     scheme = url.split(":", 1)[0] if ":" in url else url
-    raise StoreError(f"unknown store URL scheme {scheme!r}: use sqlite:///PATH or postgresql://...")
+    if scheme == "sqlite":  # sqlite://runs.db or sqlite:runs.db: the scheme is right, the slashes are not
+        raise StoreError("a sqlite URL has three slashes before its path: sqlite:///runs.db, sqlite:////abs/runs.db")
+    raise StoreError(f"unknown store URL scheme {shown(scheme)}: use sqlite:///PATH or postgresql://...")

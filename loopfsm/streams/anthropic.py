@@ -7,10 +7,10 @@ to the machine as they are, so the machine's index rules are Anthropic's.
 Blocks a ``message_start`` already carries in its ``content`` are the
 message's first blocks (opened and closed at once, as the SDK keeps them),
 and the streamed blocks are numbered on after them.
-Text, tool use, thinking and redacted thinking blocks are assembled; a
-``citations_delta`` is checked but its citation dropped (the Message has no
-place for it); server tool blocks (``server_tool_use``, search results) are
-refused as unsupported rather than silently lost.
+Text, tool use, thinking and redacted thinking blocks are assembled;
+citations (a ``citations_delta``, or a text block that starts with some) and
+server tool blocks (``server_tool_use``, search results) are refused as
+unsupported rather than silently lost: the Message has no place for them.
 """
 
 from __future__ import annotations
@@ -59,10 +59,10 @@ class AnthropicStream:
                     m.delta(event["index"], lane[0], delta[lane[1]], policy=pol)
                 elif dtype == "signature_delta":
                     m.sign(event["index"], delta["signature"], policy=pol)
-                elif dtype == "citations_delta":
-                    # Citations are not part of the brain's Message; the event is still
-                    # checked like a text fragment (an open text block), adding no text.
-                    m.delta(event["index"], "text", "", policy=pol)
+                elif dtype == "citations_delta":  # the Message has no place for a citation: refused, not lost
+                    raise StreamEventError(
+                        f"event {self.events}: a citations_delta is unsupported: the message has no place for it"
+                    )
                 else:
                     raise StreamEventError(f"event {self.events}: unsupported delta type {dtype!r}")
             elif kind == "content_block_start":
@@ -124,6 +124,10 @@ class AnthropicStream:
         if lane is None:
             raise StreamEventError(f"event {self.events}: unsupported content block type {btype!r}")
         if lane == "text":
+            if block.get("citations"):  # an empty list or null carries nothing
+                raise StreamEventError(
+                    f"event {self.events}: a text block's citations are unsupported: the message has no place for them"
+                )
             m.open_block(index, "text", initial=block.get("text") or "", policy=pol)
         elif lane == "tool":
             initial = block.get("input")

@@ -101,7 +101,7 @@ def replay(path: Path, out: TextIO | None = None) -> int:
     number = 0
     at = [0]
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:  # a byte-order mark an editor saved is not an event
             for number, event in _lines(f, at):
                 if stream is None:
                     if event is not None and event.get("type") in _ANTHROPIC_TYPES:
@@ -129,6 +129,8 @@ def replay(path: Path, out: TextIO | None = None) -> int:
                     s = m.data.slots[i]
                     header = f" {s.name} ({s.block_id})" if s.lane == "tool" else ""
                     _say(f"{number:>5}  open   #{i} {s.lane}{header}", out)
+                    if i not in now:  # opened and closed by one event: a block message_start carries
+                        _say(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", out)
                 for i in sorted(before - now):
                     s = m.data.slots[i]
                     _say(f"{number:>5}  close  #{i} {s.lane} {_describe_close(s)}", out)
