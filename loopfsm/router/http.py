@@ -242,7 +242,10 @@ def serve(
     import uvicorn
 
     config = uvicorn.Config(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose proto
+    # says TCP, and they inherit it from this one. Without it every reply on a kept-alive connection waits ~40 ms
+    # for the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not block
     try:
         sock.bind((host, port))
