@@ -35,8 +35,60 @@ BODY_TIMEOUT_S = 30.0
 KEEPALIVE_S = 10.0
 
 
+#: What a ``trace`` event's data is: one stable dotted event name (``lock.acquired``, ``tool.requested`` ...).
+TRACE_NAME = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+
+
+def stream_events() -> dict[str, Any]:
+    """The ``text/event-stream`` media type of ``/stream``, as OpenAPI 3.2 describes a stream of server-sent events.
+
+    ``itemSchema`` is one event, ``{event, data}`` as the SSE format parses it: a ``trace`` event's data is a
+    bare event name (not JSON), a ``response`` event's data is the JSON response envelope; ``schema`` is the
+    whole stream read as a list of events, which holds exactly one ``response``.  The ``: keep-alive``
+    comments are not events.
+    """
+    trace = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": "trace"},
+            "data": {
+                "type": "string",
+                "pattern": TRACE_NAME,
+                "description": "a stable event name such as lock.acquired or tool.requested; never content",
+            },
+        },
+    }
+    response = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": "response"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/response"},
+                "description": "the response envelope, as JSON on one line",
+            },
+        },
+    }
+    return {
+        "schema": {
+            "type": "array",
+            "contains": {"properties": {"event": {"const": "response"}}, "required": ["event"]},
+            "minContains": 1,
+            "maxContains": 1,
+            "description": "one trace event per step of the turn as it runs, then the response, last",
+        },
+        "itemSchema": {"oneOf": [trace, response]},
+    }
+
+
 def openapi(schema_url: str = "") -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the app (the protocol schema's $defs are its components)."""
+    """The OpenAPI 3.2 document of the app (the protocol schema's $defs are its components).
+
+    3.2, not 3.1: it is the version that says how to describe a stream of server-sent events (``itemSchema``).
+    """
     defs = json.loads(json.dumps(protocol_schema()["$defs"]).replace("#/$defs/", "#/components/schemas/"))
     sid = {
         "name": "session",
@@ -56,6 +108,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
             "responses": {
                 "200": {"description": "the response envelope", "content": content},
                 "400": {"description": "body is not JSON", "content": envelope_content},
+                "408": {"description": "body took too long to arrive", "content": envelope_content},
                 "413": {"description": "body too large", "content": envelope_content},
             },
         }
@@ -75,7 +128,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
         ]
     }
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.2.0",
         "info": {"title": "loopfsm router", "version": "1"},
         "paths": {
             "/v1/sessions/{session}/execute": {"post": op("start a run", "execute", envelope_content)},
@@ -84,7 +137,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
                 "post": op(
                     "either, streamed as server-sent events",
                     "request",
-                    {"text/event-stream": {"schema": {"type": "string"}}},
+                    {"text/event-stream": stream_events()},
                 )
             },
             "/healthz": {
