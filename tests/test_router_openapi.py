@@ -91,6 +91,15 @@ def test_a_refused_request_streams_an_error_envelope_the_document_describes(tmp_
     assert event == "response" and json.loads(data)["status"] == "error"
 
 
+def test_healthz_answers_as_described(tmp_path):
+    _, tc = make(f"sqlite:///{tmp_path / 'runs.db'}", "loopfsm_", TOOLS_SCRIPT, create=True, holder="r1")
+    with tc:
+        reply = tc.get("/healthz")
+    media = openapi()["paths"]["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]
+    _check(media["schema"], reply.json())
+    assert reply.json()["holder"] == "r1"
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -143,7 +143,20 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
             "/healthz": {
                 "get": {
                     "summary": "liveness",
-                    "responses": {"200": {"description": "ok"}},
+                    "responses": {
+                        "200": {
+                            "description": "the router is serving; holder is its lock-holder id",
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["ok", "holder"],
+                                        "properties": {"ok": {"const": True}, "holder": {"type": "string"}},
+                                    }
+                                }
+                            },
+                        }
+                    },
                 }
             },
         },
