@@ -24,7 +24,9 @@ server that cannot be reached is reported and skipped).  How it measures:
   execute each; wall time for all of them and server CPU per request.
 * Rounds alternate between router and baseline; latencies pool over rounds,
   rates and CPU keep each side's best round.  Each goal is printed beside
-  its measurement, and the machine (CPU, cores, load when the run started).
+  its measurement, and the machine (CPU, cores, load when the run started,
+  and how long an fsync takes on the disk the SQLite file is on: every
+  commit waits for one).
 
 It is a script to read, never a test: timing assertions are flaky by nature.
 """
@@ -356,6 +358,22 @@ def bench(name: str, url: str) -> None:
         print(line)
 
 
+def fsync_ms(directory: str) -> float:
+    """p50 of 50 fsyncs of a 4 KiB write in ``directory``: what each SQLite commit waits for (synchronous=FULL)."""
+    took = []
+    fd, path = tempfile.mkstemp(dir=directory)
+    try:
+        for _ in range(50):
+            os.write(fd, b"x" * 4096)
+            t = time.perf_counter()
+            os.fsync(fd)
+            took.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return 1000 * statistics.median(took)
+
+
 def machine() -> str:
     """The machine the run is on: CPU model, cores, Python, and how loaded it was when the run started."""
     model = platform.processor() or platform.machine()
@@ -378,6 +396,7 @@ def main() -> None:
         f"{CONCURRENT} concurrent on fresh connections; x {ROUNDS} alternating rounds"
     )
     with tempfile.TemporaryDirectory() as tmp:
+        print(f"fsync of 4 KiB where the SQLite file lives: p50 {fsync_ms(tmp):.2f} ms")
         bench("SQLite (WAL)", f"sqlite:///{tmp}/bench.db")
     try:
         import psycopg
