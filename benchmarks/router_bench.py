@@ -389,8 +389,28 @@ def machine() -> str:
     return f"{model}, {os.cpu_count()} cpus, load average {load} when the run started; {py}"
 
 
+def stack() -> str:
+    """What serves and stores, where a C implementation could stand in for pure Python: uvicorn picks httptools
+    and uvloop when they are installed (``uvicorn[standard]``), psycopg its C libpq binding with ``[binary]``."""
+    import importlib.util
+
+    def have(name: str) -> bool:
+        return importlib.util.find_spec(name) is not None
+
+    http = "httptools" if have("httptools") else "h11 (pure Python)"
+    loop = "uvloop" if have("uvloop") else "asyncio"
+    try:
+        import psycopg
+
+        pg = f"psycopg {psycopg.__version__} ({psycopg.pq.__impl__} implementation)"
+    except ImportError:
+        pg = "no psycopg"
+    return f"uvicorn with {http}, {loop}; {pg}"
+
+
 def main() -> None:
     print(machine())
+    print(stack())
     print(
         f"router turn over kept-alive loopback connections; {N_SEQ} turns of 1 client, then of {CLIENTS} clients, "
         f"{CONCURRENT} concurrent on fresh connections; x {ROUNDS} alternating rounds"
