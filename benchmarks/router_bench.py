@@ -266,7 +266,11 @@ def concurrent(server: Server, n: int) -> Burst:
         async with httpx.AsyncClient(base_url=server.base, timeout=60, limits=limits) as h:
 
             async def one() -> None:
-                r = (await h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body())).json()
+                reply = await h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body())
+                if reply.status_code != 200:  # the baseline has no error handling: a 500 is its failure
+                    failed.append(f"HTTP {reply.status_code}")
+                    return
+                r = reply.json()
                 if r["status"] != "completed":  # reported beside the figures, not hidden in them
                     failed.append(f"{r['status']} {r['data'].get('code', '')}: {r['data'].get('error', '')}")
 
