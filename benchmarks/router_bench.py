@@ -1,21 +1,33 @@
-"""Benchmark: the router's execute -> completed round trip over loopback, against a bare Starlette handler.
+"""Benchmark: the router's execute -> completed turn over kept-alive loopback connections, against a bare handler.
 
-Run ``python benchmarks/router_bench.py`` (``--quick`` for fewer requests;
+Run ``python benchmarks/router_bench.py`` (``--quick`` for fewer turns;
 ``--pg URL`` to choose the PostgreSQL server, default the local test one; a
 server that cannot be reached is reported and skipped).  How it measures:
 
 * Two uvicorn processes on 127.0.0.1 and free ports: the router (scripted
-  model answering at once, so every execute completes in one request), and a
-  bare Starlette app whose handler writes *the same rows* to the same kind of
-  store in one transaction: the run-state row and every row the router wrote
-  for one run (copied from a router run first, and counted afterwards, so the
-  baseline is shown to do the same work).  The difference is what the
-  machines, admission, the protocol checks and the turn loop cost.
-* Round trip: sequential executes, each on a fresh session; p50 and p99 wall
-  latency per request, and the *server's* CPU time per request (from
-  /proc/PID/stat), rounds alternating between router and baseline.
-* 100 concurrent sessions: 100 clients at once, one execute each, several
-  rounds; wall time for all of them and server CPU per request.
+  model answering at once, so every execute completes its run in one request:
+  one plaintext scripted turn), and a bare Starlette app whose handler writes
+  *the same rows* to the same kind of store in one transaction: the run-state
+  row and every row the router wrote for one run (copied from a router run
+  first, and counted afterwards, so the baseline is shown to do the same
+  work).  The difference is what the machines, admission, the protocol checks
+  and the turn loop cost.
+* One client: sequential turns over one kept-alive connection (checked:
+  every turn leaves from the same local port, as the reference client's do),
+  a session taking 20 turns (20 runs, one after the other, its history
+  growing) before the client starts another; p50 and p99 wall latency per
+  turn, turns per second, and the *server's* CPU time per turn (from
+  /proc/PID/stat).
+* 4 clients at once, each its own kept-alive connection and its own sessions:
+  turns per second, and its ratio to one client's.
+* 100 concurrent sessions: 100 clients at once on fresh connections, one
+  execute each; wall time for all of them and server CPU per request; an
+  answer that is not ``completed`` is counted and its message printed.
+* Rounds alternate between router and baseline; latencies pool over rounds,
+  rates and CPU keep each side's best round.  Each goal is printed beside
+  its measurement, and the machine (CPU, cores, load when the run started,
+  and how long an fsync takes on the disk the SQLite file is on: every
+  commit waits for one).
 
 It is a script to read, never a test: timing assertions are flaky by nature.
 """
@@ -25,21 +37,29 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import platform
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 QUICK = "--quick" in sys.argv
 PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else "postgresql://postgres@127.0.0.1:5432/test"
-N_SEQ = 60 if QUICK else 300
+N_SEQ = 60 if QUICK else 400  # turns of one client, over all rounds
 ROUNDS = 2 if QUICK else 4
+CLIENTS = 4
+SESSION_TURNS = 20  # turns a client's session takes before it starts another
 CONCURRENT = 100
+#: The goals of issue 20: p50 of one client's turn (ms) per store, and 4 clients' turns/s over one client's.
+GOAL_P50_MS = {"SQLite (WAL)": 5.0, "PostgreSQL": 8.0}
+GOAL_SCALING = 3.0
 
 
 # -- the baseline server: a bare handler writing the same rows ---------------------------------------------
@@ -158,30 +178,101 @@ def execute_body() -> dict[str, Any]:
     return {"type": "execute", "request_id": uuid.uuid4().hex, "data": {"prompt": "hello"}}
 
 
-def sequential(server: Server, n: int) -> tuple[list[float], float]:
+def turns(h: Any, n: int) -> tuple[list[float], set[Any]]:
+    """``n`` plaintext scripted turns, a new session every SESSION_TURNS: wall times, local addresses used."""
+    lat, local, session = [], set(), ""
+    for i in range(n):
+        if i % SESSION_TURNS == 0:
+            session = uuid.uuid4().hex[:16]
+        took, addr = turn(h, session)
+        lat.append(took)
+        local.add(addr)
+    return lat, local
+
+
+def turn(h: Any, session: str) -> tuple[float, Any]:
+    """One plaintext scripted turn (a run the model completes at once): its wall time, the local address used."""
+    t = time.perf_counter()
+    r = h.post(f"/v1/sessions/{session}/execute", json=execute_body())
+    took = time.perf_counter() - t
+    assert r.json()["status"] == "completed", r.text
+    return took, r.extensions["network_stream"].get_extra_info("client_addr")
+
+
+@dataclass
+class Sequential:
+    """One client's turns over one kept-alive connection."""
+
+    latencies: list[float]
+    turns_per_s: float
+    cpu_per_turn_s: float
+
+
+def sequential(server: Server, n: int) -> Sequential:
     import httpx
 
-    lat = []
     with httpx.Client(base_url=server.base, timeout=30) as h:
-        c0 = cpu_s(server.proc.pid)
-        for _ in range(n):
-            t = time.perf_counter()
-            r = h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body()).json()
-            lat.append(time.perf_counter() - t)
-            assert r["status"] == "completed", r
-        return lat, (cpu_s(server.proc.pid) - c0) / n
+        h.get("/healthz")  # the connection every turn then reuses
+        c0, t0 = cpu_s(server.proc.pid), time.perf_counter()
+        lat, local = turns(h, n)
+        wall = time.perf_counter() - t0
+        assert len(local) == 1, "the client opened a new connection between turns"
+        return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n)
 
 
-def concurrent(server: Server, n: int) -> tuple[float, float]:
+def parallel(server: Server, clients: int, n: int) -> float:
+    """Turns per second of ``clients`` clients at once, each ``n`` turns over its own kept-alive connection."""
     import httpx
+
+    start = threading.Barrier(clients + 1)
+    done: list[int] = []
+
+    def client() -> None:
+        with httpx.Client(base_url=server.base, timeout=60) as h:
+            h.get("/healthz")
+            start.wait()
+            _, local = turns(h, n)
+            assert len(local) == 1, "a client opened a new connection between turns"
+            done.append(n)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    assert len(done) == clients, "a client failed"
+    return clients * n / wall
+
+
+@dataclass
+class Burst:
+    """``n`` sessions at once on fresh connections: wall time, server CPU per request, and what did not complete."""
+
+    wall_s: float
+    cpu_per_request_s: float
+    not_completed: list[str]  # each answer that was not ``completed``: its status, code and message
+
+
+def concurrent(server: Server, n: int) -> Burst:
+    import httpx
+
+    failed: list[str] = []
 
     async def go() -> float:
         limits = httpx.Limits(max_connections=n)
         async with httpx.AsyncClient(base_url=server.base, timeout=60, limits=limits) as h:
 
             async def one() -> None:
-                r = (await h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body())).json()
-                assert r["status"] == "completed", r
+                reply = await h.post(f"/v1/sessions/{uuid.uuid4().hex[:16]}/execute", json=execute_body())
+                if reply.status_code != 200:  # the baseline has no error handling: a 500 is its failure
+                    failed.append(f"HTTP {reply.status_code}")
+                    return
+                r = reply.json()
+                if r["status"] != "completed":  # reported beside the figures, not hidden in them
+                    failed.append(f"{r['status']} {r['data'].get('code', '')}: {r['data'].get('error', '')}")
 
             t = time.perf_counter()
             await asyncio.gather(*(one() for _ in range(n)))
@@ -189,12 +280,15 @@ def concurrent(server: Server, n: int) -> tuple[float, float]:
 
     c0 = cpu_s(server.proc.pid)
     wall = asyncio.run(go())
-    return wall, (cpu_s(server.proc.pid) - c0) / n
+    return Burst(wall, (cpu_s(server.proc.pid) - c0) / n, failed)
 
 
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+GOALS: list[str] = []
 
 
 def bench(name: str, url: str) -> None:
@@ -229,11 +323,14 @@ def bench(name: str, url: str) -> None:
             assert httpx.post(f"{base.base}/v1/sessions/template/execute", json=body).json()["status"] == "completed"
             with open_store(url, prefix=p_base) as s:
                 assert len(s.rows("template")) == len(rows), "baseline writes other rows than the router"
-            seq: dict[str, list[Any]] = {"router": [], "baseline": []}
-            con: dict[str, list[Any]] = {"router": [], "baseline": []}
+            seq: dict[str, list[Sequential]] = {"router": [], "baseline": []}
+            par: dict[str, list[float]] = {"router": [], "baseline": []}
+            con: dict[str, list[Burst]] = {"router": [], "baseline": []}
+            per_round = N_SEQ // ROUNDS
             for _ in range(ROUNDS):
                 for label, srv in (("baseline", base), ("router", router)):
-                    seq[label].append(sequential(srv, N_SEQ // ROUNDS))
+                    seq[label].append(sequential(srv, per_round))
+                    par[label].append(parallel(srv, CLIENTS, per_round // CLIENTS))
                     con[label].append(concurrent(srv, CONCURRENT))
         finally:
             base.stop()
@@ -243,25 +340,108 @@ def bench(name: str, url: str) -> None:
             with open_store(url, prefix=p) as s:
                 s.drop()
     print(f"\n{name}: {len(rows)} rows per run (router and baseline alike)")
-    print(f"{'':28}{'router':>12}{'baseline':>12}{'ratio':>8}")
+    print(f"{'':34}{'router':>10}{'baseline':>10}{'ratio':>8}")
     vals = {}
     for label in ("router", "baseline"):
-        lat = [x for lats, _ in seq[label] for x in lats]
+        lat = [x for r in seq[label] for x in r.latencies]
+        one = max(r.turns_per_s for r in seq[label])
         vals[label] = {
-            "p50 round trip (ms)": 1000 * statistics.median(lat),
-            "p99 round trip (ms)": 1000 * pct(lat, 0.99),
-            "server CPU / request (ms)": 1000 * min(c for _, c in seq[label]),
-            f"{CONCURRENT} concurrent, wall (ms)": 1000 * min(w for w, _ in con[label]),
-            f"{CONCURRENT} concurrent, CPU/req (ms)": 1000 * min(c for _, c in con[label]),
+            "p50 turn, 1 client (ms)": 1000 * statistics.median(lat),
+            "p99 turn, 1 client (ms)": 1000 * pct(lat, 0.99),
+            "turns/s, 1 client": one,
+            f"turns/s, {CLIENTS} clients": max(par[label]),
+            f"{CLIENTS} clients / 1 client": max(par[label]) / one,
+            "server CPU / turn (ms)": 1000 * min(r.cpu_per_turn_s for r in seq[label]),
+            f"{CONCURRENT} concurrent, wall (ms)": 1000 * min(b.wall_s for b in con[label]),
+            f"{CONCURRENT} concurrent, CPU/req (ms)": 1000 * min(b.cpu_per_request_s for b in con[label]),
+            f"{CONCURRENT} concurrent, not completed": sum(len(b.not_completed) for b in con[label]),
         }
+    goals = {
+        "p50 turn, 1 client (ms)": (
+            f"goal <= {GOAL_P50_MS[name]:g} ms",
+            vals["router"]["p50 turn, 1 client (ms)"] <= GOAL_P50_MS[name],
+        ),
+        f"{CLIENTS} clients / 1 client": (
+            f"goal >= {GOAL_SCALING:g}x",
+            vals["router"][f"{CLIENTS} clients / 1 client"] >= GOAL_SCALING,
+        ),
+    }
     for key in vals["router"]:
         r, b = vals["router"][key], vals["baseline"][key]
-        print(f"{key:28}{r:12.2f}{b:12.2f}{r / b if b else float('nan'):8.2f}")
+        if isinstance(r, int):  # a count, not a figure to divide
+            line = f"{key:34}{r:10d}{b:10d}"
+        else:
+            line = f"{key:34}{r:10.2f}{b:10.2f}{r / b if b else float('nan'):8.2f}"
+        if key in goals:
+            goal, met = goals[key]
+            line += f"  {goal}  {'met' if met else 'MISSED'}"
+            GOALS.append(f"{name}, {key}: {r:.2f}  {goal}  {'met' if met else 'MISSED'}")
+        print(line)
+    for label in ("router", "baseline"):
+        why = sorted({w for b in con[label] for w in b.not_completed})
+        if why:
+            print(f"  {label}, not completed under {CONCURRENT} concurrent sessions: {'; '.join(why)}")
+
+
+def fsync_ms(directory: str) -> float:
+    """p50 of 50 fsyncs of a 4 KiB write in ``directory``: what each SQLite commit waits for (synchronous=FULL)."""
+    took = []
+    fd, path = tempfile.mkstemp(dir=directory)
+    try:
+        for _ in range(50):
+            os.write(fd, b"x" * 4096)
+            t = time.perf_counter()
+            os.fsync(fd)
+            took.append(time.perf_counter() - t)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return 1000 * statistics.median(took)
+
+
+def machine() -> str:
+    """The machine the run is on: CPU model, cores, Python, and how loaded it was when the run started."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    py = f"python {platform.python_version()} on {platform.system()}"
+    return f"{model}, {os.cpu_count()} cpus, load average {load} when the run started; {py}"
+
+
+def stack() -> str:
+    """What serves and stores, where a C implementation could stand in for pure Python: uvicorn picks httptools
+    and uvloop when they are installed (``uvicorn[standard]``), psycopg its C libpq binding with ``[binary]``."""
+    import importlib.util
+
+    def have(name: str) -> bool:
+        return importlib.util.find_spec(name) is not None
+
+    http = "httptools" if have("httptools") else "h11 (pure Python)"
+    loop = "uvloop" if have("uvloop") else "asyncio"
+    try:
+        import psycopg
+
+        pg = f"psycopg {psycopg.__version__} ({psycopg.pq.__impl__} implementation)"
+    except ImportError:
+        pg = "no psycopg"
+    return f"uvicorn with {http}, {loop}; {pg}"
 
 
 def main() -> None:
-    print(f"router round trip over loopback; {N_SEQ} sequential executes, {CONCURRENT} concurrent x {ROUNDS} rounds")
+    print(machine())
+    print(stack())
+    print(
+        f"router turn over kept-alive loopback connections; {N_SEQ} turns of 1 client, then of {CLIENTS} clients, "
+        f"{CONCURRENT} concurrent on fresh connections; x {ROUNDS} alternating rounds"
+    )
     with tempfile.TemporaryDirectory() as tmp:
+        print(f"fsync of 4 KiB where the SQLite file lives: p50 {fsync_ms(tmp):.2f} ms")
         bench("SQLite (WAL)", f"sqlite:///{tmp}/bench.db")
     try:
         import psycopg
@@ -269,8 +449,11 @@ def main() -> None:
         psycopg.connect(PG, connect_timeout=3).close()
     except Exception as err:  # noqa: BLE001 - report and skip, this is a script
         print(f"\nPostgreSQL at {PG} unreachable ({type(err).__name__}); skipped")
-        return
-    bench("PostgreSQL", PG)
+    else:
+        bench("PostgreSQL", PG)
+    print("\ngoals (router):")
+    for line in GOALS:
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

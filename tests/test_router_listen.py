@@ -1,8 +1,11 @@
-"""Starting a router: it listens before it recovers, and refuses a body nested past json's depth without a 5xx."""
+"""Starting a router: it listens before it recovers, turns Nagle off on what it accepts, and refuses a body nested
+past json's depth without a 5xx."""
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
 import time
 
 import pytest
@@ -11,6 +14,8 @@ from loopfsm.errors import ConfigError
 from loopfsm.router import Router
 from loopfsm.router.http import serve
 from loopfsm.store import open_store
+
+from router_support import START_S, free_port
 
 
 def test_a_router_that_cannot_listen_frees_no_locks(tmp_path):
@@ -33,6 +38,70 @@ def test_a_router_that_cannot_listen_frees_no_locks(tmp_path):
     finally:
         busy.close()
     assert heard == [] and store.load("s1").lock_state(now) == "held"
+
+
+def _own_socket_connected_to(peer: tuple[str, int]) -> socket.socket | None:
+    """This process's socket whose far end is ``peer`` (a copy of it: the caller closes it), found by its fd."""
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:  # closed since it was listed
+            continue
+        try:
+            if sock.getpeername() == peer:
+                return sock
+        except OSError:  # a listening or unconnected socket
+            pass
+        sock.close()
+    return None
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="finds the server's socket through /proc")
+def test_the_served_side_of_a_connection_sends_without_nagle(tmp_path, monkeypatch):
+    """Each reply on a kept-alive connection waited ~40 ms: Nagle held it until the client's delayed ACK.
+
+    asyncio sets TCP_NODELAY on an accepted socket only when its proto is IPPROTO_TCP, which it inherits
+    from the listening socket ``serve`` binds; this reads the option on the router's side of a real one.
+    """
+    import uvicorn
+
+    servers: list[uvicorn.Server] = []
+    run = uvicorn.Server.run
+
+    def run_and_keep(self: uvicorn.Server, sockets: list[socket.socket] | None = None) -> None:
+        servers.append(self)  # the handle the test stops it with
+        run(self, sockets=sockets)
+
+    monkeypatch.setattr(uvicorn.Server, "run", run_and_keep)
+    port = free_port()
+    router = Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True)
+    thread = threading.Thread(target=serve, args=(router, "127.0.0.1", port), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + START_S
+        while not (servers and servers[0].started):
+            assert thread.is_alive() and time.monotonic() < deadline, "the router did not start"
+            time.sleep(0.05)
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+            for _ in range(2):  # the same connection, kept alive
+                client.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                reply = b""
+                while not reply.endswith(b"}"):  # the end of the JSON body
+                    chunk = client.recv(4096)
+                    assert chunk, f"connection closed mid-reply: {reply[:40]!r}"
+                    reply += chunk
+                assert reply.startswith(b"HTTP/1.1 200"), reply[:40]
+            served = _own_socket_connected_to(client.getsockname())
+            assert served is not None, "the router's side of the connection was not found"
+            with served:
+                assert served.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        if servers:
+            servers[0].should_exit = True
+        thread.join(timeout=60)
+    assert not thread.is_alive()
 
 
 def test_a_body_nested_past_jsons_depth_is_a_400_not_a_500(tmp_path):

@@ -40,3 +40,16 @@ def test_store_figures_are_pasted_from_the_benchmark():
         assert f"  {backend}" in figures and "store p50" in figures and "plain SQL p50" in figures
         assert f"{backend:<11} 8 distinct runs" in figures and f"{backend:<11} one contended run" in figures
     assert figures.count("client CPU per step: store") == 2
+
+
+def test_router_benchmark_output_is_pasted():
+    """The README shows router_bench.py's current output: its lines and goals, not figures of an older script."""
+    bench = (Path(__file__).resolve().parent.parent / "benchmarks" / "router_bench.py").read_text(encoding="utf-8")
+    section = README.split("`python benchmarks/router_bench.py`")[1].split("## Errors")[0]
+    figures = section.split("```\n")[1]
+    for label in ("p50 turn, 1 client (ms)", " clients / 1 client", "server CPU / turn (ms)", "goals (router):"):
+        assert label in bench and label in figures, label
+    for store in ("SQLite (WAL)", "PostgreSQL"):
+        assert f"{store}: 10 rows per run" in figures, store
+    assert figures.count("goal <= ") == 4 and figures.count("goal >= 3x") == 4
+    assert "uvicorn with " in figures and "fsync of 4 KiB" in figures  # the machine and stack are named

@@ -35,8 +35,60 @@ BODY_TIMEOUT_S = 30.0
 KEEPALIVE_S = 10.0
 
 
+#: What a ``trace`` event's data is: one stable dotted event name (``lock.acquired``, ``tool.requested`` ...).
+TRACE_NAME = r"^[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+$"
+
+
+def stream_events() -> dict[str, Any]:
+    """The ``text/event-stream`` media type of ``/stream``, as OpenAPI 3.2 describes a stream of server-sent events.
+
+    ``itemSchema`` is one event, ``{event, data}`` as the SSE format parses it: a ``trace`` event's data is a
+    bare event name (not JSON), a ``response`` event's data is the JSON response envelope; ``schema`` is the
+    whole stream read as a list of events, which holds exactly one ``response``.  The ``: keep-alive``
+    comments are not events.
+    """
+    trace = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": "trace"},
+            "data": {
+                "type": "string",
+                "pattern": TRACE_NAME,
+                "description": "a stable event name such as lock.acquired or tool.requested; never content",
+            },
+        },
+    }
+    response = {
+        "type": "object",
+        "required": ["event", "data"],
+        "properties": {
+            "event": {"const": "response"},
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "contentSchema": {"$ref": "#/components/schemas/response"},
+                "description": "the response envelope, as JSON on one line",
+            },
+        },
+    }
+    return {
+        "schema": {
+            "type": "array",
+            "contains": {"properties": {"event": {"const": "response"}}, "required": ["event"]},
+            "minContains": 1,
+            "maxContains": 1,
+            "description": "one trace event per step of the turn as it runs, then the response, last",
+        },
+        "itemSchema": {"oneOf": [trace, response]},
+    }
+
+
 def openapi(schema_url: str = "") -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the app (the protocol schema's $defs are its components)."""
+    """The OpenAPI 3.2 document of the app (the protocol schema's $defs are its components).
+
+    3.2, not 3.1: it is the version that says how to describe a stream of server-sent events (``itemSchema``).
+    """
     defs = json.loads(json.dumps(protocol_schema()["$defs"]).replace("#/$defs/", "#/components/schemas/"))
     sid = {
         "name": "session",
@@ -56,6 +108,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
             "responses": {
                 "200": {"description": "the response envelope", "content": content},
                 "400": {"description": "body is not JSON", "content": envelope_content},
+                "408": {"description": "body took too long to arrive", "content": envelope_content},
                 "413": {"description": "body too large", "content": envelope_content},
             },
         }
@@ -75,7 +128,7 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
         ]
     }
     return {
-        "openapi": "3.1.0",
+        "openapi": "3.2.0",
         "info": {"title": "loopfsm router", "version": "1"},
         "paths": {
             "/v1/sessions/{session}/execute": {"post": op("start a run", "execute", envelope_content)},
@@ -84,13 +137,26 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
                 "post": op(
                     "either, streamed as server-sent events",
                     "request",
-                    {"text/event-stream": {"schema": {"type": "string"}}},
+                    {"text/event-stream": stream_events()},
                 )
             },
             "/healthz": {
                 "get": {
                     "summary": "liveness",
-                    "responses": {"200": {"description": "ok"}},
+                    "responses": {
+                        "200": {
+                            "description": "the router is serving; holder is its lock-holder id",
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["ok", "holder"],
+                                        "properties": {"ok": {"const": True}, "holder": {"type": "string"}},
+                                    }
+                                }
+                            },
+                        }
+                    },
                 }
             },
         },
@@ -242,7 +308,10 @@ def serve(
     import uvicorn
 
     config = uvicorn.Config(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose proto
+    # says TCP, and they inherit it from this one. Without it every reply on a kept-alive connection waits ~40 ms
+    # for the client's delayed ACK.
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: TIME_WAIT does not block
     try:
         sock.bind((host, port))
