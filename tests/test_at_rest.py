@@ -3,8 +3,8 @@
 A real ``loopfsm router serve`` process and the real client carry an
 encrypted session through every kind of content: both prompts, assistant
 texts, a plan, tool arguments and results, a diff, a memory value, a denied
-shell argument, and the prompts of a run ended by inject and of one ended by
-break.  Every piece carries a unique marker; at every pause, after the last
+shell argument, the name of a tool the router does not offer, and the
+prompts of a run ended by inject and of one ended by break.  Every piece carries a unique marker; at every pause, after the last
 run and after the router stops, the raw bytes of every file of the store are
 searched for them: the SQLite database with its ``-wal`` and ``-shm`` files,
 or, after ``CHECKPOINT``, every file under PostgreSQL's data directory
@@ -44,7 +44,7 @@ class Markers:
     def __init__(self) -> None:
         names = (
             "prompt1 prompt2 inject assist1 assist2 assist3 final plan toolarg result "
-            "diffpath diffbody memkey memval denied"
+            "diffpath diffbody memkey memval denied unktool unkarg"
         )
         self.by_name = {n: _marker(n) for n in names.split()}
 
@@ -63,6 +63,8 @@ def _script(m: Markers) -> list[dict[str, Any]]:
                 {"id": "c1", "name": "read_file", "arguments": {"path": f"{m.toolarg}.txt"}},
                 {"id": "c2", "name": "shell", "arguments": {"command": f"echo {m.denied}"}},
                 {"id": "c3", "name": "remember", "arguments": {"key": m.memkey, "value": m.memval}},
+                # a tool the router does not offer: its name is the model's words, so it is content too
+                {"id": "c9", "name": m.unktool, "arguments": {"x": m.unkarg}},
             ],
         },
         {"text": m.assist2, "tool_calls": [{"id": "p1", "name": "submit_plan", "arguments": {"plan": m.plan}}]},

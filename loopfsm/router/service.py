@@ -83,6 +83,8 @@ from .tools import (
 
 SESSION_ID = __import__("re").compile(SESSION_ID_PATTERN)  # fullmatch: no newline
 TOOL_NAMES = [t.name for t in ALL_TOOLS]
+#: What a clear row of an encrypted session says for a tool the model named that the router does not offer.
+UNKNOWN_TOOL_NAME = "(unknown tool)"
 
 
 class _Invalid(ProtocolError):
@@ -606,7 +608,9 @@ class Router:
             ref = f"tool_call:{cid}"
             ctx.bundle["history_refs"].append(ref)
             ctx.event("tool.requested")
-            base = {"call_id": call.id, "name": call.name, "turn": turn}
+            # A name the router does not offer is the model's own words: in an encrypted session only the seal has it.
+            name = call.name if not ctx.encrypted or call.name in TOOL_NAMES else UNKNOWN_TOOL_NAME
+            base = {"call_id": call.id, "name": name, "turn": turn}
             answer: Message | None = p.answer
             route = "pre_answered"
             if answer is None and call.name == PLAN_TOOL.name:
