@@ -179,6 +179,25 @@ def test_key_file_refusals(tmp_path, capsys):
     assert "router key file" in err and "not JSON" in err and "Traceback" not in err
 
 
+def test_keygen_rotate_adds_a_current_key_and_keeps_the_old_ones(tmp_path, capsys):
+    from loopfsm.cli import main
+
+    path = tmp_path / "router.key"
+    assert main(["router", "keygen", "--rotate", str(path)]) == 1  # nothing to rotate: said, nothing made
+    assert "router key file" in capsys.readouterr().err and not path.exists()
+    assert main(["router", "keygen", str(path)]) == 0
+    old = load_router_key(path)
+    sealed = old.seal_at_rest("state", session_id="s", row="input:b-r").to_json()
+    assert main(["router", "keygen", "--rotate", str(path)]) == 0
+    assert "restart the routers" in capsys.readouterr().out
+    new = load_router_key(path)
+    assert new.current != old.current and set(new.key_ids) == {old.current, new.current}
+    assert new.open_at_rest(sealed, session_id="s", row="input:b-r") == b"state"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert main(["router", "keygen", str(path)]) == 1
+    assert "--rotate" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
 def test_a_key_file_that_is_a_fifo_a_folder_or_a_link_is_refused_at_start(tmp_path):
     """Never a hang: a FIFO with no writer is refused as not a regular file (it used to block the start)."""
