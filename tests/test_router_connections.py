@@ -50,6 +50,7 @@ def test_sequential_requests_on_fresh_threads_reuse_one_connection(store_url):  
         url = f"{url}?application_name={app}"
     router = Router(url, prefix=prefix, provider=ScriptedProvider([{"text": "done"}]))
     try:
+        assert router.recover() == [] and router.connections() == 1  # a start takes one from the pool and back
         statuses = [_on_new_thread(_execute, router, f"s{i}")["status"] for i in range(12)]
         assert statuses == ["completed"] * 12
         assert router.connections() == 1

@@ -264,7 +264,14 @@ class Router:
 
     def recover(self) -> list[str]:
         """Startup: free the locks this router's previous incarnation held; their runs resume from phase."""
-        return self.store().recover(self.holder)
+        s = self._borrow()  # from the pool and back, so the starting thread keeps no connection of its own
+        broken = True
+        try:
+            freed = s.recover(self.holder)
+            broken = False
+            return freed
+        finally:
+            self._give_back(s, broken=broken)
 
     def close(self) -> None:
         with self._stores_lock:
