@@ -4,8 +4,9 @@ A real ``loopfsm router serve`` process and the real client carry an
 encrypted session through every kind of content: both prompts, assistant
 texts, a plan, tool arguments and results, a diff, a memory value, a denied
 shell argument, the name of a tool the router does not offer, and the
-prompts of a run ended by inject and of one ended by break.  Every piece carries a unique marker; at every pause, after the last
-run and after the router stops, the raw bytes of every file of the store are
+prompts of a run ended by inject and of one ended by break.  Every piece
+carries a unique marker; at every pause, after the last run and after the
+router stops, the raw bytes of every file of the store are
 searched for them: the SQLite database with its ``-wal`` and ``-shm`` files,
 or, after ``CHECKPOINT``, every file under PostgreSQL's data directory
 (relation files and ``pg_wal``).  PostgreSQL compresses long values, which
