@@ -114,3 +114,37 @@ def test_a_connection_the_database_dropped_is_closed_and_replaced():
         router.close()
         with open_store(PG_URL, prefix=prefix) as s:
             s.drop()
+
+
+def test_the_client_carries_its_run_on_when_the_database_drops_the_routers_connection(tmp_path):
+    """A PostgreSQL restart between two requests: the router says so (internal, retryable), the client re-sends."""
+    need_pg()
+    import psycopg
+
+    from loopfsm.store import open_store
+
+    from router_support import TOOLS_SCRIPT, client, make
+
+    prefix = f"t_conn_{uuid.uuid4().hex[:10]}_"
+    app = f"loopfsm_conn_{uuid.uuid4().hex[:8]}"
+    router, tc = make(f"{PG_URL}?application_name={app}", prefix, TOOLS_SCRIPT, create=True)
+    dropped: list[str] = []
+
+    def drop_the_routers_connections(state: str, resp: dict[str, Any]) -> None:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (app,))
+        dropped.append(state)
+
+    retries: list[dict[str, Any]] = []
+    try:
+        c = client(tc, "s", tmp_path, interrupt=drop_the_routers_connections)
+        resp = c.run("go", permissions={"shell": "allow", "write_file": "allow"})
+        assert resp["status"] == "completed" and c.last_message == "all done"
+        assert len(dropped) == 2  # both tool pauses
+        retries = [r for r in c.sent if c.sent.count(r) > 1]
+        assert retries, "no request was re-sent: the dropped connection was never noticed"
+        assert router.connections() == 1
+    finally:
+        router.close()
+        with open_store(PG_URL, prefix=prefix) as s:
+            s.drop()

@@ -303,7 +303,9 @@ class Router:
             return self._handle(session_id, request, on_event)
         except Exception as err:  # noqa: BLE001 - the store went away mid-request: say so, the client re-sends
             broken = True  # a fresh connection next time
-            return P.error("internal", f"router unavailable ({type(err).__name__}); re-send the same request", [])
+            return P.error(
+                "internal", f"router unavailable ({type(err).__name__}); re-send the same request", [], retryable=True
+            )
         finally:
             mine: RunStore | None = getattr(self._local, "store", None)
             self._local.store = outer
