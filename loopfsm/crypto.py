@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import hashlib
 import json
 import os
@@ -263,10 +264,17 @@ class Keyring:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Keyring:
-        """Read a keyring file, refusing links, other owners, group/other permissions and oversized files."""
+        """Read a keyring file, refusing links, other owners, group/other permissions and oversized files.
+
+        Opened non-blocking, so a FIFO or a device named as the keyring is refused as not a regular file
+        instead of waiting forever for a writer.
+        """
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+            fd = os.open(path, flags)
         except OSError as err:
+            if err.errno == errno.ELOOP and os.path.islink(path):
+                raise SealError(f"keyring {os.fspath(path)!s} is a symbolic link: name the file it points to") from None
             raise SealError(f"cannot open keyring {os.fspath(path)!s}: {err.strerror}") from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

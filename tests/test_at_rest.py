@@ -3,9 +3,10 @@
 A real ``loopfsm router serve`` process and the real client carry an
 encrypted session through every kind of content: both prompts, assistant
 texts, a plan, tool arguments and results, a diff, a memory value, a denied
-shell argument, and the prompts of a run ended by inject and of one ended by
-break.  Every piece carries a unique marker; at every pause, after the last
-run and after the router stops, the raw bytes of every file of the store are
+shell argument, the name of a tool the router does not offer, and the
+prompts of a run ended by inject and of one ended by break.  Every piece
+carries a unique marker; at every pause, after the last run and after the
+router stops, the raw bytes of every file of the store are
 searched for them: the SQLite database with its ``-wal`` and ``-shm`` files,
 or, after ``CHECKPOINT``, every file under PostgreSQL's data directory
 (relation files and ``pg_wal``).  PostgreSQL compresses long values, which
@@ -44,7 +45,7 @@ class Markers:
     def __init__(self) -> None:
         names = (
             "prompt1 prompt2 inject assist1 assist2 assist3 final plan toolarg result "
-            "diffpath diffbody memkey memval denied"
+            "diffpath diffbody memkey memval denied unktool unkarg"
         )
         self.by_name = {n: _marker(n) for n in names.split()}
 
@@ -63,6 +64,8 @@ def _script(m: Markers) -> list[dict[str, Any]]:
                 {"id": "c1", "name": "read_file", "arguments": {"path": f"{m.toolarg}.txt"}},
                 {"id": "c2", "name": "shell", "arguments": {"command": f"echo {m.denied}"}},
                 {"id": "c3", "name": "remember", "arguments": {"key": m.memkey, "value": m.memval}},
+                # a tool the router does not offer: its name is the model's words, so it is content too
+                {"id": "c9", "name": m.unktool, "arguments": {"x": m.unkarg}},
             ],
         },
         {"text": m.assist2, "tool_calls": [{"id": "p1", "name": "submit_plan", "arguments": {"plan": m.plan}}]},
@@ -240,3 +243,54 @@ def test_sqlite_keeps_no_old_copy_of_what_a_step_overwrote(tmp_path):
         assert (db.parent / "r.db-wal").exists()
         left = {p.name for p in tmp_path.iterdir() if p.name.startswith("r.db") and marker in p.read_bytes()}
         assert left == set()
+
+
+def test_a_clear_bundle_an_older_loopfsm_left_on_postgresql_is_gone_from_its_tables_after_vacuum_full(tmp_path):
+    """The upgrade advice holds: once the run's next step sealed the bundle, VACUUM FULL leaves no clear copy.
+
+    An older loopfsm kept an encrypted run's bundle in clear.  The next step
+    writes it back sealed, but PostgreSQL keeps the clear row version (a dead
+    tuple) in the table's files; ``VACUUM FULL`` of the rows table rewrites
+    them, and then no relation file holds the prompt.
+    """
+    from store_support import PG_URL, need_pg
+
+    from router_support import TOOLS_SCRIPT, client, make
+
+    need_pg()
+    prefix = f"t_v1clear_{uuid.uuid4().hex[:10]}_"
+    with open_store(PG_URL, prefix=prefix, create=True):
+        pass
+    files = StoreFiles(PG_URL, prefix)
+    m = Markers()
+    key = Keyring.generate()
+    router, tc = make(PG_URL, prefix, TOOLS_SCRIPT, key=key)
+    planted: list[str] = []
+
+    def as_an_older_router_wrote_it(state: str, resp: dict[str, Any]) -> None:
+        if planted:
+            return
+        with open_store(PG_URL, prefix=prefix) as s:
+            [row] = s.rows("s1", "input")
+            body = json.loads(key.open_at_rest(row.sealed, session_id="s1", row=f"input:{row.row_id}"))
+            s.backend.run(
+                f"UPDATE {prefix}rows SET body = ?, sealed = NULL WHERE session_id = 's1' AND row_id = ?",
+                (json.dumps(body), row.row_id),
+            )
+        planted.append(state)
+
+    def relation_leaks() -> dict[str, list[str]]:
+        return {n: hit for n, hit in files.leaks(m).items() if not n.startswith("0000")}  # pg_wal segments aside
+
+    try:
+        c = client(tc, "s1", tmp_path, keyring=Keyring.generate(), interrupt=as_an_older_router_wrote_it)
+        resp = c.run(m.prompt1, permissions={"shell": "allow", "write_file": "allow"})
+        assert resp["data"]["ended"] == "completed" and planted
+        with open_store(PG_URL, prefix=prefix) as s:
+            assert all(r.body is None for r in s.rows("s1", "input") if r.row_id.startswith("b-"))  # emptied
+            s.backend.run(f"VACUUM FULL {prefix}rows")
+        assert relation_leaks() == {}
+    finally:
+        router.close()
+        with open_store(PG_URL, prefix=prefix) as s:
+            s.drop()

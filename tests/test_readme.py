@@ -297,3 +297,22 @@ def test_ci_gates_types_lint_and_format():
 
 def test_stream_benchmark_output_is_pasted():
     assert "1 MB of JSON tool arguments" in README and (ROOT / "benchmarks" / "stream.py").exists()
+
+
+def test_words_that_cite_an_admission_rule_by_number_cite_the_row_that_answers_so():
+    """``expire`` (rule 7): a rule number quoted in prose names the README's admission row with that answer.
+
+    Rule 2 (``request_id_reused``) was inserted into the table and the sweep's words went on citing rule 6.
+    """
+    text = (ROOT / "README.md").read_text()
+    rows = dict(re.findall(r"^\| (\d+) \| [^|]+ \| ([^\n]+) \|$", text.split("**Admission**", 1)[1], re.M)[:20])
+    assert (
+        rows["7"].startswith("`expire`")
+        and rows["2"] == "`request_id_reused`, whatever the request's type and body: never processed again"
+    )
+    cited = [(w, n, "README.md") for w, n in re.findall(r"`(\w+)` \(rule (\d+)\)", text)]
+    sweep = (ROOT / "loopfsm" / "store" / "sweep.py").read_text()
+    cited += [(w, n, "sweep.py") for w, n in re.findall(r"``(\w+)`` \(rule (\d+)", sweep)]
+    assert cited, "no citation found: the pattern is stale"
+    wrong = [(w, n, where) for w, n, where in cited if f"`{w}`" not in rows.get(n, "")]
+    assert wrong == []

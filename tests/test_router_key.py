@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -174,6 +177,62 @@ def test_key_file_refusals(tmp_path, capsys):
     assert main(["router", "serve", "--store", url, "--key-file", str(not_a_key), "--port", "0"]) == 1
     err = capsys.readouterr().err
     assert "router key file" in err and "not JSON" in err and "Traceback" not in err
+
+
+def test_keygen_rotate_adds_a_current_key_and_keeps_the_old_ones(tmp_path, capsys):
+    from loopfsm.cli import main
+
+    path = tmp_path / "router.key"
+    assert main(["router", "keygen", "--rotate", str(path)]) == 1  # nothing to rotate: said, nothing made
+    assert "router key file" in capsys.readouterr().err and not path.exists()
+    assert main(["router", "keygen", str(path)]) == 0
+    old = load_router_key(path)
+    sealed = old.seal_at_rest("state", session_id="s", row="input:b-r").to_json()
+    assert main(["router", "keygen", "--rotate", str(path)]) == 0
+    assert "restart the routers" in capsys.readouterr().out
+    new = load_router_key(path)
+    assert new.current != old.current and set(new.key_ids) == {old.current, new.current}
+    assert new.open_at_rest(sealed, session_id="s", row="input:b-r") == b"state"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert main(["router", "keygen", str(path)]) == 1
+    assert "--rotate" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_key_file_that_is_a_fifo_a_folder_or_a_link_is_refused_at_start(tmp_path):
+    """Never a hang: a FIFO with no writer is refused as not a regular file (it used to block the start)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    fifo, folder, real, link = (tmp_path / n for n in ("k.fifo", "k.dir", "real.key", "link.key"))
+    os.mkfifo(fifo, 0o600)
+    folder.mkdir(mode=0o700)
+    assert create_key_file(real)
+    link.symlink_to(real)
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    said = {}
+    for name, path in (("fifo", fifo), ("folder", folder), ("link", link)):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loopfsm",
+                "router",
+                "serve",
+                "--store",
+                url,
+                "--key-file",
+                str(path),
+                "--port",
+                "0",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,  # a guard only: the old code waited here forever for a writer to open the FIFO
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        said[name] = done.stderr
+    assert "must be a regular file" in said["fifo"] and "must be a regular file" in said["folder"]
+    assert "is a symbolic link: name the file it points to" in said["link"]
 
 
 def test_router_state_seals_live_in_a_domain_of_their_own():

@@ -163,6 +163,34 @@ def test_store_init_upgrades_a_version_1_store(store_url):  # noqa: F811
         assert s.request_used("s", "A") is False
 
 
+def test_an_upgraded_version_1_store_still_refuses_its_old_prompts_request_ids(store_url):  # noqa: F811
+    """The upgrade fills the requests table from what version 1 kept: every prompt row and each last id."""
+    url, prefix = store_url
+    router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
+    run_to_end(router, "s", "A", "one")
+    run_to_end(router, "s", "B", "two")
+    run_to_end(router, "t", "C", "three")
+    router.close()
+    with open_store(url, prefix=prefix) as s:  # as a version-1 store holds these runs
+        with s.backend.transaction():
+            s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"UPDATE {prefix}meta SET value = '1' WHERE key = 'schema_version'")
+    with open_store(url, prefix=prefix, create=True) as s:
+        assert [s.request_used(*k) for k in (("s", "A"), ("s", "B"), ("t", "C"), ("t", "A"))] == [
+            True,
+            True,
+            True,
+            False,
+        ]
+        last = s.load("s")
+        assert last is not None and s.request_used("s", last.last_request_id)
+    router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
+    before = snapshot(router, "s")
+    again = router.handle("s", {"type": "execute", "request_id": "A", "data": {"prompt": "one, overwritten"}})
+    assert again["data"]["code"] == "request_id_reused" and snapshot(router, "s") == before
+    router.close()
+
+
 # -- the property: random interleavings, both backends -------------------------------------------
 
 #: One client action: answer the pause (or start a run when Idle), re-send the request sent ``k`` steps

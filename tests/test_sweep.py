@@ -243,9 +243,16 @@ def test_an_abandoned_encrypted_run_leaves_no_plaintext_after_a_sweep(store_url,
     [bundle] = s.rows("enc", "input")
     assert bundle.sealed is not None and bundle.body is None
     assert s.sweep(now_ms=clock["now"] + TTL - 1).runs_expired == []
+    last = c.sent[-1]  # the execute that paused: re-sent, it is replayed from the sealed bundle
+    replayed = tc.post("/v1/sessions/enc/execute", json=last).json()
+    assert replayed["status"] == "awaiting_tool" and replayed["data"]["tool_requests"][0]["name"] == "shell"
     swept = s.sweep(now_ms=clock["now"] + TTL)
     assert swept.runs_expired == ["enc"] and swept.bundles_emptied == 1
     assert _scan(s, needles) == []
+    # re-sent after the sweep, its response is gone with the bundle: the README's error `expired`
+    gone = tc.post("/v1/sessions/enc/execute", json=last).json()
+    assert gone["status"] == "error" and gone["data"]["code"] == "expired"
+    assert gone["allowed_continuations"] == ["execute", "inject"]
     emptied = s.row("enc", "input", bundle.row_id)
     assert emptied is not None and emptied.sealed is None and emptied.body is None
     # the client that comes back finds the run ended, and the session works on

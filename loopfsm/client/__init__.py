@@ -5,8 +5,9 @@ It never leads: every move is the answer to the last response, checked by the
 it is sent).  It runs tools in a :class:`Workspace`, asks ``approver`` about
 ask calls and standalone approvals, seals and opens content with a
 :class:`~loopfsm.crypto.Keyring` in an encrypted session, and re-sends the very
-same request (same ``request_id``) after a transport error, a 5xx or a ``busy``,
-up to ``retries`` times; then it gives up with a :class:`ClientError` that
+same request (same ``request_id``) after a transport error, a 5xx, a ``busy``
+or an ``internal`` error the router marks ``retryable`` (its store failed
+mid-request), up to ``retries`` times; then it gives up with a :class:`ClientError` that
 names the router's scheme, host and port (never a user name, password, path or query).
 
 Each request goes through the router's server-sent-events stream, so
@@ -127,7 +128,10 @@ class Client:
                 continue
             resp = got
             P.check_response(resp)
-            if resp["status"] == "error" and resp["data"].get("code") == "busy" and attempt < self.retries:
+            code = resp["data"].get("code") if resp["status"] == "error" else None
+            # busy, or a router whose store failed mid-request and says so (internal, retryable): the same again
+            again = code == "busy" or (code == "internal" and resp["data"].get("retryable") is True)
+            if again and attempt < self.retries:
                 time.sleep(
                     min(
                         2.0,

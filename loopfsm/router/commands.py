@@ -134,6 +134,11 @@ def add_commands(sub: Any) -> None:
     )
     t = rs.add_parser("keygen", help="write a new owner-only router key file for --key-file (never overwrites)")
     t.add_argument("path", metavar="PATH")
+    t.add_argument(
+        "--rotate",
+        action="store_true",
+        help="add a new current key to the existing file PATH, keeping its keys so runs sealed under them open",
+    )
     s.set_defaults(func=cmd_router)
 
     s = sub.add_parser("client", help="run the reference client against a router")
@@ -228,7 +233,7 @@ def cmd_router(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
 
     if args.router_command == "keygen":
-        return cmd_keygen(args.path)
+        return cmd_keygen(args.path, rotate=args.rotate)
     from .atrest import default_key_path, load_router_key
     from .http import serve
     from .service import Router
@@ -285,17 +290,39 @@ def cmd_router(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_keygen(path: str) -> int:
-    """``loopfsm router keygen PATH``: a new router key, owner-only; an existing file is never replaced."""
-    from ..errors import ConfigError
+def cmd_keygen(path: str, *, rotate: bool = False) -> int:
+    """``loopfsm router keygen [--rotate] PATH``: a new router key, owner-only; an existing file is never replaced.
+
+    ``--rotate`` adds a fresh current key to an existing file and keeps the
+    others: routers started with it seal under the new key and still open
+    what the old ones sealed.
+    """
+    from ..crypto import Keyring
+    from ..errors import ConfigError, SealError
     from .atrest import create_key_file
 
+    if rotate:
+        try:
+            keyring = Keyring.load(path)
+            kid = keyring.rotate()
+            keyring.save(path)
+        except SealError as err:
+            raise ConfigError(f"router key file {path}: {err}") from None
+        except OSError as err:
+            raise ConfigError(f"cannot write router key file {path}: {err.strerror or err}") from None
+        print(
+            f"added router key {kid} to {path} as the current one ({len(keyring.key_ids)} keys); restart the "
+            "routers of the store with it, and keep the old keys until the runs sealed under them have ended"
+        )
+        return 0
     try:
         made = create_key_file(path)
     except OSError as err:
         raise ConfigError(f"cannot write router key file {path}: {err.strerror or err}") from None
     if not made:
-        raise ConfigError(f"{path} exists: a router key file is never overwritten (move it away first)")
+        raise ConfigError(
+            f"{path} exists: a router key file is never overwritten (move it away first, or add a key with --rotate)"
+        )
     print(f"wrote router key file {path} (owner-only); give it to every router of the store with --key-file")
     return 0
 

@@ -120,8 +120,12 @@ def envelope(status: str, data: dict[str, Any], allowed: list[str]) -> dict[str,
     return {"status": status, "data": data, "allowed_continuations": list(allowed)}
 
 
-def error(code: str, message: str, allowed: list[str], *, retry_after_ms: int | None = None) -> dict[str, Any]:
-    data: dict[str, Any] = {"code": code, "error": message, "retryable": code in ("busy", "interrupted")}
+def error(
+    code: str, message: str, allowed: list[str], *, retry_after_ms: int | None = None, retryable: bool | None = None
+) -> dict[str, Any]:
+    """An error envelope; ``retryable`` (default: busy and interrupted) says the same request may be re-sent."""
+    again = code in ("busy", "interrupted") if retryable is None else retryable
+    data: dict[str, Any] = {"code": code, "error": message, "retryable": again}
     if retry_after_ms is not None:
         data["retry_after_ms"] = retry_after_ms
     return envelope("error", data, allowed)

@@ -83,6 +83,8 @@ from .tools import (
 
 SESSION_ID = __import__("re").compile(SESSION_ID_PATTERN)  # fullmatch: no newline
 TOOL_NAMES = [t.name for t in ALL_TOOLS]
+#: What a clear row of an encrypted session says for a tool the model named that the router does not offer.
+UNKNOWN_TOOL_NAME = "(unknown tool)"
 
 
 class _Invalid(ProtocolError):
@@ -160,8 +162,13 @@ class _Ctx:
 class Router:
     """The reference router service over a run-state store; safe to call from many threads.
 
-    Each thread gets its own store connection.  The model fallback breaker is
-    the process's (it guards the provider this process calls), behind a lock.
+    Each request borrows a store connection from the router's pool for as
+    long as it is served and gives it back, so the process holds at most as
+    many connections as requests it ever served at once (a server's worker
+    threads come and go; a connection per thread would pile up).  A
+    connection that failed mid-request is closed, not reused.  The model
+    fallback breaker is the process's (it guards the provider this process
+    calls), behind a lock.
     """
 
     def __init__(
@@ -208,7 +215,8 @@ class Router:
         self.max_rounds, self.max_model_attempts = max_rounds, attempts
         self._breaker_lock = threading.Lock()
         self._local = threading.local()
-        self._stores: list[RunStore] = []
+        self._stores: list[RunStore] = []  # every connection open, to close them all at the end
+        self._idle: list[RunStore] = []  # the pool: open connections no request holds now
         self._stores_lock = threading.Lock()
         # router_run's policy: the YAML defaults, overridden by ``policy`` (and the older ``approval_ttl_ms``)
         overrides = dict(policy or {})
@@ -220,17 +228,50 @@ class Router:
 
     # -- plumbing ---------------------------------------------------------------------------
     def store(self) -> RunStore:
+        """The connection this thread's request holds (one is borrowed for a caller outside ``handle``)."""
         s: RunStore | None = getattr(self._local, "store", None)
         if s is None:
-            s = open_store(self.store_url, prefix=self.prefix, clock=self.clock, fault=self._fault)
+            s = self._borrow()
             self._local.store = s
-            with self._stores_lock:
-                self._stores.append(s)
         return s
+
+    def _borrow(self) -> RunStore:
+        with self._stores_lock:
+            if self._idle:
+                return self._idle.pop()
+        s = open_store(self.store_url, prefix=self.prefix, clock=self.clock, fault=self._fault)
+        with self._stores_lock:
+            self._stores.append(s)
+        return s
+
+    def _give_back(self, s: RunStore, *, broken: bool) -> None:
+        """Back to the pool, or closed and forgotten when the request failed on it."""
+        with self._stores_lock:
+            if not broken:
+                self._idle.append(s)
+                return
+            if s in self._stores:
+                self._stores.remove(s)
+        try:
+            s.close()
+        except Exception:  # noqa: BLE001 - a connection that already failed may fail to close too
+            pass
+
+    def connections(self) -> int:
+        """How many store connections this router holds open (in use or idle in its pool)."""
+        with self._stores_lock:
+            return len(self._stores)
 
     def recover(self) -> list[str]:
         """Startup: free the locks this router's previous incarnation held; their runs resume from phase."""
-        return self.store().recover(self.holder)
+        s = self._borrow()  # from the pool and back, so the starting thread keeps no connection of its own
+        broken = True
+        try:
+            freed = s.recover(self.holder)
+            broken = False
+            return freed
+        finally:
+            self._give_back(s, broken=broken)
 
     def close(self) -> None:
         with self._stores_lock:
@@ -240,6 +281,7 @@ class Router:
                 except Exception:  # noqa: BLE001 - closing on shutdown is best effort
                     pass
             self._stores.clear()
+            self._idle.clear()
 
     def _continuations(self, session_id: str) -> list[str]:
         rec = self.store().load(session_id) if SESSION_ID.fullmatch(session_id or "") else None
@@ -250,12 +292,25 @@ class Router:
     def handle(
         self, session_id: str, request: object, *, on_event: Callable[[str], None] | None = None
     ) -> dict[str, Any]:
-        """Serve one request; never raises for anything a client can send, nor when the store is unreachable."""
+        """Serve one request; never raises for anything a client can send, nor when the store is unreachable.
+
+        The request holds one pooled connection while it is served and gives it back when it ends.
+        """
+        outer: RunStore | None = getattr(self._local, "store", None)  # a caller outside handle keeps its own
+        self._local.store = None
+        broken = False
         try:
             return self._handle(session_id, request, on_event)
         except Exception as err:  # noqa: BLE001 - the store went away mid-request: say so, the client re-sends
-            self._local.store = None  # a fresh connection next time
-            return P.error("internal", f"router unavailable ({type(err).__name__}); re-send the same request", [])
+            broken = True  # a fresh connection next time
+            return P.error(
+                "internal", f"router unavailable ({type(err).__name__}); re-send the same request", [], retryable=True
+            )
+        finally:
+            mine: RunStore | None = getattr(self._local, "store", None)
+            self._local.store = outer
+            if mine is not None:
+                self._give_back(mine, broken=broken)
 
     def _handle(self, session_id: str, request: object, on_event: Callable[[str], None] | None) -> dict[str, Any]:
         emit = on_event or (lambda name: None)
@@ -562,7 +617,9 @@ class Router:
             ref = f"tool_call:{cid}"
             ctx.bundle["history_refs"].append(ref)
             ctx.event("tool.requested")
-            base = {"call_id": call.id, "name": call.name, "turn": turn}
+            # A name the router does not offer is the model's own words: in an encrypted session only the seal has it.
+            name = call.name if not ctx.encrypted or call.name in TOOL_NAMES else UNKNOWN_TOOL_NAME
+            base = {"call_id": call.id, "name": name, "turn": turn}
             answer: Message | None = p.answer
             route = "pre_answered"
             if answer is None and call.name == PLAN_TOOL.name:

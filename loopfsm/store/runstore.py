@@ -250,13 +250,20 @@ class RunStore:
     def init(self) -> int:
         """Create the tables if missing and record the schema version; returns it.  Idempotent.
 
-        A version-1 store is upgraded in place: version 2 only adds the
-        requests table, which the DDL has just created (empty: the request ids
-        of steps committed before the upgrade are not known to it).
+        A version-1 store is upgraded in place: version 2 adds the requests
+        table, which the DDL has just created, filled with the request ids
+        the old tables still name: each session's last one, and every
+        execute or inject whose prompt row (``message:u-<request_id>``) is
+        stored.  Those are the requests that start a run and write a row
+        named by their id, so none of them can run again and overwrite it;
+        an older continuation's id is not recorded anywhere and stays free.
         """
+        upgrading = self._recorded_version() == "1"
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
                 self.backend.run(stmt)
+            if upgrading:
+                self._backfill_requests()
             self.backend.run(
                 f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
                 (str(SCHEMA_VERSION),),
@@ -266,6 +273,28 @@ class RunStore:
                 (str(SCHEMA_VERSION),),
             )
         return self.check_schema()
+
+    def _recorded_version(self) -> str | None:
+        """The schema version the meta table records, None before there is one (read outside a transaction)."""
+        try:
+            _, rows = self.backend.run(f"SELECT value FROM {self._t_meta} WHERE key = 'schema_version'")
+        except Exception:  # noqa: BLE001 - either driver's "no such table": a new store
+            return None
+        return str(rows[0][0]) if rows else None
+
+    def _backfill_requests(self) -> None:
+        """The request ids a version-1 store still names (see :meth:`init`), as used by their step."""
+        self.backend.run(
+            f"INSERT INTO {self._t_requests} (session_id, request_id, step) "
+            f"SELECT session_id, substr(row_id, 3), MIN(step) FROM {self._t_rows} "
+            f"WHERE kind = 'message' AND substr(row_id, 1, 2) = 'u-' GROUP BY session_id, row_id "
+            f"ON CONFLICT (session_id, request_id) DO NOTHING"
+        )
+        self.backend.run(
+            f"INSERT INTO {self._t_requests} (session_id, request_id, step) "
+            f"SELECT session_id, last_request_id, version FROM {self._t_state} WHERE last_request_id IS NOT NULL "
+            f"ON CONFLICT (session_id, request_id) DO NOTHING"
+        )
 
     def check_schema(self) -> int:
         """The recorded schema version; StoreError when the tables are missing or of another version."""

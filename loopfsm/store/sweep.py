@@ -9,9 +9,9 @@ asks the machines, never a rule restated here:
 - run_lock's ``expire`` feed (the ``lease_expired`` guard) says whether the
   lease ran out; if it did the lock is freed (``lock.expired``).
 - router_run's ``admit`` decision is asked what a new prompt arriving now
-  would be answered, with the lock as the sweep leaves it; ``expire`` (rule 6,
+  would be answered, with the lock as the sweep leaves it; ``expire`` (rule 7,
   a pause that waited ``pause_ttl_ms``) ends the run with ``break_run`` reason
-  ``expired`` and empties its ``input`` rows (the clear bundle), exactly what
+  ``expired`` and empties its ``input`` rows (its bundle, clear or sealed), exactly what
   that request would have done.  A live lease answers ``busy``: a running turn
   is never touched.
 
