@@ -124,6 +124,7 @@ class Feed:
         self.otherwise_raise = otherwise_raise
         self.narrow_on, self.narrow_values = self._narrowing(enums)
         self._rows = PerPolicy(self._bind_rows)
+        self._last: tuple[Any, dict[str, Any]] = (None, {})  # the policy run last and its rows
 
     def _narrowing(self, enums: Mapping[str, tuple[Any, ...]]) -> tuple[str | None, tuple[Any, ...]]:
         """The enum argument (of ``enums``: name -> values) that guards registered with ``reads=`` decide alone.
@@ -191,27 +192,33 @@ class Feed:
         """Run the feed on ``model``: the first branch whose guards all hold is taken."""
         state = model._state
         ctx = FeedData(self, model, args, policy, state)
-        rows = self.rows(state, args, policy)
+        last = self._last  # one attribute holds policy and rows together: threads never see a mix
+        if last[0] is not policy:
+            last = self._last = (policy, self._rows.get(policy))
+        rows = last[1].get(state)
+        if rows is not None and self.narrow_on is not None:
+            rows = rows.get(args.get(self.narrow_on))
         if rows is None:
             if state in self.ignored_in:
                 return ctx
             raise IllegalFeed(self.machine, state, self.name, self.legal_states)
         try:
-            for row in rows:
-                ctx.transition = row.branch
-                if not all_hold(row.guards, model, ctx):
-                    continue
-                for action in row.actions:
-                    action(model, ctx)
-                dest = row.dest
-                if dest is not None:
-                    data = ctx.enter_data
-                    if data.keys() != row.data_keys:
-                        raise state_data_error(self.machine, self.name, dest, row.data_keys, data)
-                    model._state = dest
-                    model.state_data = data
-                ctx.result = True
-                return ctx
+            for branch, guards, actions, dest, data_keys in rows:
+                ctx.transition = branch
+                for guard in guards:
+                    if not guard(model, ctx):
+                        break
+                else:
+                    for action in actions:
+                        action(model, ctx)
+                    if dest is not None:
+                        data = ctx.enter_data
+                        if (data or data_keys) and data.keys() != data_keys:
+                            raise state_data_error(self.machine, self.name, dest, data_keys, data)
+                        model._state = dest
+                        model.state_data = data
+                    ctx.result = True
+                    return ctx
         except LoopFsmError:
             raise
         except Exception as err:  # a registered guard or action raised: typed, named, its cause kept

@@ -12,13 +12,13 @@ all call what these two functions return.
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, Union
 
 from .errors import RegistryError
+from .fastparams import with_params
 from .registry import Registry
 from .spec import Ref, policy_ref
 
@@ -78,14 +78,15 @@ def guard_of(registry: Registry, ref: Ref) -> Guard:
 def bind(call: Call, policy: Any) -> Bound:
     """``call.fn`` as ``fn(machine, ctx)`` with its parameters bound for ``policy`` (negation applied).
 
-    Parameters are bound with :func:`functools.partial`; a function without
-    parameters is returned as it is, so calling it costs what calling the
+    A function without parameters is returned as it is; parameters are bound
+    by :func:`loopfsm.fastparams.with_params` (see there why not simply
+    :func:`functools.partial`), so calling the result costs what calling the
     registered function costs.
     """
     kw = dict(call.fixed)
     for p in call.from_policy:
         kw[p.param] = getattr(policy, p.field)
-    fn: Bound = functools.partial(call.fn, **kw) if kw else call.fn
+    fn: Bound = with_params(call.fn, kw) if kw else call.fn
     if call.negate:
         return _negated(fn)
     return fn

@@ -463,11 +463,14 @@ class CompiledMachine:
             )
         return found
 
-    def to_transitions(self, policy: Any = None) -> Any:
-        """A stock ``transitions.Machine`` running this table; see :mod:`loopfsm.transitions_machine`."""
+    def to_transitions(self, policy: Any = None, machine_class: Any = None, **options: Any) -> Any:
+        """A stock ``transitions.Machine`` (or ``machine_class``, an extension of it) running this table.
+
+        Its model's triggers are the feeds; see :mod:`loopfsm.transitions_machine`.
+        """
         from .transitions_machine import to_transitions
 
-        return to_transitions(self, policy)
+        return to_transitions(self, policy, machine_class, **options)
 
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @_made_on_first_use

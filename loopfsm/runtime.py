@@ -177,7 +177,9 @@ class MachineInstance:
             bound = c.binders[event](args, kwargs)
         else:
             bound = _NO_ARGS
-        if type(policy) is not c.Policy:
+        if policy is None:
+            policy = c.default_policy
+        elif type(policy) is not c.Policy:
             policy = c.policy(policy)
         done = ev.run(self, bound, policy)
         if _tracing.ACTIVE:
