@@ -84,7 +84,9 @@ class Row(NamedTuple):
     data_keys: frozenset[str]
 
 
-def state_data_error(machine: str, feed: str, dest: str, data_keys: frozenset[str], data: Mapping[str, Any]) -> ActionError:
+def state_data_error(
+    machine: str, feed: str, dest: str, data_keys: frozenset[str], data: Mapping[str, Any]
+) -> ActionError:
     """The error for actions that set other data than the state they enter declares."""
     missing = sorted(data_keys - data.keys())
     extra = sorted(data.keys() - data_keys)
@@ -149,7 +151,8 @@ class Feed:
         return None, ()
 
     def _bind_rows(self, policy: Any) -> dict[str, Any]:
-        """Per state, the rows for ``policy``; for a narrowed feed, per state a dict from the argument's value to rows."""
+        """Per state, the rows for ``policy``; for a narrowed feed, per state a dict from the argument's value
+        to rows."""
         out: dict[str, Any] = {}
         on = self.narrow_on
         for state, branches in self.branches.items():
@@ -186,7 +189,7 @@ class Feed:
         rows = self._rows.get(policy).get(state)
         if rows is not None and self.narrow_on is not None:
             return rows.get(args.get(self.narrow_on))  # type: ignore[no-any-return]
-        return rows  # type: ignore[no-any-return]
+        return rows
 
     def run(self, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
         """Run the feed on ``model``: the first branch whose guards all hold is taken."""
@@ -243,4 +246,3 @@ class Feed:
 
     def __repr__(self) -> str:
         return f"<Feed {self.machine}.{self.name}>"
-

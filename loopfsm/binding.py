@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, Union
+from typing import Any, Generic, TypeVar
 
 from .errors import RegistryError
 from .fastparams import with_params
@@ -57,7 +57,7 @@ class AnyOf:
     options: tuple[tuple[Guard, ...], ...]
 
 
-Guard = Union[Call, AnyOf]
+Guard = Call | AnyOf
 
 
 def call_of(registry: Registry, kind: str, ref: Ref) -> Call:

@@ -29,7 +29,7 @@ from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
-from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
+from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
 
@@ -395,7 +395,9 @@ class CompiledMachine:
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
             rules: dict[str, list[Rule]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
-                rule = Rule(r.name, tuple(guard_of(registry, g) for g in r.guards), call_of(registry, "result", r.result))
+                rule = Rule(
+                    r.name, tuple(guard_of(registry, g) for g in r.guards), call_of(registry, "result", r.result)
+                )
                 for s in r.states or spec.states:
                     rules[s].append(rule)
             self.decisions[d.name] = {s: tuple(rs) for s, rs in rules.items()}

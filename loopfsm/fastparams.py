@@ -38,7 +38,10 @@ def with_params(fn: Callable[..., Any], kw: dict[str, Any]) -> Callable[..., Any
         if kw.keys() <= set(kwonly) and all(n in given for n in kwonly):
             widened = code.replace(co_argcount=first + len(kwonly), co_kwonlyargcount=0)
             bound = FunctionType(widened, fn.__globals__, fn.__name__, tuple(given[n] for n in kwonly), fn.__closure__)
-            functools.update_wrapper(bound, fn)
-            del bound.__wrapped__  # it is not a wrapper: it runs the same code itself
+            bound.__qualname__ = fn.__qualname__
+            bound.__module__ = fn.__module__
+            bound.__doc__ = fn.__doc__
+            bound.__annotations__ = fn.__annotations__
+            bound.__dict__.update(fn.__dict__)
             return bound
     return functools.partial(fn, **kw)

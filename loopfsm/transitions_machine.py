@@ -121,8 +121,9 @@ def to_transitions(
 
     def finalize(event_data: EventData) -> None:
         ctx = getattr(event_data, "feed", None)
+        model: TransitionsModel = event_data.model  # type: ignore[assignment]
         if event_data.error is None and ctx is not None:
-            event_data.model.reply = ctx.reply
+            model.reply = ctx.reply
 
     def loud(event_data: EventData) -> None:
         """What the instance API raises for the same feed; nothing has changed when it does."""
@@ -130,11 +131,12 @@ def to_transitions(
 
         err = event_data.error
         event = event_data.event.name
-        state = event_data.model.state
+        model: TransitionsModel = event_data.model  # type: ignore[assignment]
+        state = model.state
         if isinstance(err, MachineError):  # no transition from this state
             compiled.binders[event](tuple(event_data.args), dict(event_data.kwargs))  # a wrong call says so first
             if state in compiled.events[event].ignored_in:
-                event_data.model.reply = None
+                model.reply = None
                 return
             raise IllegalFeed(name, state, event, compiled.events[event].legal_states) from None
         if isinstance(err, LoopFsmError) or not isinstance(err, Exception):
@@ -170,7 +172,7 @@ def to_transitions(
                 machine.add_transition(event, state, branch.dest, conditions=conditions, before=before)  # type: ignore[arg-type]
             if state in feed.otherwise_raise:
                 raise_ = _Callback(_no_branch(name, event, feed.legal_states), "no_branch_matched", None)
-                machine.add_transition(event, state, None, before=[raise_])  # type: ignore[list-item]
+                machine.add_transition(event, state, None, before=[raise_])
     return machine
 
 
