@@ -36,7 +36,7 @@ class Binder:
 
     ``general`` binds any call (positional, keywords, defaults) and explains a
     wrong one.  The call typed methods make, every argument in order, is bound
-    by :meth:`quick` instead when the arguments' exact types are one of
+    by :meth:`bind` without it when the arguments' exact types are one of
     ``signatures`` (then the types are right) and ``value_checks`` (position,
     check) hold: those carry the enum and bound checks.  ``signatures`` is None
     when exact types cannot settle it.
@@ -56,21 +56,18 @@ class Binder:
         self.signatures = signatures
         self.value_checks = value_checks
 
-    def quick(self, args: tuple[Any, ...]) -> dict[str, Any] | None:
-        """The arguments by name when their exact types are one of ``signatures`` and their values pass, else None."""
-        if self.signatures is None or tuple(map(type, args)) not in self.signatures:
-            return None
-        for i, check in self.value_checks:
-            if not check(args[i]):
-                return None
-        return dict(zip(self.names, args))  # noqa: B905 - lengths equal: a signature matched
-
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The arguments by name, checked; :class:`FeedArgumentError` explains a wrong call."""
-        if not kwargs:
-            bound = self.quick(args)
-            if bound is not None:
-                return bound
+        """The arguments by name, checked; :class:`FeedArgumentError` explains a wrong call.
+
+        A call of every argument in order whose exact types are one of
+        ``signatures`` and whose values pass ``value_checks`` is bound by
+        ``zip``; anything else goes to ``general``.
+        """
+        if not kwargs and self.signatures is not None and tuple(map(type, args)) in self.signatures:
+            for i, check in self.value_checks:
+                if not check(args[i]):
+                    return self.general(args, kwargs)  # explains which argument is wrong
+            return dict(zip(self.names, args))  # noqa: B905 - lengths equal: a signature matched
         return self.general(args, kwargs)
 
 
