@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .binding import Bound, Call, Guard, PerPolicy, all_hold, bind, bind_guard
@@ -57,8 +56,7 @@ class FeedData:
         self.enter_data.update(data)
 
 
-@dataclass(frozen=True, eq=False)
-class Branch:
+class Branch(NamedTuple):
     """One branch of the table: its guards and actions as the YAML names them, and where it goes.
 
     ``dest`` is None for ``stay: true``; ``data_keys`` are the data fields of
@@ -74,14 +72,18 @@ class Branch:
     refusal: str | None = None
 
 
-class Row(NamedTuple):
+class Row:
     """A branch with its guards and actions bound for one policy, as :meth:`Feed.run` tries it."""
 
-    branch: Branch
-    guards: tuple[Bound, ...]
-    actions: tuple[Bound, ...]
-    dest: str | None
-    data_keys: frozenset[str]
+    __slots__ = ("branch", "guards", "actions", "dest", "data_keys")
+
+    def __init__(self, branch: Branch, guards: tuple[Bound, ...], actions: tuple[Bound, ...]):
+        self.branch = branch
+        self.guards = guards
+        self.actions = actions
+        # The state it moves to (interned, as instances' state names are) and that state's data fields.
+        self.dest = None if branch.dest is None else sys.intern(branch.dest)
+        self.data_keys = branch.data_keys
 
 
 def state_data_error(
@@ -177,9 +179,7 @@ class Feed:
                 if got is not True:
                     guards.append(got)
             else:
-                actions = tuple(bind(a, policy) for a in b.actions)
-                dest = None if b.dest is None else sys.intern(b.dest)
-                rows.append(Row(b, tuple(guards), actions, dest, b.data_keys))
+                rows.append(Row(b, tuple(guards), tuple(bind(a, policy) for a in b.actions)))
                 if not guards:
                     break  # always taken: the branches after it are never reached
         return tuple(rows)
@@ -206,16 +206,18 @@ class Feed:
                 return ctx
             raise IllegalFeed(self.machine, state, self.name, self.legal_states)
         try:
-            for branch, guards, actions, dest, data_keys in rows:
-                ctx.transition = branch
-                for guard in guards:
+            for row in rows:
+                ctx.transition = row.branch
+                for guard in row.guards:
                     if not guard(model, ctx):
                         break
                 else:
-                    for action in actions:
+                    for action in row.actions:
                         action(model, ctx)
+                    dest = row.dest
                     if dest is not None:
                         data = ctx.enter_data
+                        data_keys = row.data_keys
                         if (data or data_keys) and data.keys() != data_keys:
                             raise state_data_error(self.machine, self.name, dest, data_keys, data)
                         model._state = dest

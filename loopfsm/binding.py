@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from .errors import RegistryError
 from .fastparams import with_params
@@ -26,16 +25,14 @@ from .spec import Ref, policy_ref
 Bound = Callable[[Any, Any], Any]
 
 
-@dataclass(frozen=True)
-class PolicyParam:
+class PolicyParam(NamedTuple):
     """A parameter whose value is read from the policy: ``param: {policy: field}`` in YAML."""
 
     param: str
     field: str
 
 
-@dataclass(frozen=True, eq=False)
-class Call:
+class Call(NamedTuple):
     """A registered function and the parameters one YAML reference gives it.
 
     ``reads`` is set for a guard registered with ``reads=``: the feed arguments
@@ -50,8 +47,7 @@ class Call:
     reads: frozenset[str] | None = None
 
 
-@dataclass(frozen=True, eq=False)
-class AnyOf:
+class AnyOf(NamedTuple):
     """An ``any:`` guard: it holds when every guard of one option holds, options tried in order."""
 
     options: tuple[tuple[Guard, ...], ...]

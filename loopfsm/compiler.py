@@ -18,7 +18,7 @@ import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from collections.abc import Callable
 
 from .backend import Branch, Feed
@@ -36,8 +36,7 @@ from .tracing import branch_name, compile_attributes
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
 
-@dataclasses.dataclass(frozen=True)
-class Rule:
+class Rule(NamedTuple):
     """One rule of a decision chain as compiled: its name, its guards (all must hold) and its result."""
 
     name: str
@@ -45,8 +44,7 @@ class Rule:
     result: Call
 
 
-@dataclasses.dataclass(frozen=True)
-class BoundRule:
+class BoundRule(NamedTuple):
     """A :class:`Rule` with its guards and result bound for one policy."""
 
     name: str
