@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .backend import Branch, FeedData, action_error, state_data_error
+from .backend import Branch, FeedData, action_error, feed_data, state_data_error
 from .binding import Bound, bind, bind_guard
 from .errors import IllegalFeed, LoopFsmError, NoBranchMatched
 
@@ -117,7 +117,7 @@ def to_transitions(
         """Bind the trigger's arguments as a feed binds them, before any guard runs."""
         event = event_data.event.name
         args = compiled.binders[event](tuple(event_data.args), dict(event_data.kwargs))
-        event_data.feed = FeedData(compiled.events[event], event_data.model, args, pol, event_data.model.state)  # type: ignore[attr-defined]
+        event_data.feed = feed_data(compiled.events[event], event_data.model, args, pol, event_data.model.state)  # type: ignore[attr-defined]
 
     def finalize(event_data: EventData) -> None:
         ctx = getattr(event_data, "feed", None)
