@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .backend import Branch, FeedData, action_error, feed_data, state_data_error
-from .binding import Bound, bind, bind_guard
+from .binding import AnyOf, Bound, Guard, bind, bind_guard
 from .errors import IllegalFeed, LoopFsmError, NoBranchMatched
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -89,8 +89,9 @@ class _Callback:
         return f"<{self.__name__}>"
 
 
-def _guard_name(guard: Any) -> str:
-    if hasattr(guard, "options"):
+def _guard_name(guard: Guard) -> str:
+    """The guard as ``transitions``' diagrams print a condition: ``name``, ``!name``, ``any(a | b & c)``."""
+    if isinstance(guard, AnyOf):
         return "any(" + " | ".join(" & ".join(_guard_name(g) for g in option) for option in guard.options) + ")"
     return f"!{guard.name}" if guard.negate else str(guard.name)
 
@@ -120,13 +121,13 @@ def to_transitions(
         event_data.feed = feed_data(compiled.events[event], event_data.model, args, pol, event_data.model.state)  # type: ignore[attr-defined]
 
     def finalize(event_data: EventData) -> None:
+        """Keep what the trigger answered (None when it raised or was ignored)."""
         ctx = getattr(event_data, "feed", None)
         model: TransitionsModel = event_data.model  # type: ignore[assignment]
-        if event_data.error is None and ctx is not None:
-            model.reply = ctx.reply
+        model.reply = ctx.reply if event_data.error is None and ctx is not None else None
 
     def loud(event_data: EventData) -> None:
-        """What the instance API raises for the same feed; nothing has changed when it does."""
+        """Raise what the instance API raises for the same feed, or return where the table ignores it."""
         from transitions.core import MachineError
 
         err = event_data.error
@@ -136,7 +137,6 @@ def to_transitions(
         if isinstance(err, MachineError):  # no transition from this state
             compiled.binders[event](tuple(event_data.args), dict(event_data.kwargs))  # a wrong call says so first
             if state in compiled.events[event].ignored_in:
-                model.reply = None
                 return
             raise IllegalFeed(name, state, event, compiled.events[event].legal_states) from None
         if isinstance(err, LoopFsmError) or not isinstance(err, Exception):

@@ -315,7 +315,7 @@ def test_illegal_refused_and_unmatched_feeds_raise_what_the_instance_api_raises(
     before = (breaker.state, copy.deepcopy(breaker.data))
     with pytest.raises(FeedRefused, match="no permit is outstanding"):
         breaker.record(7, "c1", "success", 0)
-    assert (breaker.state, breaker.data) == before
+    assert (breaker.state, breaker.data, breaker.reply) == (*before, None)
     with pytest.raises(LoopFsmError, match="argument 'outcome'"):
         breaker.record(7, "c1", "nope", 0)
     brain = load_machine("engine_brain").to_transitions().model
