@@ -312,6 +312,8 @@ def test_illegal_refused_and_unmatched_feeds_raise_what_the_instance_api_raises(
     breaker.acquire(5, "c1")
     assert type(breaker.reply).__name__ == "Allow"
     breaker.record(6, "c1", "success", 0)
+    breaker.acquire(6, "c2")
+    assert type(breaker.reply).__name__ == "Allow"
     before = (breaker.state, copy.deepcopy(breaker.data))
     with pytest.raises(FeedRefused, match="no permit is outstanding"):
         breaker.record(7, "c1", "success", 0)
