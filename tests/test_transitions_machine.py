@@ -10,6 +10,8 @@ state, state data and data.
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -297,6 +299,7 @@ def test_it_is_a_stock_transitions_machine_whose_triggers_are_the_feeds() -> Non
 def test_conditions_are_the_registrys_guards_with_their_yaml_parameters() -> None:
     machine = TURNSTILE.to_transitions(policy={"fare": 2})
     (paid, keep) = machine.events["coin"].transitions["locked"]
+    assert (paid.dest, keep.dest) == ("unlocked", None)  # YAML order; stay: true is an internal transition
     (condition,) = paid.conditions
     assert condition.func.__name__ == "fare_paid" and condition.target is True
     assert keep.conditions == [] and [c.__name__ for c in keep.before] == ["keep_credit"]
@@ -305,6 +308,18 @@ def test_conditions_are_the_registrys_guards_with_their_yaml_parameters() -> Non
     assert (model.state, model.data.credit) == ("locked", 1)  # fare 2: one coin is not enough
     model.coin()
     assert model.state == "unlocked"
+
+
+def test_only_to_transitions_imports_transitions() -> None:
+    code = (
+        "import sys, loopfsm\n"
+        "from loopfsm.machines import LoopMachine, Turnstile\n"
+        "t = Turnstile(); t.coin(); t.push(); LoopMachine().accept_input('hi')\n"
+        "assert 'transitions' not in sys.modules\n"
+        "Turnstile.compiled.to_transitions()\n"
+        "assert 'transitions' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 def test_illegal_refused_and_unmatched_feeds_raise_what_the_instance_api_raises() -> None:
