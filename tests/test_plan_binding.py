@@ -175,3 +175,20 @@ def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
             with pytest.raises(FeedArgumentError):
                 m.feed(event, *bad)
             assert m.data.got == [*good[:-1], None]  # a refused feed changed nothing
+
+
+def test_bound_parameters_reach_closures_and_keep_other_defaults() -> None:
+    """Parameters a nested function captures, and ones left to their defaults, bind as when called by keyword."""
+    from loopfsm.fastparams import with_params
+
+    def captured(m: Any, ctx: Any, *, n: int, k: int = 1) -> int:
+        return (lambda: n + k)()
+
+    assert with_params(captured, {"n": 4})(None, None) == captured(None, None, n=4) == 5
+    assert with_params(captured, {"n": 4, "k": 10})(None, None) == captured(None, None, n=4, k=10) == 14
+    outer = 7
+
+    def closes_over(m: Any, ctx: Any, *, n: int) -> int:
+        return n + outer
+
+    assert with_params(closes_over, {"n": 1})(None, None) == 8
