@@ -118,16 +118,17 @@ def resolved(inst: Any, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
     return tuple(step if a is NEXT_STEP else a for a in args)
 
 
-def drive_both(compiled: Any, feeds: list[tuple[str, tuple[Any, ...]]]) -> None:
+def drive_both(compiled: Any, feeds: list[tuple[str, tuple[Any, ...]]], policy: Any = None) -> None:
+    """Each feed to an instance (with ``policy``) and to a transitions machine built for ``policy``."""
     inst = compiled.new()
-    model = compiled.to_transitions().model
+    model = compiled.to_transitions(policy).model
     model.data = copy.deepcopy(inst.data)  # a typed class may set data when it makes an instance (a breaker's name)
     assert (model.state, model.state_data) == (inst.state, inst.state_data)
     for step, (feed, raw) in enumerate(feeds):
         args = resolved(inst, raw)
         if args is None:
             continue
-        mine = outcome(inst.feed, feed, *args)
+        mine = outcome(lambda *a: inst.feed(*a, policy=policy), feed, *args)
         theirs = outcome(trigger, model, feed, *copy.deepcopy(args))
         where = f"step {step}: {feed}{args!r}"
         assert mine == theirs, where
@@ -275,7 +276,8 @@ def test_generated_user_machines_run_the_same_on_transitions(text: str, data: An
     reg = user_registry()
     compiled = compile_spec(parse(text, "fuzzed.yaml", reg), reg)
     feeds = data.draw(st.lists(feeds_of(compiled), max_size=20))
-    drive_both(compiled, feeds)
+    policy = data.draw(st.sampled_from([None, {"limit": 0}, {"limit": 3}]))
+    drive_both(compiled, feeds, policy)
 
 
 # -- what the transitions machine is ---------------------------------------------------------
