@@ -1,8 +1,9 @@
 """Compiling a checked spec, once, into everything instances share.
 
-The compiler's output is the only place Python meets the table: one
-``transitions`` machine with guards and actions bound to their YAML parameters,
-a policy class whose defaults are the YAML's, a data class whose fields are the
+The compiler's output is the only place Python meets the table: per feed, a
+:class:`~loopfsm.backend.Feed` holding its branches with the registered guards
+and actions they name (bound to their YAML parameters per policy object by
+:mod:`loopfsm.binding`), a policy class whose defaults are the YAML's, a data class whose fields are the
 YAML's, argument binders per feed, decision chains flattened per state, and the
 codecs and validators snapshots go through.  None of it is rebuilt per instance.
 """
@@ -17,91 +18,54 @@ import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 from collections.abc import Callable
 
-from .backend import AnyOf, LoopBackendMachine, LoopEvent, PlanRef
+from .backend import Branch, Feed
+from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, guard_of
 from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
-from .spec import MISSING, FieldDef, Ref, Spec, policy_ref
+from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
-
-# One decision rule as run: its name, its guards and its result, each bound to the YAML's params.
-RuleRow = tuple[str, tuple[Callable[[Any], Any], ...], Callable[[Any], Any]]
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
 
-def _bind_ref(entry_fn: Callable[..., Any], ref: Ref) -> Callable[[Any], Any]:
-    """A one-argument callable (the EventData / QueryData) calling ``entry_fn`` with the YAML params.
+class Rule(NamedTuple):
+    """One rule of a decision chain as compiled: its name, its guards (all must hold) and its result."""
 
-    Parameters that read the policy are resolved once per policy object and
-    remembered (policies are frozen), so a guard costs one dict lookup more
-    than a hand-written call, not a rebuild of its arguments.
-    """
-    static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
-    dynamic = [(k, str(policy_ref(v))) for k, v in ref.params.items() if k not in static]
-    fn = entry_fn
-    if dynamic:
-        resolved: dict[int, tuple[Any, dict[str, Any]]] = {}
-
-        def call(ev: Any) -> Any:
-            pol = ev.policy
-            hit = resolved.get(id(pol))
-            if hit is None or hit[0] is not pol:
-                if len(resolved) > 64:
-                    resolved.clear()
-                kw = dict(static)
-                for key, name in dynamic:
-                    kw[key] = getattr(pol, name)
-                hit = resolved[id(pol)] = (pol, kw)
-            return fn(ev.model, ev, **hit[1])
-    elif static:
-
-        def call(ev: Any) -> Any:
-            return fn(ev.model, ev, **static)
-    else:
-
-        def call(ev: Any) -> Any:
-            return fn(ev.model, ev)
-
-    call.__name__ = ref.name
-    return call
+    name: str
+    guards: tuple[Guard, ...]
+    result: Call
 
 
-def _plan_ref(entry_fn: Callable[..., Any], ref: Ref, reads: frozenset[str] | None = None) -> PlanRef:
-    """A guard or action as a branch plan needs it: function, fixed params, policy-read params, negation,
-    and for a guard that depends on feed arguments only, which ones."""
-    static = {k: v for k, v in ref.params.items() if policy_ref(v) is None}
-    dynamic = tuple((k, policy_ref(v)) for k, v in ref.params.items() if k not in static)
-    return entry_fn, static, dynamic, ref.negate, reads  # type: ignore[return-value]
+class BoundRule(NamedTuple):
+    """A :class:`Rule` with its guards and result bound for one policy."""
+
+    name: str
+    guards: tuple[Bound, ...]
+    result: Bound
 
 
-def _bind_guard(registry: Registry, g: Ref) -> Callable[[Any], Any]:
-    """A guard as a one-argument callable, negation included; ``any:`` becomes an ordered OR of ANDs."""
-    if g.options:
-        options = [tuple(_bind_guard(registry, x) for x in opt) for opt in g.options]
-
-        def any_of(ev: Any) -> bool:
-            for opt in options:
-                for f in opt:
-                    if not f(ev):
-                        break
-                else:
-                    return True
-            return False
-
-        any_of.__name__ = "any"
-        return any_of
-    bound = _bind_ref(registry.get("guard", g.name).fn, g)
-    if g.negate:
-        return lambda ev: not bound(ev)
+def _bound_guard(guard: Guard, policy: Any) -> Bound:
+    bound = bind_guard(guard, policy)
+    assert not isinstance(bound, bool)  # without a probe a guard is always a callable
     return bound
+
+
+def _policy_bound(call: Call) -> Callable[[Any], Any]:
+    """A one-argument getter (a feed's or decision's ``ctx``) calling ``call`` bound for ``ctx.policy``."""
+    per_policy = PerPolicy(lambda policy: bind(call, policy))
+
+    def get(ctx: Any) -> Any:
+        return per_policy.get(ctx.policy)(ctx.model, ctx)
+
+    return get
 
 
 def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch: str) -> Callable[[Any, Any], None]:
@@ -113,14 +77,6 @@ def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch:
         raise FeedRefused(machine, model._state, event, legal, reason=why)
 
     return refuse
-
-
-def _plan_guard(registry: Registry, g: Ref) -> PlanRef | AnyOf:
-    """A guard for a branch plan; an ``any:`` guard keeps its options, each a tuple of plan guards."""
-    if g.options:
-        return AnyOf(tuple(tuple(_plan_guard(registry, x) for x in opt) for opt in g.options))
-    entry = registry.get("guard", g.name)
-    return _plan_ref(entry.fn, g, entry.reads)
 
 
 def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
@@ -394,38 +350,35 @@ class CompiledMachine:
         self.Policy = _make_policy_class(spec, policy_name, module)
         self.Data = _make_data_class(spec)
 
-        self.backend = LoopBackendMachine(spec.name, list(spec.states), spec.initial)
-        self.events: dict[str, Any] = {}
+        self.events: dict[str, Feed] = {}
         self.binders: dict[str, Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]] = {}
-        add: Any = self.backend.add_transition  # transitions' stubs want list[str | Callable[..., bool]]
         for ev in spec.events.values():
             sources = spec.expanded_sources(ev)
             legal = tuple(sources)  # once per feed: per branch, a chain of n states compiled in n**2
-            made: dict[int, dict[str, Any]] = {}  # a '*' branch is one plan shared by every state it covers
+            made: dict[int, Branch] = {}  # a '*' branch is one Branch shared by every state it covers
+            per_state: dict[str, tuple[Branch, ...]] = {}
             for state, branches in sources.items():
                 for b in branches:
-                    kw = made.get(id(b))
-                    if kw is None:
-                        kw = made[id(b)] = self._branch(spec, registry, ev.name, legal, b)
-                    # Guards and actions live in plan_refs only: LoopTransition runs plans, never
-                    # transitions' conditions or before callbacks, so none are built here.
-                    add(ev.name, state, b.dest, **kw)
-            event = self.backend.events[ev.name]
-            assert isinstance(event, LoopEvent)
-            event.legal_states = legal
-            event.narrow_by(
-                {n: (*f.enum, *((None,) if f.nullable else ())) for n, f in ev.args.items() if f.enum and not f.list}
-            )
+                    if id(b) not in made:
+                        made[id(b)] = self._branch(spec, registry, ev.name, legal, b)
+                per_state[state] = tuple(made[id(b)] for b in branches)
             all_guarded = {s for s, bs in sources.items() if all(b.guarded for b in bs)}
-            event.otherwise_raise = frozenset(all_guarded if ev.otherwise == "raise" else ())
-            event.ignored_in = frozenset(
-                s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore"
+            self.events[ev.name] = Feed(
+                spec.name,
+                ev.name,
+                per_state,
+                ignored_in=frozenset(
+                    s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore"
+                ),
+                otherwise_raise=frozenset(all_guarded if ev.otherwise == "raise" else ()),
+                enums={
+                    n: (*f.enum, *((None,) if f.nullable else ())) for n, f in ev.args.items() if f.enum and not f.list
+                },
             )
-            self.events[ev.name] = event
             self.binders[ev.name] = _make_binder(spec.name, ev.name, ev.args, codecs)
-        # What a feed looks up, in one place: its event and (None for a feed without arguments) its binder.
+        # What a feed looks up, in one place: its Feed and (None for a feed without arguments) its binder.
         # Keyed by interned names, so a typed method's literal feed name matches by identity.
-        self.feed_table: dict[str, tuple[Any, Binder | None]] = {
+        self.feed_table: dict[str, tuple[Feed, Binder | None]] = {
             sys.intern(name): (
                 self.events[name],
                 _feed_binder(self.binders[name], spec.events[name].args, codecs) if spec.events[name].args else None,
@@ -433,21 +386,22 @@ class CompiledMachine:
             for name in self.events
         }
 
-        self.decisions: dict[str, dict[str, list[RuleRow]]] = {}
+        # Decision chains: per decision, per state, the rules that apply there in order.
+        self.decisions: dict[str, dict[str, tuple[Rule, ...]]] = {}
         self.decision_binders = {}
         for d in spec.decisions.values():
             self.decision_binders[d.name] = _make_binder(spec.name, d.name, d.args, codecs, "decision")
-            per_state: dict[str, list[RuleRow]] = {sys.intern(s): [] for s in spec.states}
+            rules: dict[str, list[Rule]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
-                guards = [_bind_guard(registry, g) for g in r.guards]
-                result = _bind_ref(registry.get("result", r.result.name).fn, r.result)
+                rule = Rule(
+                    r.name, tuple(guard_of(registry, g) for g in r.guards), call_of(registry, "result", r.result)
+                )
                 for s in r.states or spec.states:
-                    per_state[s].append((r.name, tuple(guards), result))
-            self.decisions[d.name] = per_state
+                    rules[s].append(rule)
+            self.decisions[d.name] = {s: tuple(rs) for s, rs in rules.items()}
+        self._bound_rules: PerPolicy[dict[tuple[str, str], tuple[BoundRule, ...]]] = PerPolicy(lambda _: {})
 
-        self.trace_attributes = compile_attributes(
-            spec, lambda ref: _bind_ref(registry.get("result", ref.name).fn, ref)
-        )
+        self.trace_attributes = compile_attributes(spec, lambda ref: _policy_bound(call_of(registry, "result", ref)))
         # Snapshot validators are compiled on the first restore (most processes never restore),
         # and only for field sets that exist: a state without data needs no validator.
         self._codecs = codecs
@@ -481,19 +435,42 @@ class CompiledMachine:
             self.Instance = type(cls_name, bases, namespace)
 
     @staticmethod
-    def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> dict[str, Any]:
-        """What a branch's transitions carry: its plan (guards and actions bound to the YAML), name and data keys."""
+    def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> Branch:
+        """A branch of the table with its guards and actions as the YAML names them."""
         name = branch_name(event, b.path[3], b.path[4], b.name)
-        if b.refusal is not None:
-            action_plan: tuple[Any, ...] = ((_refusal(spec.name, event, legal, b.refusal, name), {}, (), False, None),)
+        if b.refusal is not None:  # a refusal runs nothing but itself
+            actions: tuple[Call, ...] = (Call("refuse", _refusal(spec.name, event, legal, b.refusal, name), {}),)
         else:
-            action_plan = tuple(_plan_ref(registry.get("action", a.name).fn, a) for a in spec.actions_of(event, b))
-        return {
-            "data_keys": frozenset(spec.states[b.dest].data) if b.dest else frozenset(),
-            "name": name,
-            "plan_refs": (tuple(_plan_guard(registry, g) for g in b.guards), action_plan),
-            "refusal": b.refusal,
-        }
+            actions = tuple(call_of(registry, "action", a) for a in spec.actions_of(event, b))
+        return Branch(
+            name=name,
+            dest=b.dest,
+            data_keys=frozenset(spec.states[b.dest].data) if b.dest else frozenset(),
+            guards=tuple(guard_of(registry, g) for g in b.guards),
+            actions=actions,
+            refusal=b.refusal,
+        )
+
+    def decision_rules(self, decision: str, state: str, policy: Any) -> tuple[BoundRule, ...]:
+        """The rules of ``decision`` that apply in ``state``, bound for ``policy``; KeyError for an unknown one."""
+        bound = self._bound_rules.get(policy)
+        key = (decision, state)
+        found = bound.get(key)
+        if found is None:
+            found = bound[key] = tuple(
+                BoundRule(r.name, tuple(_bound_guard(g, policy) for g in r.guards), bind(r.result, policy))
+                for r in self.decisions[decision][state]
+            )
+        return found
+
+    def to_transitions(self, policy: Any = None, machine_class: Any = None, **options: Any) -> Any:
+        """A stock ``transitions.Machine`` (or ``machine_class``, an extension of it) running this table.
+
+        Its model's triggers are the feeds; see :mod:`loopfsm.transitions_machine`.
+        """
+        from .transitions_machine import to_transitions
+
+        return to_transitions(self, policy, machine_class, **options)
 
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @_made_on_first_use

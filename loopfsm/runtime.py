@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from . import tracing as _tracing
+from .binding import all_hold
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -35,13 +36,13 @@ class Binder:
 
     ``general`` binds any call (positional, keywords, defaults) and explains a
     wrong one.  The call typed methods make, every argument in order, is bound
-    by ``quick`` instead: when the arguments' exact types are one of
-    ``signatures`` the types are right, and ``value_checks`` (position, check)
-    hold enum and bound checks.  ``signatures`` (and ``quick``) are None when
-    exact types cannot settle it.
+    by :meth:`bind` without it when the arguments' exact types are one of
+    ``signatures`` (then the types are right) and ``value_checks`` (position,
+    check) hold: those carry the enum and bound checks.  ``signatures`` is None
+    when exact types cannot settle it.
     """
 
-    __slots__ = ("general", "names", "signatures", "value_checks", "quick")
+    __slots__ = ("general", "names", "signatures", "value_checks")
 
     def __init__(
         self,
@@ -54,89 +55,20 @@ class Binder:
         self.names = names
         self.signatures = signatures
         self.value_checks = value_checks
-        #: ``quick(args)``: the bound arguments when ``args`` has one of ``signatures``, else None.
-        self.quick = None if signatures is None else _quick_binder(names, signatures)
 
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments by name, checked; :class:`FeedArgumentError` explains a wrong call.
 
-def _quick_binder(
-    names: tuple[str, ...], signatures: frozenset[tuple[type, ...]]
-) -> Callable[[tuple[Any, ...]], dict[str, Any] | None]:
-    """``quick(args)`` for a typed method's call (every argument, in order): the arguments by name
-    when their exact types are one of ``signatures``, else None.
-
-    Up to six arguments the types and the dict are built by one tuple and one dict display of
-    the unpacked values, which costs a fraction of ``dict(zip(names, args))`` and
-    ``tuple(map(type, args))``; beyond that, those two.
-    """
-    sigs = signatures
-    if len(names) == 1:
-        (k0,) = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 1:
-                (a0,) = args
-                if (type(a0),) in sigs:
-                    return {k0: a0}
-            return None
-
-    elif len(names) == 2:
-        k0, k1 = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 2:
-                a0, a1 = args
-                if (type(a0), type(a1)) in sigs:
-                    return {k0: a0, k1: a1}
-            return None
-
-    elif len(names) == 3:
-        k0, k1, k2 = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 3:
-                a0, a1, a2 = args
-                if (type(a0), type(a1), type(a2)) in sigs:
-                    return {k0: a0, k1: a1, k2: a2}
-            return None
-
-    elif len(names) == 4:
-        k0, k1, k2, k3 = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 4:
-                a0, a1, a2, a3 = args
-                if (type(a0), type(a1), type(a2), type(a3)) in sigs:
-                    return {k0: a0, k1: a1, k2: a2, k3: a3}
-            return None
-
-    elif len(names) == 5:
-        k0, k1, k2, k3, k4 = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 5:
-                a0, a1, a2, a3, a4 = args
-                if (type(a0), type(a1), type(a2), type(a3), type(a4)) in sigs:
-                    return {k0: a0, k1: a1, k2: a2, k3: a3, k4: a4}
-            return None
-
-    elif len(names) == 6:
-        k0, k1, k2, k3, k4, k5 = names
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if len(args) == 6:
-                a0, a1, a2, a3, a4, a5 = args
-                if (type(a0), type(a1), type(a2), type(a3), type(a4), type(a5)) in sigs:
-                    return {k0: a0, k1: a1, k2: a2, k3: a3, k4: a4, k5: a5}
-            return None
-
-    else:
-
-        def quick(args: tuple[Any, ...]) -> dict[str, Any] | None:
-            if tuple(map(type, args)) in sigs:
-                return dict(zip(names, args))  # noqa: B905 - lengths equal: a signature matched
-            return None
-
-    return quick
+        A call of every argument in order whose exact types are one of
+        ``signatures`` and whose values pass ``value_checks`` is bound by
+        ``zip``; anything else goes to ``general``.
+        """
+        if not kwargs and self.signatures is not None and tuple(map(type, args)) in self.signatures:
+            for i, check in self.value_checks:
+                if not check(args[i]):
+                    return self.general(args, kwargs)  # explains which argument is wrong
+            return dict(zip(self.names, args))  # noqa: B905 - lengths equal: a signature matched
+        return self.general(args, kwargs)
 
 
 class QueryData:
@@ -235,27 +167,18 @@ class MachineInstance:
             ev, bind = c.feed_table[event]
         except KeyError:
             raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
-        bound: Mapping[str, Any] | None
+        bound: Mapping[str, Any]
         if bind is not None:
-            quick = bind.quick
-            if kwargs or quick is None or (bound := quick(args)) is None:
-                bound = bind.general(args, kwargs)
-            elif bind.value_checks:
-                for i, check in bind.value_checks:
-                    if not check(args[i]):
-                        bound = bind.general(args, kwargs)  # explains which argument is wrong
-                        break
+            bound = bind.bind(args, kwargs)
         elif args or kwargs:  # a feed that declares no arguments got some: its binder explains
             bound = c.binders[event](args, kwargs)
         else:
             bound = _NO_ARGS
         if policy is None:
-            policy = ev.default_policy  # the event's copy: a plain attribute, quicker to read than the machine's
-            if policy is None:
-                policy = ev.default_policy = c.default_policy
+            policy = c.default_policy
         elif type(policy) is not c.Policy:
             policy = c.policy(policy)
-        done = ev.trigger(self, bound, policy)
+        done = ev.run(self, bound, policy)
         if _tracing.ACTIVE:
             _tracing.feed_done(self, event, done)
         return done.reply
@@ -274,7 +197,7 @@ class MachineInstance:
         except KeyError:
             raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
         if not args and not kwargs and policy is None:
-            return self._state in ev.transitions
+            return self._state in ev.branches
         try:
             bound = c.binders[event](args, kwargs)
         except FeedArgumentError:
@@ -285,7 +208,7 @@ class MachineInstance:
     def allowed_feeds(self) -> tuple[str, ...]:
         """The feeds the table accepts in the current state, in the YAML's order."""
         state = self._state
-        return tuple(name for name, ev in self.compiled.events.items() if state in ev.transitions)
+        return tuple(name for name, ev in self.compiled.events.items() if state in ev.branches)
 
     def decide(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> Any:
         """Answer a decision chain (``next_step``, ``admit(request=...)``) without changing anything.
@@ -298,22 +221,17 @@ class MachineInstance:
     def explain(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> tuple[str, Any]:
         """The name of the rule that answered, and its answer; for traces and debugging."""
         c = self.compiled
-        try:
-            rules = c.decisions[decision][self._state]
-        except KeyError:
+        if decision not in c.decisions:
             raise UnknownFeed(
                 f"{c.name}: no decision named '{decision}' (decisions: {', '.join(c.decisions) or 'none'})"
-            ) from None
+            )
         q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
-        for name, guards, result in rules:
-            for g in guards:
-                if not g(q):
-                    break
-            else:
-                answer = result(q)
+        for rule in c.decision_rules(decision, self._state, q.policy):
+            if all_hold(rule.guards, self, q):
+                answer = rule.result(self, q)
                 if _tracing.ACTIVE:
-                    _tracing.decision_done(self, decision, name, q)
-                return name, answer
+                    _tracing.decision_done(self, decision, rule.name, q)
+                return rule.name, answer
         raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")
 
     def is_terminal(self) -> bool:

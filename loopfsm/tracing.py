@@ -225,7 +225,7 @@ def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
     if ctx.result:
         trans = ctx.transition
         record = TransitionRecord(
-            instance.compiled.name, ctx.state.name, feed, trans.name, to_state, FEED, _attributes(instance, ctx)
+            instance.compiled.name, ctx.source, feed, trans.name, to_state, FEED, _attributes(instance, ctx)
         )
     else:
         record = TransitionRecord(

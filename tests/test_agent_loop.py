@@ -46,7 +46,7 @@ def test_oracle_has_the_seeds_25_pairs():
 def test_table_has_exactly_the_seeds_pairs():
     pairs = set()
     for event in AGENT_LOOP.events.values():
-        for state, branches in event.transitions.items():
+        for state, branches in event.branches.items():
             for t in branches:
                 if t.dest is not None and t.dest != state:
                     pairs.add((state, t.dest))

@@ -168,13 +168,12 @@ def test_threads_meeting_a_deferred_class_all_get_the_real_one() -> None:
 
 
 def test_compiled_branches_carry_plans_only_and_snapshot_codecs_wait_for_a_snapshot() -> None:
-    from loopfsm.backend import LoopTransition
+    from loopfsm.backend import Branch
     from loopfsm.machines import LoopMachine
 
     compiled = LoopMachine.compiled
-    transitions = [t for ev in compiled.events.values() for ts in ev.transitions.values() for t in ts]
-    assert transitions and all(isinstance(t, LoopTransition) and t._refs is not None for t in transitions)
-    assert all(t.conditions == [] and t.before == [] for t in transitions)
+    branches = [b for ev in compiled.events.values() for bs in ev.branches.values() for b in bs]
+    assert branches and all(isinstance(b, Branch) for b in branches)
     brain = LoopMachine()
     assert LoopMachine.restore(brain.snapshot()).snapshot() == brain.snapshot()
     assert "state_decoders" in vars(compiled)

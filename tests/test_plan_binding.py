@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from types import FunctionType
 from typing import Any
 
 import pytest
@@ -94,33 +93,39 @@ def test_plain_functions_and_wrappers_get_their_params_and_the_registered_functi
     assert reg.get("action", "add").fn.__kwdefaults__ == {"unused": "kept"}
 
 
-def test_a_plain_function_is_bound_as_a_copy_of_itself_and_anything_else_by_partial() -> None:
+def test_bound_guards_and_actions_run_the_registered_code_with_the_yaml_parameters() -> None:
+    """What binding gives for each shape of function, called as the engine calls it: ``fn(machine, ctx)``."""
+    from loopfsm.binding import Call, PolicyParam, bind
+
     reg = registry()
     c = compile_spec(parse(GATE, "gate.yaml", reg), reg)
-    (paid_branch, wrapped_branch) = c.events["coin"].transitions["shut"]
     policy = c.policy({"fare": 5})
-    paid = paid_branch._plan(policy)[1][0]
-    original = reg.get("guard", "paid").fn
-    assert type(paid) is FunctionType and paid is not original
-    assert (paid.__name__, paid.__qualname__, paid.__doc__) == ("paid", original.__qualname__, original.__doc__)
-    assert paid.__code__.co_code == original.__code__.co_code  # the same body
-    assert paid.__defaults__ == (5,) and paid.__kwdefaults__ is None  # fare taken after (machine, ctx)
-    add = wrapped_branch._plan(policy)[2][0]
-    assert add.__defaults__ == (1, "kept")  # its own default kept, in parameter order
-    (wrapped,) = c.events["coin"].transitions["open"]
-    bound = wrapped._plan(policy)[2][0]
-    assert isinstance(bound, functools.partial) and bound.keywords == {"by": 10}
+    m = c.new()
+    paid = bind(Call("paid", reg.get("guard", "paid").fn, {}, (PolicyParam("fare", "fare"),)), policy)
+    wrapped = bind(
+        Call("wrapped_paid", reg.get("guard", "wrapped_paid").fn, {}, (PolicyParam("fare", "fare"),), True), policy
+    )
+    m.data.coins = 3
+    assert (paid(m, None), wrapped(m, None)) == (False, True)  # 3 + 1 < 5; the negated one holds
+    m.data.coins = 4
+    assert (paid(m, None), wrapped(m, None)) == (True, False)
+    add = bind(Call("add", reg.get("action", "add").fn, {"by": 2}), policy)
+    add(m, None)  # its own default for 'unused' kept
+    assert m.data.coins == 6
+    assert paid.__name__ == "paid" and paid.__doc__ == reg.get("guard", "paid").fn.__doc__
 
 
 def test_a_function_with_positional_defaults_keeps_its_parameters_keyword_only() -> None:
     def counted(m: Any, ctx: Any = None, *, by: int) -> int:
         return int(by)
 
-    from loopfsm.backend import _with_params
+    from loopfsm.fastparams import with_params
 
-    bound = _with_params(counted, {"by": 3})
-    assert bound(None) == 3 and bound.__kwdefaults__ == {"by": 3} and bound.__defaults__ == (None,)
+    bound = with_params(counted, {"by": 3})
+    assert bound(None) == 3 and bound(None, None) == 3
     assert counted.__kwdefaults__ is None
+    with pytest.raises(TypeError):
+        counted(None)  # the registered function itself is untouched
 
 
 def arity_machine() -> str:
@@ -156,16 +161,34 @@ def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
     m = c.new()
     for n in range(1, 9):
         event = f"f{n}"
-        quick = c.feed_table[event][1].quick
-        assert quick is not None
+        binder = c.feed_table[event][1]
+        assert binder is not None and binder.signatures is not None
         good = tuple(range(n))
-        assert quick(good) == c.binders[event](good, {}) == {f"a{i}": i for i in range(n)}
+        assert binder.bind(good, {}) == c.binders[event](good, {}) == {f"a{i}": i for i in range(n)}
         m.feed(event, *good)
         assert m.data.got == list(good)
         m.feed(event, *good[:-1], None)
         assert m.data.got == [*good[:-1], None]
         for bad in (good[:-1], (*good, 0), (True, *good[1:]), ("0", *good[1:]), (*good[:-1], 1.0)):
-            assert quick(bad) is None
+            with pytest.raises(FeedArgumentError):
+                binder.bind(bad, {})
             with pytest.raises(FeedArgumentError):
                 m.feed(event, *bad)
             assert m.data.got == [*good[:-1], None]  # a refused feed changed nothing
+
+
+def test_bound_parameters_reach_closures_and_keep_other_defaults() -> None:
+    """Parameters a nested function captures, and ones left to their defaults, bind as when called by keyword."""
+    from loopfsm.fastparams import with_params
+
+    def captured(m: Any, ctx: Any, *, n: int, k: int = 1) -> int:
+        return (lambda: n + k)()
+
+    assert with_params(captured, {"n": 4})(None, None) == captured(None, None, n=4) == 5
+    assert with_params(captured, {"n": 4, "k": 10})(None, None) == captured(None, None, n=4, k=10) == 14
+    outer = 7
+
+    def closes_over(m: Any, ctx: Any, *, n: int) -> int:
+        return n + outer
+
+    assert with_params(closes_over, {"n": 1})(None, None) == 8

@@ -193,6 +193,10 @@ def test_one_api_example_runs():
     exec(compile(example("one-api"), "README-one-api", "exec"), {})
 
 
+def test_to_transitions_example_runs():
+    exec(compile(example("to-transitions"), "README-to-transitions", "exec"), {})
+
+
 def walkthrough() -> list[tuple[str, ...]]:
     """The "Your first machine" steps in order: ("run", command, expected output, exit code) or ("edit", ...)."""
     steps: list[tuple[str, ...]] = []

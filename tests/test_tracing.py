@@ -163,10 +163,10 @@ def test_duplicate_branch_names_from_one_state_are_refused_with_a_location():
 @pytest.mark.parametrize("compiled_machine", [Turnstile.compiled, LoopMachine.compiled], ids=lambda c: c.name)
 def test_every_branch_of_a_shipped_machine_has_a_unique_name(compiled_machine):
     for name, event in compiled_machine.events.items():
-        names = [t.name for branches in event.transitions.values() for t in branches]
+        names = [t.name for branches in event.branches.values() for t in branches]
         assert all(names)
         # one branch written under '*' is shared by the states it expands to: same name, same branch
-        written = {t.name: id(t) for branches in event.transitions.values() for t in branches}
+        written = {t.name: id(t) for branches in event.branches.values() for t in branches}
         assert len(written) <= len(names)
         assert all(n.startswith(f"{name}/") for n in names)
 
