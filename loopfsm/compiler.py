@@ -17,6 +17,7 @@ import itertools
 import math
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, NamedTuple, TypeVar
 from collections.abc import Callable
@@ -25,7 +26,6 @@ from .backend import Branch, Feed
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, guard_of
 from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
-from .lazyclass import dataclass
 from .loader import load
 from .registry import Codec, Registry, registry_named
 from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
@@ -154,7 +154,7 @@ def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
     """A frozen dataclass whose fields, types, defaults and bounds are the YAML's ``policy``.
 
     Built as ``dataclasses.make_dataclass`` builds it (its module stays ``types``
-    unless a typed class names one), with the methods written on first use.
+    unless a typed class names one).
     """
     params = list(spec.policy.values())
 

@@ -8,8 +8,8 @@ matter.
 
 from __future__ import annotations
 
-from .lazyclass import dataclass
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 
 class LoopFsmError(Exception):

@@ -20,7 +20,7 @@ import importlib
 import re
 import sys
 from collections.abc import Iterable
-from .lazyclass import dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

@@ -17,7 +17,7 @@ import inspect
 import typing
 from keyword import iskeyword
 from types import FunctionType, GenericAlias, ModuleType
-from .lazyclass import dataclass
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from collections.abc import Callable
 

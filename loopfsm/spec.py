@@ -7,9 +7,7 @@ can report problems at the exact line of the YAML the user edits.
 from __future__ import annotations
 
 import json
-from dataclasses import field
-
-from .lazyclass import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 

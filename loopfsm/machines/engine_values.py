@@ -6,7 +6,7 @@ They are plain frozen dataclasses so a driver can pattern-match on them
 
 from __future__ import annotations
 
-from ..lazyclass import dataclass
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 

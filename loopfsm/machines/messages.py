@@ -7,9 +7,7 @@ so a saved brain can be resumed against any provider.
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from ..lazyclass import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import FeedArgumentError, shown

@@ -6,9 +6,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import field
-
-from ..lazyclass import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import shown

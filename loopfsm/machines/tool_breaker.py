@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from ..lazyclass import dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
