@@ -117,6 +117,26 @@ def test_a_body_nested_past_jsons_depth_is_a_400_not_a_500(tmp_path):
             assert reply.json()["data"]["error"] == "request body is nested too deeply"
 
 
+def test_the_router_bounds_nesting_itself_the_same_on_every_interpreter(tmp_path):
+    """json.loads goes ~1,000 levels deep on CPython 3.11 and ~10,000 on 3.13; the router's bound is its own."""
+    from starlette.testclient import TestClient
+
+    from loopfsm.router.http import create_app
+    from loopfsm.router.protocol import MAX_REQUEST_DEPTH
+
+    def nested(levels: int) -> bytes:
+        return b'{"type": "execute", "x": ' + b"[" * (levels - 1) + b"]" * (levels - 1) + b"}"
+
+    app = create_app(Router(f"sqlite:///{tmp_path / 'runs.db'}", create=True))
+    with TestClient(app, raise_server_exceptions=True) as http:
+        at_limit = http.post("/v1/sessions/h1/execute", content=nested(MAX_REQUEST_DEPTH)).json()
+        assert at_limit["data"].get("error") != "request body is nested too deeply", at_limit
+        for path in ("/v1/sessions/h1/execute", "/v1/sessions/h1/continue", "/v1/sessions/h1/stream"):
+            reply = http.post(path, content=nested(MAX_REQUEST_DEPTH + 1))
+            assert reply.status_code == 400, (path, reply.status_code)
+            assert reply.json()["data"]["error"] == "request body is nested too deeply"
+
+
 def _post_scope(path: str) -> dict:
     """The ASGI scope of a JSON POST to ``path``, for driving the app one message at a time."""
     return {

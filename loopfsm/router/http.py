@@ -25,7 +25,7 @@ from typing import Any
 
 from ..errors import ConfigError
 
-from .protocol import MAX_REQUEST_BYTES, error, protocol_schema
+from .protocol import MAX_REQUEST_BYTES, MAX_REQUEST_DEPTH, error, nested_deeper_than, protocol_schema
 from .service import SESSION_ID, Router
 
 #: Seconds a client has to send a whole request body (a slow or stalled upload is answered 408).
@@ -207,12 +207,16 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
             return None, Response(status_code=400)
         except TimeoutError:
             return None, JSONResponse(error("invalid", "request body took too long to arrive", []), status_code=408)
+        too_deep = JSONResponse(error("invalid", "request body is nested too deeply", []), status_code=400)
         try:
-            return json.loads(b"".join(chunks)), None
+            body = json.loads(b"".join(chunks))
         except (ValueError, UnicodeDecodeError):
             return None, JSONResponse(error("invalid", "request body is not JSON", []), status_code=400)
         except RecursionError:  # nested deeper than json.loads goes: still the client's mistake, not a 5xx
-            return None, JSONResponse(error("invalid", "request body is nested too deeply", []), status_code=400)
+            return None, too_deep
+        if nested_deeper_than(body, MAX_REQUEST_DEPTH):  # the same bound on every interpreter
+            return None, too_deep
+        return body, None
 
     def shape(obj: Any, want_execute: bool) -> dict[str, Any] | None:
         if isinstance(obj, dict) and (obj.get("type") == "execute") != want_execute:

@@ -28,6 +28,24 @@ REQUEST_TYPES = ("execute", "tool_results", "approval_decisions", "decrypted", "
 STATUSES = ("completed", "awaiting_tool", "awaiting_approval", "awaiting_decrypt", "idle", "error")
 #: A request body larger than this is refused before it is parsed.
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
+#: A request body nested deeper than this is refused. How deep ``json.loads`` itself goes differs between
+#: interpreters (CPython 3.11 stops near 1,000 levels, 3.13 near 10,000), so the router sets its own bound:
+#: twice the 64 levels a streamed tool call's arguments may have, leaving room for the envelope around them.
+MAX_REQUEST_DEPTH = 128
+
+
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether a parsed JSON value has more than ``limit`` levels (``[]`` has one); iterative, so any depth is safe."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
 
 
 def protocol_schema_path() -> Path:
