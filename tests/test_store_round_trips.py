@@ -145,3 +145,13 @@ def test_a_failing_statement_in_a_batch_rolls_the_whole_step_back(store_url):  #
         _, rows = b.run(f"SELECT key FROM {t} WHERE key IN ('a', 'b')")
         assert rows == []
         assert s.check_schema() > 0  # the connection is usable after the failed batch
+
+
+def test_admission_of_a_new_session_creates_it_and_reads_it_once(store_url, trips):  # noqa: F811
+    url, prefix = store_url
+    with open_store(url, prefix=prefix) as s:
+        trips.reset()
+        a = s.admit("new", "execute", "q1", holder="A", now_ms=1000)
+        assert a.outcome == "admitted" and a.record.phase == "Idle" and a.record.fence == 0
+        assert len(trips) == 4  # the read finding nothing, the INSERT, the read, the lock
+        assert s.load("new").fence == 1

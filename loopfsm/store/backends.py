@@ -37,6 +37,10 @@ class Backend:
         """Run one statement; its rowcount and any rows it returned."""
         raise NotImplementedError
 
+    def run_unsynced(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        """Run one statement whose commit need not outlive a power loss (a lease): see SqliteBackend's."""
+        return self.run(sql, params)
+
     def run_many(self, statements: Sequence[Statement]) -> None:
         """Run statements whose results nobody reads, in order; where the server is remote, in one round trip."""
         for s in statements:
@@ -90,6 +94,24 @@ class SqliteBackend(Backend):
         cur = self.conn.execute(sql, tuple(params))
         rows = cur.fetchall()
         return cur.rowcount, rows
+
+    def run_unsynced(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        """One statement committed with ``synchronous=NORMAL``: its commit does not wait for an fsync.
+
+        Used only for taking a lease.  In WAL mode a commit appends to the
+        WAL in order, and the next commit at FULL (the step's checkpoint, or
+        a release) fsyncs the WAL with every frame before it, so a step that
+        is on disk has its lease on disk too.  What a power loss can take is
+        a lease no step has committed under yet, whose holder died with the
+        power: the lock is free after the restart, as ``recover`` would make
+        it, and the fence goes back only to a number nothing was written under.
+        Every other statement commits at FULL.
+        """
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            return self.run(sql, params)
+        finally:
+            self.conn.execute("PRAGMA synchronous=FULL")
 
     def run_many(self, statements: Sequence[Statement]) -> None:
         """One after the other on this connection (SQLite is in-process: there is no round trip to save)."""

@@ -344,15 +344,18 @@ class RunStore:
         rec = self.load(session_id)
         if rec is not None:
             return rec
-        snap = ROUTER_RUN.new().snapshot()
-        self.backend.run(
-            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
-            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
-            (session_id, _dump(snap), self.now(now_ms)),
-        )
+        self._create(session_id, now_ms)
         rec = self.load(session_id)
         assert rec is not None
         return rec
+
+    def _create(self, session_id: str, now_ms: int | None) -> None:
+        """The session's row, Idle with a free lock, unless it exists already (then nothing changes)."""
+        self.backend.run(
+            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
+            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, _dump(ROUTER_RUN.new().snapshot()), self.now(now_ms)),
+        )
 
     def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
         """The session's rows in history order (step, then order within the step)."""
@@ -433,7 +436,8 @@ class RunStore:
             params: list[Any] = [holder, now, now + lease, now, session_id, rec.fence, rec.version]
             if only_if_free:
                 params.append(now)
-            n, _ = self.backend.run(
+            # The lease's commit is not waited for on disk (SQLite; see run_unsynced): the step's is.
+            n, _ = self.backend.run_unsynced(
                 f"UPDATE {self._t_state} SET holder = ?, fence = fence + 1, started_at = ?, "
                 f"lease_expires_at = ?, cancel_requested = NULL, updated_at = ? "
                 f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free}",
@@ -471,8 +475,8 @@ class RunStore:
             f"FROM {self._t_state} WHERE session_id = ?"
         )
         _, rows = self.backend.run(sql, (session_id, request_id, session_id))
-        if not rows:
-            self.ensure(session_id, now_ms=now_ms)
+        if not rows:  # a new session: created, then read as any other
+            self._create(session_id, now_ms)
             _, rows = self.backend.run(sql, (session_id, request_id, session_id))
         return _record(rows[0][:12]), bool(rows[0][12])
 
