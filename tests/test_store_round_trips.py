@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ def trips(monkeypatch: pytest.MonkeyPatch) -> Iterator[Trips]:
 
         monkeypatch.setattr(cls, "run", counted_run)
         monkeypatch.setattr(cls, "run_many", counted_many)
-        monkeypatch.setattr(cls, "transaction", __import__("contextlib").contextmanager(counted_transaction))
+        monkeypatch.setattr(cls, "transaction", contextmanager(counted_transaction))
     yield seen
 
 
