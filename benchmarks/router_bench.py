@@ -16,8 +16,9 @@ server that cannot be reached is reported and skipped).  How it measures:
   every turn leaves from the same local port, as the reference client's do),
   a session taking 20 turns (20 runs, one after the other, its history
   growing) before the client starts another; p50 and p99 wall latency per
-  turn, turns per second, and the *server's* CPU time per turn (from
-  /proc/PID/stat).
+  turn, turns per second, the *server's* CPU time per turn (from
+  /proc/PID/stat), and the client's own (the driver's process time: it runs
+  on the same cores, so it bounds what more clients can add).
 * 4 clients at once, each its own kept-alive connection and its own sessions:
   turns per second, and its ratio to one client's.
 * 100 concurrent sessions: 100 clients at once on fresh connections, one
@@ -206,6 +207,7 @@ class Sequential:
     latencies: list[float]
     turns_per_s: float
     cpu_per_turn_s: float
+    client_cpu_per_turn_s: float  # this driver's own CPU (httpx), on the same cores as the server
 
 
 def sequential(server: Server, n: int) -> Sequential:
@@ -213,11 +215,11 @@ def sequential(server: Server, n: int) -> Sequential:
 
     with httpx.Client(base_url=server.base, timeout=30) as h:
         h.get("/healthz")  # the connection every turn then reuses
-        c0, t0 = cpu_s(server.proc.pid), time.perf_counter()
+        c0, t0, own0 = cpu_s(server.proc.pid), time.perf_counter(), time.process_time()
         lat, local = turns(h, n)
-        wall = time.perf_counter() - t0
+        wall, own = time.perf_counter() - t0, time.process_time() - own0
         assert len(local) == 1, "the client opened a new connection between turns"
-        return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n)
+        return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n, own / n)
 
 
 def parallel(server: Server, clients: int, n: int) -> float:
@@ -352,6 +354,7 @@ def bench(name: str, url: str) -> None:
             f"turns/s, {CLIENTS} clients": max(par[label]),
             f"{CLIENTS} clients / 1 client": max(par[label]) / one,
             "server CPU / turn (ms)": 1000 * min(r.cpu_per_turn_s for r in seq[label]),
+            "client CPU / turn (ms)": 1000 * min(r.client_cpu_per_turn_s for r in seq[label]),
             f"{CONCURRENT} concurrent, wall (ms)": 1000 * min(b.wall_s for b in con[label]),
             f"{CONCURRENT} concurrent, CPU/req (ms)": 1000 * min(b.cpu_per_request_s for b in con[label]),
             f"{CONCURRENT} concurrent, not completed": sum(len(b.not_completed) for b in con[label]),

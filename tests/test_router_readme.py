@@ -47,7 +47,8 @@ def test_router_benchmark_output_is_pasted():
     bench = (Path(__file__).resolve().parent.parent / "benchmarks" / "router_bench.py").read_text(encoding="utf-8")
     section = README.split("`python benchmarks/router_bench.py`")[1].split("## Errors")[0]
     figures = section.split("```\n")[1]
-    for label in ("p50 turn, 1 client (ms)", " clients / 1 client", "server CPU / turn (ms)", "goals (router):"):
+    labels = ("p50 turn, 1 client (ms)", " clients / 1 client", "server CPU / turn (ms)", "client CPU / turn (ms)")
+    for label in (*labels, "goals (router):"):
         assert label in bench and label in figures, label
     for store in ("SQLite (WAL)", "PostgreSQL"):
         assert f"{store}: 10 rows per run" in figures, store

@@ -123,6 +123,9 @@ class _Ctx:
         self.run_id: str = self.phase.data.run_id or ""
         self.to_encrypt: dict[str, str] = {}
         self.expire = False
+        # The session's history row as read once for this request (None: not read yet); only the
+        # request's own checkpoint writes it, and it holds the lock until then.
+        self.history: dict[str, Any] | None = None
 
     def event(self, name: str) -> None:
         self.events.append(name)
@@ -425,8 +428,11 @@ class Router:
         raise _Invalid(f"{t} cannot be processed here")  # pragma: no cover - admission refuses it first
 
     def _history_row(self, ctx: _Ctx) -> dict[str, Any]:
-        row = self.store().row(ctx.session_id, "input", "history")
-        return dict(row.body) if row is not None and isinstance(row.body, dict) else {}
+        """The session's history row, read from the store at most once per request."""
+        if ctx.history is None:
+            row = self.store().row(ctx.session_id, "input", "history")
+            ctx.history = dict(row.body) if row is not None and isinstance(row.body, dict) else {}
+        return dict(ctx.history)
 
     def _start(self, ctx: _Ctx, prior: dict[str, Any] | None) -> _Outcome:
         req = ctx.req

@@ -13,11 +13,20 @@ import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import StoreError, shown
 from .sql import POSTGRES, SQLITE, Dialect
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One SQL statement (``?`` placeholders) and its parameters."""
+
+    sql: str
+    params: Sequence[Any] = ()
 
 
 class Backend:
@@ -27,6 +36,15 @@ class Backend:
     def run(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
         """Run one statement; its rowcount and any rows it returned."""
         raise NotImplementedError
+
+    def run_unsynced(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        """Run one statement whose commit need not outlive a power loss (a lease): see SqliteBackend's."""
+        return self.run(sql, params)
+
+    def run_many(self, statements: Sequence[Statement]) -> None:
+        """Run statements whose results nobody reads, in order; where the server is remote, in one round trip."""
+        for s in statements:
+            self.run(s.sql, s.params)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -77,6 +95,29 @@ class SqliteBackend(Backend):
         rows = cur.fetchall()
         return cur.rowcount, rows
 
+    def run_unsynced(self, sql: str, params: Sequence[Any] = ()) -> tuple[int, list[tuple[Any, ...]]]:
+        """One statement committed with ``synchronous=NORMAL``: its commit does not wait for an fsync.
+
+        Used only for taking a lease.  In WAL mode a commit appends to the
+        WAL in order, and the next commit at FULL (the step's checkpoint, or
+        a release) fsyncs the WAL with every frame before it, so a step that
+        is on disk has its lease on disk too.  What a power loss can take is
+        a lease no step has committed under yet, whose holder died with the
+        power: the lock is free after the restart, as ``recover`` would make
+        it, and the fence goes back only to a number nothing was written under.
+        Every other statement commits at FULL.
+        """
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        try:
+            return self.run(sql, params)
+        finally:
+            self.conn.execute("PRAGMA synchronous=FULL")
+
+    def run_many(self, statements: Sequence[Statement]) -> None:
+        """One after the other on this connection (SQLite is in-process: there is no round trip to save)."""
+        for s in statements:
+            self.conn.execute(s.sql, tuple(s.params))
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         self.conn.execute("BEGIN IMMEDIATE")
@@ -120,6 +161,17 @@ class PostgresBackend(Backend):
         cur = self.conn.execute(sql.replace("?", "%s"), tuple(params))
         rows = cur.fetchall() if cur.description is not None else []
         return cur.rowcount, rows
+
+    def run_many(self, statements: Sequence[Statement]) -> None:
+        """Pipelined: every statement is sent before any answer is awaited, so the batch costs one round trip.
+
+        The server still runs them one after the other, in this order and in
+        the caller's transaction; the first that fails raises here (at the
+        pipeline's sync) and the ones after it are not run.
+        """
+        with self.conn.pipeline():
+            for s in statements:
+                self.conn.execute(s.sql.replace("?", "%s"), tuple(s.params))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

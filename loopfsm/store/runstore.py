@@ -31,7 +31,7 @@ from ..errors import FencedOut, StoreError
 from ..machines.router_run import ROUTER_RUN
 from ..machines.run_lock import RUN_LOCK
 from . import ids
-from .backends import Backend, connect
+from .backends import Backend, Statement, connect
 from .sql import ROW_KINDS, SCHEMA_VERSION, check_prefix, ddl, drop
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -344,15 +344,18 @@ class RunStore:
         rec = self.load(session_id)
         if rec is not None:
             return rec
-        snap = ROUTER_RUN.new().snapshot()
-        self.backend.run(
-            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
-            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
-            (session_id, _dump(snap), self.now(now_ms)),
-        )
+        self._create(session_id, now_ms)
         rec = self.load(session_id)
         assert rec is not None
         return rec
+
+    def _create(self, session_id: str, now_ms: int | None) -> None:
+        """The session's row, Idle with a free lock, unless it exists already (then nothing changes)."""
+        self.backend.run(
+            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
+            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, _dump(ROUTER_RUN.new().snapshot()), self.now(now_ms)),
+        )
 
     def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
         """The session's rows in history order (step, then order within the step)."""
@@ -402,7 +405,7 @@ class RunStore:
         if request not in REQUESTS:
             raise ValueError(f"unknown request type {request!r} (one of {', '.join(REQUESTS)})")
         lease = self.lease_ms if lease_ms is None else lease_ms
-        rec = self.ensure(session_id, now_ms=now_ms)
+        rec, used = self._admission_read(session_id, request_id, now_ms)
         for _ in range(self.admit_retries):
             now = self.now(now_ms)
             lock = rec.lock_state(now)
@@ -414,7 +417,7 @@ class RunStore:
                 request=request,
                 lock=lock,
                 replay=replay,
-                reused=not replay and self.request_used(session_id, request_id),
+                reused=not replay and used,
                 pause_age_ms=max(0, now - since) if isinstance(since, int) else 0,
             )
             if answer == "replay":
@@ -433,7 +436,8 @@ class RunStore:
             params: list[Any] = [holder, now, now + lease, now, session_id, rec.fence, rec.version]
             if only_if_free:
                 params.append(now)
-            n, _ = self.backend.run(
+            # The lease's commit is not waited for on disk (SQLite; see run_unsynced): the step's is.
+            n, _ = self.backend.run_unsynced(
                 f"UPDATE {self._t_state} SET holder = ?, fence = fence + 1, started_at = ?, "
                 f"lease_expires_at = ?, cancel_requested = NULL, updated_at = ? "
                 f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free}",
@@ -450,9 +454,7 @@ class RunStore:
                     took_over=lock == "expired" and answer == "admit",
                     preempted=answer == "preempt" and lock != "free",
                 )
-            fresh = self.load(session_id)
-            assert fresh is not None
-            rec = fresh
+            rec, used = self._admission_read(session_id, request_id, now_ms)
         now = self.now(now_ms)
         return Admission(
             "refused",
@@ -462,6 +464,21 @@ class RunStore:
             retry_after_ms=max(0, (rec.lease_expires_at or now) - now),
             allowed_continuations=rec.phase_machine().decide("continuations"),
         )
+
+    def _admission_read(self, session_id: str, request_id: str, now_ms: int | None) -> tuple[RunRecord, bool]:
+        """The session's row (created Idle if missing) and whether a committed step used ``request_id``.
+
+        One statement, so admission costs one read (a round trip on PostgreSQL), not two.
+        """
+        sql = (
+            f"SELECT {_COLS}, EXISTS (SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?) "
+            f"FROM {self._t_state} WHERE session_id = ?"
+        )
+        _, rows = self.backend.run(sql, (session_id, request_id, session_id))
+        if not rows:  # a new session: created, then read as any other
+            self._create(session_id, now_ms)
+            _, rows = self.backend.run(sql, (session_id, request_id, session_id))
+        return _record(rows[0][:12]), bool(rows[0][12])
 
     # -- holding the lock -------------------------------------------------------------------
     def renew(self, lease: Lease, *, now_ms: int | None = None, lease_ms: int | None = None) -> Lease:
@@ -544,14 +561,22 @@ class RunStore:
                 raise self._fenced(lease, "checkpoint")
             step = got[0][0]
             # A plain INSERT: admission refuses a used request_id, so a conflict here is a bug, and it is loud.
-            self.backend.run(
-                f"INSERT INTO {self._t_requests} (session_id, request_id, step) VALUES (?, ?, ?)",
-                (lease.session_id, request_id, step),
-            )
-            for order, r in enumerate(all_rows):
-                if order == 1:
-                    self._fault("between_rows")
-                self._put_row(lease.session_id, run_id, step, order, r, lease.fence)
+            # The step's rows go in two batches (one round trip each on PostgreSQL): the request id and
+            # the first row, then the rest; the crash tests stop the process between the two.
+            writes = [
+                Statement(
+                    f"INSERT INTO {self._t_requests} (session_id, request_id, step) VALUES (?, ?, ?)",
+                    (lease.session_id, request_id, step),
+                )
+            ]
+            writes += [
+                self._row_statement(lease.session_id, run_id, step, order, r, lease.fence)
+                for order, r in enumerate(all_rows)
+            ]
+            self.backend.run_many(writes[:2])
+            if len(writes) > 2:
+                self._fault("between_rows")
+                self.backend.run_many(writes[2:])
             self._fault("before_commit")
         self._fault("after_commit")
         # The row as just committed, without reading it back.
@@ -572,8 +597,13 @@ class RunStore:
 
     def _put_row(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> None:
         """Write (or overwrite) one row inside the caller's transaction; its id derives from its slot."""
+        s = self._row_statement(session_id, run_id, step, order, r, fence)
+        self.backend.run(s.sql, s.params)
+
+    def _row_statement(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> Statement:
+        """The statement writing (or overwriting) one row; its id derives from its slot."""
         rid = r.row_id or ids.row_id(session_id, run_id, step, r.slot)
-        self.backend.run(
+        return Statement(
             f"INSERT INTO {self._t_rows} (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
             f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
             f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
