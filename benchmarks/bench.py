@@ -1,18 +1,31 @@
-"""Benchmark: loopfsm's cost as ratios against baselines timed in the same run, each beside its goal.
+"""Benchmark: issue 25's performance floors, each measured and printed beside its floor as met or MISSED.
 
 Run ``python benchmarks/bench.py`` (``--quick`` for fewer rounds, ``--only breaker,turnstile``
-for some sections: cold, turnstile, brain, breaker, compile).  How it measures:
+for some sections: cold, turnstile, brain, breaker, compile).  The floors:
 
-* CPU time (``time.process_time``), not wall time, so a busy machine slows
-  both sides alike instead of adding noise to one of them.
+* turnstile feed <= 10x the hand-written gate, create <= 5x, restore <= 10x;
+* a driven engine-brain run <= 5x the hand-written brain;
+* tool breaker acquire + record <= 2.5x the hand-written breaker (the same
+  per-tool map, lock, argument checks, clamped clock and permit bookkeeping);
+  pybreaker's ``call`` is printed beside it for information, with no floor;
+* compile <= 0.2 ms per state and linear (read here as: the per-state cost at
+  5,000 states at most 1.5 times that at 100);
+* cold start (a fresh interpreter importing loopfsm and compiling all nine
+  shipped machines, warm spec cache) <= 100 ms CPU, judged on loopfsm's part:
+  the fresh interpreter's CPU minus a bare ``python -c pass``'s, both printed.
+
+How it measures:
+
+* CPU time (``time.process_time``; children's ``getrusage``), not wall time,
+  so a busy machine slows both sides alike instead of adding noise to one.
 * Baseline and loopfsm alternate within every round, and each side keeps its
   best round, so a slow spell cannot land on one side only.
 * Every hand-written baseline is first shown to give the same results as
   loopfsm on a scripted run (``handwritten.py`` holds them), so a ratio
-  compares equal work.
-* Cold start runs in fresh interpreters and charges their whole CPU time;
-  loopfsm's part is that minus a bare interpreter's (``python -c pass``),
-  whose cost depends on what the site hooks of the machine import.
+  compares equal work; the cold-start child is first run once to show it
+  compiles the nine machines with bytecode writing on.
+* The bare interpreter's cost depends on what the site hooks of the machine
+  import; it is printed so a reader can judge a loaded or unusual host.
 
 It is a script to read, never a test: timing assertions are flaky by nature.
 """
@@ -77,30 +90,48 @@ def fmt(seconds: float) -> str:
     return f"{seconds * 1e9:7.0f} ns"
 
 
-def report(what: str, ours: float, base: float | None, base_name: str, goal: float | None) -> None:
-    """Print one line: loopfsm's time, the baseline's, the ratio and the goal beside it."""
-    if base is None:
-        print(f"  {what:<44} {fmt(ours)}")
-        return
+def report(what: str, ours: float, base: float, base_name: str, floor: float | None) -> None:
+    """Print one line: loopfsm's time, the baseline's, the ratio and the floor beside it (None: no floor)."""
     ratio = ours / base
-    met = None if goal is None else ratio <= goal
-    mark = "" if goal is None else f"  goal <= {goal:g}x  {'met' if met else 'MISSED'}"
+    met = None if floor is None else ratio <= floor
+    mark = "" if floor is None else f"  floor <= {floor:g}x  {'met' if met else 'MISSED'}"
     print(f"  {what:<44} {fmt(ours)}  {base_name} {fmt(base)}  = {ratio:6.2f}x{mark}")
-    if goal is not None:
-        RESULTS.append((what, f"{ratio:.2f}x", f"<= {goal:g}x", met))
+    if floor is not None:
+        RESULTS.append((what, f"{ratio:.2f}x", f"<= {floor:g}x", met))
 
 
 # -- cold start -------------------------------------------------------------------------------
 
+#: The nine machines loopfsm ships (``machines/*.yaml``), by module and typed class.
+SHIPPED = (
+    ("agent_loop", "AgentLoop"),
+    ("engine_brain", "LoopMachine"),
+    ("fallback_breaker", "FallbackBreaker"),
+    ("router_client", "RouterClient"),
+    ("router_run", "RouterRun"),
+    ("run_lock", "RunLock"),
+    ("stream_assembly", "StreamAssembly"),
+    ("tool_breaker", "ToolBreaker"),
+    ("turnstile", "Turnstile"),
+)
+
 COLD_CODE = (
-    "import loopfsm.machines as m\n"
-    "for name in m.__all__:\n"
-    "    getattr(m, name)\n"  # every machine loopfsm.machines exports: its policy class compiles it
+    "import loopfsm\n"
+    "from importlib import import_module\n"
+    f"for module, cls in {SHIPPED!r}:\n"
+    "    getattr(import_module('loopfsm.machines.' + module), cls).compiled\n"  # load, check and compile
+)
+
+#: Run once before timing: it proves what the timed children do (nine machines, bytecode written and reused).
+COLD_CHECK = (
+    COLD_CODE + "import sys\n"
+    "print(sys.dont_write_bytecode, *sorted(getattr(import_module('loopfsm.machines.' + m), c).compiled.name "
+    f"for m, c in {SHIPPED!r}))\n"
 )
 
 
 def child_cpu(code: str, env: dict[str, str]) -> float:
-    """User + system CPU seconds of one fresh interpreter running ``code``, start-up included."""
+    """User + system CPU seconds of one fresh interpreter running ``code``, start-up and exit included."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -108,18 +139,19 @@ def child_cpu(code: str, env: dict[str, str]) -> float:
 
 
 def cold_start_section() -> None:
-    import loopfsm.machines as m
-
-    compiled = sorted({getattr(m, n).compiled.name for n in m.__all__ if hasattr(getattr(m, n), "compiled")})
+    shipped = sorted(p.stem for p in (Path(__file__).resolve().parent.parent / "machines").glob("*.yaml"))
+    assert shipped == sorted(m for m, _ in SHIPPED), shipped
     print(
-        "cold start: a fresh interpreter imports loopfsm and loads, checks and compiles every machine "
-        f"loopfsm.machines exports ({', '.join(compiled)})"
+        f"cold start: a fresh interpreter imports loopfsm and loads, checks and compiles all {len(SHIPPED)} "
+        "shipped machines, spec cache warm; floor judged on loopfsm's part (the bare interpreter subtracted)"
     )
     with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as pyc:
-        # As installed by pip: bytecode written once (here into a private prefix), then reused.
+        # As installed by pip: bytecode written once (here into a private prefix), then reused.  A shell
+        # may set PYTHONDONTWRITEBYTECODE; the children must not inherit it, or every one compiles from source.
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
         env.update(LOOPFSM_CACHE_DIR=cache, PYTHONPYCACHEPREFIX=pyc)
-        subprocess.run([sys.executable, "-c", COLD_CODE], env=env, check=True)  # fills the spec cache
+        out = subprocess.run([sys.executable, "-c", COLD_CHECK], env=env, check=True, capture_output=True, text=True)
+        assert out.stdout.split() == ["False", *shipped], out.stdout  # fills the spec cache and the bytecode
         bare = ours = first = float("inf")
         for _ in range(ROUNDS):  # a fresh interpreter is short: a slow spell of the host can cover a few rounds
             bare = min(bare, child_cpu("pass", env))
@@ -127,14 +159,14 @@ def cold_start_section() -> None:
             with tempfile.TemporaryDirectory() as empty:
                 first = min(first, child_cpu(COLD_CODE, dict(env, LOOPFSM_CACHE_DIR=empty)))
     own, own_first = ours - bare, first - bare
-    met = own <= 0.050
+    met = own <= 0.100
     print(f"  {'bare interpreter (python -c pass)':<44} {fmt(bare)}")
     print(
-        f"  {'fresh interpreter + all machines, cache warm':<44} {fmt(ours)}  loopfsm's part {fmt(own)}  "
-        f"goal <= 50 ms  {'met' if met else 'MISSED'}"
+        f"  {'fresh interpreter + 9 machines, cache warm':<44} {fmt(ours)}  loopfsm's part {fmt(own)}  "
+        f"floor <= 100 ms  {'met' if met else 'MISSED'}"
     )
     print(f"  {'same, empty spec cache (first run)':<44} {fmt(first)}  loopfsm's part {fmt(own_first)}")
-    RESULTS.append(("cold start (CPU above a bare interpreter)", f"{own * 1e3:.1f} ms", "<= 50 ms", met))
+    RESULTS.append(("cold start, 9 machines (above bare python)", f"{own * 1e3:.1f} ms", "<= 100 ms", met))
 
 
 # -- turnstile --------------------------------------------------------------------------------
@@ -201,15 +233,15 @@ def turnstile_section() -> None:
         g.push()
 
     b, o = alternate(hand_feed, ours_feed, 20000)
-    report("feed (alternating coin / push)", o / 2, b / 2, "hand", 10)
+    report("turnstile feed (alternating coin / push)", o / 2, b / 2, "hand", 10)
     T, fp = ts.Turnstile, ts.Turnstile.compiled.fingerprint
     snap = t.snapshot()
     b, o = alternate(lambda: Gate.restore(snap, fp), lambda: T.restore(snap), 20000)
-    report("restore (validated)", o, b, "hand", 10)
+    report("turnstile restore (validated)", o, b, "hand", 10)
     b, o = alternate(Gate, T, 20000)
-    report("create an instance", o, b, "hand", 5)
+    report("turnstile create", o, b, "hand", 5)
     b, o = alternate(lambda: g.snapshot(fp), t.snapshot, 20000)
-    report("snapshot", o, b, "hand", None)
+    report("turnstile snapshot (no floor)", o, b, "hand", None)
 
 
 # -- engine brain -------------------------------------------------------------------------------
@@ -242,7 +274,7 @@ def brain_section() -> None:
     assert ours.data.pending == hand.pending and ours.outcome() == hand.outcome
     assert ours.next_step(policy=P) == hand.next_step(policy=P)
     b, o = alternate(lambda: ten_turn_run(Brain, P), lambda: ten_turn_run(eb.LoopMachine, P), 300)
-    report("driven 10-turn run (feeds + next_step)", o, b, "hand", 5)
+    report("brain run (10 turns: feeds + next_step)", o, b, "hand", 5)
 
 
 # -- tool breaker ----------------------------------------------------------------------------------
@@ -311,7 +343,10 @@ def _noop() -> None:
 
 
 def breaker_section() -> None:
-    print("tool breaker: one call = acquire + record(success) through the per-tool map, clock clamped")
+    print(
+        "tool breaker: one call = acquire + record(success) through the per-tool map, clock clamped, "
+        "against the hand-written breaker"
+    )
     breaker_same_results()
     P = tb.ToolBreakerPolicy()
     ours, hand, cb = tb.ToolHealth(P), HandToolHealth(P), pybreaker.CircuitBreaker(fail_max=5, reset_timeout=30)
@@ -330,10 +365,10 @@ def breaker_section() -> None:
     def pybreaker_call():
         cb.call(_noop)
 
-    pb, o = alternate(pybreaker_call, ours_call, 20000)
-    report("acquire + record(success)", o, pb, "pybreaker call(noop)", 2)
     b, o = alternate(hand_call, ours_call, 20000)
-    report("acquire + record(success)", o, b, "hand", None)
+    report("tool breaker acquire + record(success)", o, b, "hand", 2.5)
+    pb, o = alternate(pybreaker_call, ours_call, 20000)
+    report("same, against pybreaker (no floor)", o, pb, "pybreaker call(noop)", None)
 
 
 # -- compile ---------------------------------------------------------------------------------------
@@ -382,12 +417,14 @@ def compile_section() -> None:
     worst = max(per_state.values())
     met = worst <= 0.2e-3
     growth = per_state[5000] / per_state[100]
+    linear = growth <= 1.5
+    print(f"  worst per state {fmt(worst)}  floor <= 0.2 ms  {'met' if met else 'MISSED'}")
     print(
-        f"  worst per state {fmt(worst)}  goal <= 0.2 ms  {'met' if met else 'MISSED'}; "
-        f"per-state cost at 5000 / at 100 = {growth:.2f} (1.0 is linear)"
+        f"  per-state cost at 5000 / at 100 = {growth:.2f} (1.0 is linear)  floor: linear, "
+        f"read as <= 1.5  {'met' if linear else 'MISSED'}"
     )
     RESULTS.append(("compile per state (10..5000 states)", f"{worst * 1e3:.3f} ms", "<= 0.2 ms", met))
-    RESULTS.append(("compile linear (per state 5000 / 100)", f"{growth:.2f}", "<= ~1.5", growth <= 1.5))
+    RESULTS.append(("compile linear (per state 5000 / 100)", f"{growth:.2f}", "<= 1.5", linear))
 
 
 def main() -> None:
@@ -410,7 +447,7 @@ def main() -> None:
     for name in only:
         sections[name]()
         print()
-    print("goals:")
+    print("floors (issue 25):")
     for what, value, goal, met in RESULTS:
         print(f"  {what:<44} {value:>10}  {goal:<10} {'met' if met else 'MISSED'}")
     print(f"\n(ran in {time.perf_counter() - start:.0f} s wall)")

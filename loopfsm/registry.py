@@ -30,6 +30,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class Param:
+    """One keyword parameter a registered callable takes from the YAML, and whether it must be given."""
+
     name: str
     type: Any  # a Python type, or Any when unannotated
     required: bool

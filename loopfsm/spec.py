@@ -55,6 +55,8 @@ def leaf_refs(refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
 
 @dataclass(frozen=True)
 class FieldDef:
+    """One declared field of data, state data, a feed's arguments or an outcome, with its YAML position."""
+
     name: str
     type: str
     list: bool
@@ -69,6 +71,8 @@ class FieldDef:
 
 @dataclass(frozen=True)
 class PolicyParam:
+    """One policy number or setting from the YAML's ``policy:`` block, its default and bounds."""
+
     name: str
     type: str
     default: Any
@@ -81,6 +85,8 @@ class PolicyParam:
 
 @dataclass(frozen=True)
 class StateDef:
+    """One state: whether it starts or ends the machine, and the data it carries while current."""
+
     name: str
     initial: bool
     terminal: bool
@@ -91,6 +97,8 @@ class StateDef:
 
 @dataclass(frozen=True)
 class Branch:
+    """One way a feed can go from a state: guards tried in order, then the destination and actions."""
+
     guards: tuple[Ref, ...]
     dest: str | None  # None: stay
     actions: tuple[Ref, ...]
@@ -106,6 +114,8 @@ class Branch:
 
 @dataclass(frozen=True)
 class EventDef:
+    """One feed: its arguments and, per source state, its branches in the order the YAML lists them."""
+
     name: str
     description: str
     args: dict[str, FieldDef]
@@ -118,6 +128,8 @@ class EventDef:
 
 @dataclass(frozen=True)
 class Rule:
+    """One row of a decision: in which states it applies, its guards, and the result it answers."""
+
     name: str
     states: tuple[str, ...] | None
     guards: tuple[Ref, ...]
@@ -128,6 +140,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Decision:
+    """A question the machine answers without changing (``next_step``): rules tried in order."""
+
     name: str
     description: str
     rules: tuple[Rule, ...]
@@ -138,6 +152,8 @@ class Decision:
 
 @dataclass(frozen=True)
 class OutcomeDef:
+    """One way the machine can end, and which error (if any) a failed run maps to."""
+
     name: str
     description: str
     error: Any  # None | str | {"field": name}

@@ -140,20 +140,21 @@ def test_run_refuses_a_bad_script(tmp_path, capsys):
 
 
 def test_benchmark_output_is_pasted():
-    """The README shows the benchmark's current output: every goal line the script prints, with its goal."""
+    """The README shows the benchmark's current output: every floor line the script prints, with its floor."""
     bench = (ROOT / "benchmarks" / "bench.py").read_text()
     for label in (
-        "feed (alternating coin / push)",
-        "restore (validated)",
-        "create an instance",
-        "driven 10-turn run (feeds + next_step)",
-        "acquire + record(success)",
-        "cold start (CPU above a bare interpreter)",
+        "turnstile feed (alternating coin / push)",
+        "turnstile restore (validated)",
+        "turnstile create",
+        "brain run (10 turns: feeds + next_step)",
+        "tool breaker acquire + record(success)",
+        "cold start, 9 machines (above bare python)",
         "compile per state (10..5000 states)",
+        "compile linear (per state 5000 / 100)",
     ):
         assert label in bench, label
         assert label in README, label
-    assert README.count("goal <= ") >= 6 and "goals:" in README
+    assert README.count("floor <= ") >= 7 and "floors (issue 25):" in README
 
 
 def example(name: str) -> str:

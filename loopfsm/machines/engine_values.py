@@ -136,21 +136,25 @@ LOOP_ERROR_SCHEMA = {
 
 @dataclass(frozen=True)
 class Completed:
+    """The run ended with the model's final answer."""
+
     final_text: str
 
 
 @dataclass(frozen=True)
 class Cancelled:
-    pass
+    """The run ended because the driver cancelled it."""
 
 
 @dataclass(frozen=True)
 class MaxTurnsExceeded:
-    pass
+    """The run ended at the policy's turn limit."""
 
 
 @dataclass(frozen=True)
 class Failed:
+    """The run ended with an error, kept so a restore rebuilds it."""
+
     error: LoopError
 
 
@@ -253,22 +257,30 @@ PENDING_TOOL_SCHEMA = {
 
 @dataclass(frozen=True)
 class CallLLM:
+    """Next step: ask the model for turn ``turn``."""
+
     turn: int
 
 
 @dataclass(frozen=True)
 class CallTools:
+    """Next step: run the pending tool calls of turn ``turn``."""
+
     turn: int
     calls: tuple[PendingToolCall, ...]
 
 
 @dataclass(frozen=True)
 class Compact:
+    """Next step: compact the context, for ``reason``."""
+
     reason: CompactionReason
 
 
 @dataclass(frozen=True)
 class Done:
+    """Next step: nothing; the run ended with ``outcome``."""
+
     outcome: Outcome
 
 

@@ -19,6 +19,8 @@ ROLES = ("system", "user", "assistant", "tool")
 
 @dataclass(frozen=True)
 class ToolCall:
+    """One tool call the model asked for: its id, the tool's name and its arguments."""
+
     id: str
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
