@@ -209,16 +209,7 @@ class Feed:
     def run(self, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
         """Run the feed on ``model``: the first branch whose guards all hold is taken."""
         state = model._state
-        ctx = FeedData()  # feed_data(), inline: this runs once per feed
-        ctx.event = self
-        ctx.model = model
-        ctx.args = args
-        ctx.policy = policy
-        ctx.source = state
-        ctx.enter_data = {}
-        ctx.transition = None
-        ctx.result = False
-        ctx.reply = None
+        ctx = feed_data(self, model, args, policy, state)
         last = self._last  # one attribute holds policy and rows together: threads never see a mix
         if last[0] is not policy:
             last = self._last = (policy, self._rows.get(policy))
