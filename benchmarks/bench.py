@@ -52,7 +52,7 @@ from loopfsm import LoopFsmError, compile_spec, parse  # noqa: E402
 from loopfsm.machines import engine_brain as eb  # noqa: E402
 from loopfsm.machines import tool_breaker as tb  # noqa: E402
 from loopfsm.machines import turnstile as ts  # noqa: E402
-from loopfsm.registry import Registry  # noqa: E402
+from loopfsm.core.registry import Registry  # noqa: E402
 
 ROUNDS = 3 if "--quick" in sys.argv else 9
 RESULTS: list[tuple[str, str, str, bool | None]] = []

@@ -75,7 +75,7 @@ def baseline_app(url: str, prefix: str, template: list[dict[str, Any]]) -> Any:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     local = threading.local()
 
@@ -126,7 +126,7 @@ def serve_baseline() -> None:
 
 
 def serve_router() -> None:
-    from loopfsm.providers.scripted import ScriptedProvider
+    from loopfsm.router.providers.scripted import ScriptedProvider
     from loopfsm.router import Router
     from loopfsm.router.http import serve
 
@@ -294,7 +294,7 @@ GOALS: list[str] = []
 
 
 def bench(name: str, url: str) -> None:
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     p_router, p_base = f"bench_r_{uuid.uuid4().hex[:6]}_", f"bench_b_{uuid.uuid4().hex[:6]}_"
     for p in (p_router, p_base):

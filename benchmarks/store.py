@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from loopfsm.machines.router_run import ROUTER_RUN
-from loopfsm.store import Row, open_store
-from loopfsm.store.serve import Outcome, serve
+from loopfsm.router.store import Row, open_store
+from loopfsm.router.store.serve import Outcome, serve
 
 QUICK = "--quick" in sys.argv
 PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else "postgresql://postgres@127.0.0.1:5432/test"

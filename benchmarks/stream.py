@@ -5,7 +5,7 @@ Run ``python benchmarks/stream.py`` (``--quick`` for one round and smaller SDK s
 Workloads: a tool call whose JSON arguments are 1 MB, streamed in 1-, 8- and
 64-character fragments; and a 100k-token text answer (about 400,000
 characters) in typical deltas (16 characters for Anthropic, 4 for OpenAI's
-one-token chunks).  Events are generated lazily by ``loopfsm.streams.synthetic``
+one-token chunks).  Events are generated lazily by ``loopfsm.router.streams.synthetic``
 as the decoded dicts a client would hand over, for every contender alike.
 
 How it measures: CPU time (``time.process_time``), contenders alternating
@@ -40,11 +40,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from loopfsm import parse
-from loopfsm.compiler import compile_spec
+from loopfsm.core.compiler import compile_spec
 from loopfsm.machines.stream_assembly import REGISTRY, StreamAssembly
-from loopfsm.resources import machine_path
-from loopfsm.streams import AnthropicStream, OpenAIChatStream
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
+from loopfsm.core.resources import machine_path
+from loopfsm.router.streams import AnthropicStream, OpenAIChatStream
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 QUICK = "--quick" in sys.argv
 ROUNDS = 1 if QUICK else 3

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from loopfsm import tracing
+from loopfsm.core import tracing
 from loopfsm.machines.turnstile import Turnstile
 
 ROUNDS = 7

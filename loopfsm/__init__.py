@@ -4,9 +4,9 @@ The public surface is deliberately small: load or compile a machine file,
 register the guards and actions it names, and catch the errors it raises.
 """
 
-from .catalog import load_machine
-from .compiler import CompiledMachine, compile_file, compile_spec
-from .errors import (
+from loopfsm.core.catalog import load_machine
+from loopfsm.core.compiler import CompiledMachine, compile_file, compile_spec
+from loopfsm.core.errors import (
     ActionError,
     ClientError,
     ConfigError,
@@ -34,9 +34,9 @@ from .errors import (
     StreamProtocolError,
     UnknownFeed,
 )
-from .loader import load, parse
-from .registry import Registry
-from .runtime import MachineInstance
+from loopfsm.core.loader import load, parse
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance
 
 __all__ = [
     "CompiledMachine",

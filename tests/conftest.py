@@ -13,7 +13,7 @@ import pytest
 from hypothesis import settings
 
 from loopfsm import Registry
-from loopfsm.registry import DataField
+from loopfsm.core.registry import DataField
 
 # In CI the property and fuzz tests replay the same examples every run, so a
 # landing never depends on luck; locally they keep exploring new ones.

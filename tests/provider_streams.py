@@ -1,6 +1,6 @@
 """The Anthropic and OpenAI adapters over the SDKs' own HTTP client with a mock transport: no network.
 
-Replies are generated with :mod:`loopfsm.streams.synthetic` and served as the
+Replies are generated with :mod:`loopfsm.router.streams.synthetic` and served as the
 server-sent-event bodies the APIs stream; a :class:`Recorder` answers from a
 queue and keeps every request the SDK actually sent.
 """
@@ -15,9 +15,9 @@ from typing import Any
 import anthropic
 import openai
 
-from loopfsm.providers.anthropic_api import AnthropicProvider
-from loopfsm.providers.openai_api import OpenAIProvider
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
+from loopfsm.router.providers.anthropic_api import AnthropicProvider
+from loopfsm.router.providers.openai_api import OpenAIProvider
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
 
 
 def _http_module(sdk: Any) -> Any:

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.providers.scripted import ScriptedProvider
 from loopfsm.router.http import serve
 from loopfsm.router.service import Router
 

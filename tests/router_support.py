@@ -66,7 +66,7 @@ PLAN_SCRIPT = [
 def make(url: str, prefix: str, script: list[dict[str, Any]] | None = None, **kw: Any) -> tuple[Any, Any]:
     from starlette.testclient import TestClient
 
-    from loopfsm.providers.scripted import ScriptedProvider
+    from loopfsm.router.providers.scripted import ScriptedProvider
     from loopfsm.router import Router
     from loopfsm.router.http import create_app
 
@@ -76,7 +76,7 @@ def make(url: str, prefix: str, script: list[dict[str, Any]] | None = None, **kw
 
 
 def client(tc: Any, session: str, workspace: Any, approver: Any = None, **kw: Any) -> Any:
-    from loopfsm.client import Client
+    from loopfsm.router.client import Client
 
     return Client(
         "http://testserver",

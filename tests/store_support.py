@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from loopfsm.store import open_store
+from loopfsm.router.store import open_store
 
 PG_URL = os.environ.get("LOOPFSM_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 

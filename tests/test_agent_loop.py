@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm import IllegalFeed, tracing
-from loopfsm.errors import FeedArgumentError, FeedRefused
-from loopfsm.fieldtypes import INT_MAX, INT_MIN
+from loopfsm import IllegalFeed
+from loopfsm.core import tracing
+from loopfsm.core.errors import FeedArgumentError, FeedRefused
+from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.machines.agent_loop import RESUME_ANSWERS, AgentLoop, AgentLoopPolicy, arguments_hash
 
 AGENT_LOOP = AgentLoop.compiled

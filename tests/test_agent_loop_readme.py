@@ -6,7 +6,7 @@ import contextlib
 import io
 from pathlib import Path
 
-from loopfsm.cli import main
+from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.agent_script import drive
-from loopfsm.errors import LoopFsmError
+from loopfsm.drivers.agent_script import drive
+from loopfsm.core.errors import LoopFsmError
 
-from loopfsm.cli import main
+from loopfsm.review.cli import main
 
 GOOD = """
 run: {run_id: r1, owner: me, deadline_at: 10000}

@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from loopfsm.crypto import Keyring
-from loopfsm.store import open_store
+from loopfsm.router.crypto import Keyring
+from loopfsm.router.store import open_store
 
 from router_support import free_port, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
@@ -178,7 +178,7 @@ def served(store_url, tmp_path):  # noqa: F811
 
 
 def test_no_plaintext_of_an_encrypted_session_in_any_store_file(served, tmp_path):
-    from loopfsm.client import Client
+    from loopfsm.router.client import Client
 
     url, prefix, router_url, m, proc, log = served
     files = StoreFiles(url, prefix)
@@ -230,7 +230,7 @@ def test_no_plaintext_of_an_encrypted_session_in_any_store_file(served, tmp_path
 
 def test_sqlite_keeps_no_old_copy_of_what_a_step_overwrote(tmp_path):
     """Defence in depth on SQLite: an overwritten value is zeroed in the database and cut from the WAL."""
-    from loopfsm.store import Row
+    from loopfsm.router.store import Row
 
     db = tmp_path / "r.db"
     marker = _marker("overwritten").encode()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopfsm import SpecError, load, parse
-from loopfsm.errors import Problem
+from loopfsm.core.errors import Problem
 
 from conftest import make_registry, marked_line
 

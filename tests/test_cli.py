@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import main
-from loopfsm.render.dot import svg_stamp
+from loopfsm.review.cli import main
+from loopfsm.review.render.dot import svg_stamp
 
 ROOT = Path(__file__).resolve().parent.parent
 

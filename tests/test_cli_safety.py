@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import MANIFEST, main
+from loopfsm.review.cli import MANIFEST, main
 
 ROOT = Path(__file__).resolve().parent.parent
 

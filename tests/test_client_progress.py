@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.providers.scripted import ScriptedProvider
 
 from router_support import TOOLS_SCRIPT, free_port, make, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
@@ -58,7 +58,7 @@ class SlowScript(ScriptedProvider):
 
 
 def _client(url, session, ws, **kw):
-    from loopfsm.client import Client
+    from loopfsm.router.client import Client
 
     return Client(
         url,
@@ -281,7 +281,7 @@ def test_a_hostile_stream_puts_no_escape_sequence_on_the_terminal(tmp_path):
 
 
 def test_progress_lines_show_names_only():
-    from loopfsm.router.commands import progress_line
+    from loopfsm.review.router_commands import progress_line
 
     assert progress_line("awaiting_tool", {"tool_requests": [{"name": "shell"}, {"name": "\x1b[2Jx"}]}) == (
         "- awaiting_tool: shell, ?"
@@ -362,8 +362,8 @@ def test_on_a_terminal_the_unreachable_line_is_rewritten_in_place(tmp_path):
 def test_the_client_gives_up_naming_the_address_without_its_password(tmp_path):
     import httpx
 
-    from loopfsm.client import Client
-    from loopfsm.errors import ClientError
+    from loopfsm.router.client import Client
+    from loopfsm.core.errors import ClientError
 
     port = free_port()
     events = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.coverage import Collector, measure, rows_of
-from loopfsm.tracing import TransitionRecord
+from loopfsm.review.coverage import Collector, measure, rows_of
+from loopfsm.core.tracing import TransitionRecord
 
 pytest_plugins = ["pytester"]
 
@@ -129,7 +129,7 @@ def test_quiet():
 
 
 def test_a_bad_yaml_string_raises_spec_error(loopfsm_machine, loopfsm_registry):
-    from loopfsm.errors import SpecError
+    from loopfsm.core.errors import SpecError
 
     with pytest.raises(SpecError, match="unknown state"):
         loopfsm_machine(

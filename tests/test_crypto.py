@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 nacl = pytest.importorskip("nacl")
 
-from loopfsm.crypto import (  # noqa: E402
+from loopfsm.router.crypto import (  # noqa: E402
     ALGORITHM,
     Envelope,
     Keyring,
@@ -22,7 +22,7 @@ from loopfsm.crypto import (  # noqa: E402
     key_id_for,
     split_ref,
 )
-from loopfsm.errors import LoopFsmError, SealError  # noqa: E402
+from loopfsm.core.errors import LoopFsmError, SealError  # noqa: E402
 
 RING = Keyring.generate()
 REF = content_ref("message", "0194")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopfsm import FeedArgumentError, SpecError, compile_spec, parse
-from loopfsm.render import render
+from loopfsm.review.render import render
 
 from conftest import dedent, make_registry
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import main
-from loopfsm.diff import diff_specs, load_for_diff
+from loopfsm.review.cli import main
+from loopfsm.review.diff import diff_specs, load_for_diff
 
 ROOT = Path(__file__).resolve().parents[1]
 

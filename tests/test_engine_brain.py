@@ -11,7 +11,7 @@ from loopfsm import load_machine
 import yaml
 
 from loopfsm import IllegalFeed, NoBranchMatched, SnapshotError
-from loopfsm.errors import FeedArgumentError
+from loopfsm.core.errors import FeedArgumentError
 from loopfsm.machines.engine_brain import (
     CallLLM,
     CallTools,
@@ -32,7 +32,7 @@ from loopfsm.machines.engine_brain import (
     ToolCall,
     TurnLimitExceeded,
 )
-from loopfsm.resources import machine_path
+from loopfsm.core.resources import machine_path
 
 from brain_helpers import TOOLS, P, answers, brain_in, reply_with_tools, step
 
@@ -499,7 +499,7 @@ def test_brain_answers_a_forced_open_breaker_with_the_tables_retry_wording():
     (shell,) = m.data.pending_tools
     import yaml
 
-    from loopfsm.resources import machine_path
+    from loopfsm.core.resources import machine_path
 
     table = yaml.safe_load(machine_path("engine_brain").read_text())
     actions = table["events"]["model_response"]["from"]["AwaitingModel"][-1]["actions"]

@@ -7,14 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.machines.engine_brain import (
-    Completed,
-    LoopError,
-    LoopMachine,
-    MachinePolicy,
-    Message,
-    ToolCall,
-)
+from loopfsm.machines.engine_brain import Completed, LoopError, LoopMachine, MachinePolicy, Message, ToolCall
 
 from brain_helpers import answers
 

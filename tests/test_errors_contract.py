@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import loopfsm
-from loopfsm import errors
-from loopfsm.compiler import _ENVELOPE
+from loopfsm.core import errors
+from loopfsm.core.compiler import _ENVELOPE
 from loopfsm.machines.engine_values import LoopError
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
@@ -45,7 +45,7 @@ def test_stated_relations_hold():
 
 
 def test_no_module_defines_an_error_class_of_its_own():
-    """Outside loopfsm.errors only private helpers and the LoopError values (how a run ended) exist."""
+    """Outside loopfsm.core.errors only private helpers and the LoopError values (how a run ended) exist."""
     stray = []
     for info in pkgutil.walk_packages(loopfsm.__path__, "loopfsm."):
         if info.name.endswith("__main__"):

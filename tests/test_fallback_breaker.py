@@ -190,7 +190,7 @@ def test_recovering_never_has_two_primary_probes_out(ops):
 
 def test_two_unnamed_breakers_never_take_each_others_routes():
     """The issue's case: a Route from another default-constructed breaker, same generation and number."""
-    from loopfsm.errors import FeedArgumentError
+    from loopfsm.core.errors import FeedArgumentError
 
     a, b = FallbackBreaker(), FallbackBreaker()
     assert a.data.name != b.data.name and a.data.name.startswith("fallback-")

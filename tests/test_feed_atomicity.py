@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import LoopFsmError, SnapshotError
-from loopfsm.errors import FeedArgumentError
+from loopfsm.core.errors import FeedArgumentError
 from loopfsm.machines import FallbackBreaker, ToolHealth
 from loopfsm.machines.breaker_values import Allow, Route
 from loopfsm.machines.engine_brain import LoopError, LoopMachine, Message, ToolCall, register_loop_error
@@ -307,7 +307,7 @@ def test_a_route_of_another_fallback_breaker_is_refused_and_counted():
 
 
 def test_a_route_is_recorded_at_most_once_even_when_stale():
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     b = FallbackBreaker()
     routes = [b.route(0) for _ in range(4)]
@@ -336,7 +336,7 @@ def test_outstanding_routes_are_bounded():
 
 
 def test_a_permit_is_recorded_at_most_once_and_a_never_issued_one_is_refused():
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     b = ToolBreaker()
     p = b.acquire(0, "c1")

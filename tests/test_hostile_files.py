@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import Registry, SpecError, compile_file, compile_spec, parse
-from loopfsm.cli import main
-from loopfsm.errors import LoopFsmError
-from loopfsm.source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, SourceProblems, read_file, read_source
+from loopfsm.review.cli import main
+from loopfsm.core.errors import LoopFsmError
+from loopfsm.core.source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, SourceProblems, read_file, read_source
 
 from conftest import make_registry, marked_line
 

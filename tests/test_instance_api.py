@@ -12,12 +12,12 @@ import pytest
 
 import loopfsm
 from loopfsm import load_machine
-from loopfsm.errors import FeedArgumentError, LoopFsmError, RegistryError, UnknownFeed
+from loopfsm.core.errors import FeedArgumentError, LoopFsmError, RegistryError, UnknownFeed
 from loopfsm.machines import FallbackBreaker, LoopMachine, ToolBreaker, ToolHealth, Turnstile
 from loopfsm.machines.engine_brain import CallLLM, MachinePolicy
 from loopfsm.machines.router_client import RouterClient
 from loopfsm.machines.turnstile import TurnstilePolicy
-from loopfsm.registries import known_registries, registry_named
+from loopfsm.core.registries import known_registries, registry_named
 
 ROOT = Path(__file__).resolve().parent.parent
 CLASSES = {
@@ -101,12 +101,12 @@ def test_policy_rule_is_the_same_everywhere():
 
 
 def test_every_error_class_is_in_errors_and_exported():
-    import loopfsm.errors as errors
+    import loopfsm.core.errors as errors
 
     classes = [v for v in vars(errors).values() if isinstance(v, type) and issubclass(v, LoopFsmError)]
     assert len(classes) >= 13
     for cls in classes:
-        assert cls.__module__ == "loopfsm.errors"
+        assert cls.__module__ == "loopfsm.core.errors"
         assert getattr(loopfsm, cls.__name__) is cls, cls.__name__
     for name in ("DecisionError", "ActionError", "RegistryError", "RenderError", "ScriptError"):
         assert name in loopfsm.__all__
@@ -144,7 +144,7 @@ def test_builtin_registries_are_entry_points_and_importing_one_compiles_nothing(
     """Run in a fresh interpreter: resolving every registry must leave every machine class uncompiled."""
     code = textwrap.dedent("""
         from loopfsm.registries import known_registries, registry_named
-        from loopfsm.runtime import _CompiledOnFirstUse
+        from loopfsm.core.runtime import _CompiledOnFirstUse
         names = known_registries()
         assert {"turnstile", "engine_brain", "tool_breaker", "fallback_breaker"} <= set(names), names
         for n in names:
@@ -171,10 +171,10 @@ def test_edit_to_the_shipped_brain_is_reported_once_at_its_line(tmp_path):
     code = textwrap.dedent(f"""
         import sys
         from pathlib import Path
-        import loopfsm.resources as r
+        import loopfsm.core.resources as r
         shipped = r.machine_path
         r.machine_path = lambda name: Path({str(edited)!r}) if name == "engine_brain" else shipped(name)
-        from loopfsm.cli import main
+        from loopfsm.review.cli import main
         sys.exit(main(["check", {str(edited)!r}]))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

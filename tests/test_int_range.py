@@ -13,8 +13,8 @@ import json
 import pytest
 
 from loopfsm import PolicyError, SnapshotError
-from loopfsm.errors import FeedArgumentError
-from loopfsm.fieldtypes import INT_MAX, INT_MIN
+from loopfsm.core.errors import FeedArgumentError
+from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.machines import ToolBreaker, TurnstilePolicy
 
 TOO_BIG = [INT_MAX + 1, INT_MIN - 1, 10**30, 10**5000]

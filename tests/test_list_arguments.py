@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from brain_helpers import TOOLS, brain_in, reply_with_tools
-from loopfsm.errors import FeedArgumentError
+from loopfsm.core.errors import FeedArgumentError
 from loopfsm.machines import AgentLoop
 
 
@@ -88,7 +88,7 @@ def _proposed():
     ],
 )
 def test_an_approval_request_nobody_could_answer_is_refused_and_changes_nothing(changed, rule):
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     proposed, h = _proposed()
     planning = AgentLoop.new_run("r2", "alice")  # from planning the request itself names the action
@@ -107,7 +107,7 @@ def test_an_approval_request_nobody_could_answer_is_refused_and_changes_nothing(
 
 
 def test_a_proposal_with_a_malformed_hash_is_refused():
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     run = AgentLoop.new_run("r1", "alice")
     with pytest.raises(FeedRefused, match="arguments_hash must be 'sha256:'"):

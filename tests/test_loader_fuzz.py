@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from loopfsm import SpecError, parse
 from loopfsm.machines.engine_brain import REGISTRY as BRAIN
 from loopfsm.machines.tool_breaker import REGISTRY as BREAKER
-from loopfsm.resources import machine_path
+from loopfsm.core.resources import machine_path
 
 DOCS = {
     name: (yaml.safe_load(machine_path(name).read_text()), reg)

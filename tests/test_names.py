@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import SpecError, compile_spec, parse
-from loopfsm.errors import LoopFsmError
+from loopfsm.core.errors import LoopFsmError
 
 from conftest import make_registry, marked_line
 
@@ -130,7 +130,7 @@ def test_guard_parameter_naming_a_data_field_is_checked_at_load():
 
 def test_brain_flag_guard_names_a_declared_field():
     from loopfsm.machines.engine_brain import REGISTRY
-    from loopfsm.resources import machine_path
+    from loopfsm.core.resources import machine_path
 
     text = machine_path("engine_brain").read_text().replace("field: cancelled}", "field: canceled}")
     with pytest.raises(SpecError) as info:
@@ -186,12 +186,12 @@ def test_any_accepted_name_compiles_and_runs(kind, name):
 
 def test_a_trailing_newline_never_passes_a_name_pattern(tmp_path):
     """``re.match`` with ``$`` accepts ``"name\\n"``: every name pattern is matched whole."""
-    from loopfsm.errors import LoopFsmError as Refused
+    from loopfsm.core.errors import LoopFsmError as Refused
     from loopfsm.machines.router_run import _IS_REF
-    from loopfsm.project import find_project
+    from loopfsm.review.project import find_project
     from loopfsm.router import Router
-    from loopfsm.scaffold import _name_problem
-    from loopfsm.store.sql import check_prefix
+    from loopfsm.review.scaffold import _name_problem
+    from loopfsm.router.store.sql import check_prefix
 
     is_ref = _IS_REF[1]
     assert is_ref("diff:d1") and not is_ref("diff:d1\n")

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from loopfsm import load
-from loopfsm.cli import main
-from loopfsm.scaffold import MODELINE, _declare, registry_module
-from loopfsm.source import read_file
-from loopfsm.spec import build_spec
+from loopfsm.review.cli import main
+from loopfsm.review.scaffold import MODELINE, _declare, registry_module
+from loopfsm.core.source import read_file
+from loopfsm.core.spec import build_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from loopfsm import tracing
-from loopfsm.agent_script import drive
+from loopfsm.core import tracing
+from loopfsm.drivers.agent_script import drive
 from loopfsm.machines.engine_brain import LoopMachine
-from loopfsm.otel import OtelEventSink, OtelSpanEventSink
+from loopfsm.core.otel import OtelEventSink, OtelSpanEventSink
 
 from brain_helpers import TOOLS, answers, reply_with_tools, step
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from loopfsm import compile_spec, parse
-from loopfsm.registry import Registry
+from loopfsm.core.registry import Registry
 
 from conftest import dedent
 
@@ -95,7 +95,7 @@ def test_plain_functions_and_wrappers_get_their_params_and_the_registered_functi
 
 def test_bound_guards_and_actions_run_the_registered_code_with_the_yaml_parameters() -> None:
     """What binding gives for each shape of function, called as the engine calls it: ``fn(machine, ctx)``."""
-    from loopfsm.binding import Call, PolicyParam, bind
+    from loopfsm.core.binding import Call, PolicyParam, bind
 
     reg = registry()
     c = compile_spec(parse(GATE, "gate.yaml", reg), reg)
@@ -119,7 +119,7 @@ def test_a_function_with_positional_defaults_keeps_its_parameters_keyword_only()
     def counted(m: Any, ctx: Any = None, *, by: int) -> int:
         return int(by)
 
-    from loopfsm.fastparams import with_params
+    from loopfsm.core.fastparams import with_params
 
     bound = with_params(counted, {"by": 3})
     assert bound(None) == 3 and bound(None, None) == 3
@@ -179,7 +179,7 @@ def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
 
 def test_bound_parameters_reach_closures_and_keep_other_defaults() -> None:
     """Parameters a nested function captures, and ones left to their defaults, bind as when called by keyword."""
-    from loopfsm.fastparams import with_params
+    from loopfsm.core.fastparams import with_params
 
     def captured(m: Any, ctx: Any, *, n: int, k: int = 1) -> int:
         return (lambda: n + k)()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import main
-from loopfsm.project import find_project
-from loopfsm.registries import Registries
+from loopfsm.review.cli import main
+from loopfsm.review.project import find_project
+from loopfsm.core.registries import Registries
 
 DOOR_YAML = """\
 machine: door

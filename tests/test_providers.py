@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from loopfsm.errors import LoopFsmError, ProviderError, ScriptError
+from loopfsm.core.errors import LoopFsmError, ProviderError, ScriptError
 from loopfsm.machines.messages import Message, ToolCall
-from loopfsm.providers import FAILURE_CLASSES, ModelRequest, ToolSpec
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.providers import FAILURE_CLASSES, ModelRequest, ToolSpec
+from loopfsm.router.providers.scripted import ScriptedProvider
 
 anthropic = pytest.importorskip("anthropic")
 openai = pytest.importorskip("openai")
@@ -33,7 +33,7 @@ from provider_streams import (  # noqa: E402
     openai_reply,
     sse,
 )
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
 
 
 CONVERSATION = (
@@ -213,8 +213,8 @@ def test_a_scripted_model_drives_the_brain_to_completion() -> None:
 
 def test_a_missing_sdk_is_a_setup_error_not_a_failed_call() -> None:
     """Never a ProviderError: the fallback breaker must not count a missing package as the model failing."""
-    from loopfsm.errors import ConfigError
-    from loopfsm.providers import import_sdk
+    from loopfsm.core.errors import ConfigError
+    from loopfsm.router.providers import import_sdk
 
     with pytest.raises(ConfigError, match=r"loopfsm\[no_such_sdk\]") as err:
         import_sdk("no_such_sdk")

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 import pytest
 
-from loopfsm import registry as registry_module
-from loopfsm.errors import RegistryError
-from loopfsm.registry import DataField, Registry
-from loopfsm.registries import Registries
+from loopfsm.core import registry as registry_module
+from loopfsm.core.errors import RegistryError
+from loopfsm.core.registry import DataField, Registry
+from loopfsm.core.registries import Registries
 
 
 def general(fn: Any, monkeypatch: pytest.MonkeyPatch) -> Any:

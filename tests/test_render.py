@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm import loader
-from loopfsm.render import dot, mermaid, render, render_instance
-from loopfsm.render.overview import ANY, overview, short
+from loopfsm.core import loader
+from loopfsm.review.render import dot, mermaid, render, render_instance
+from loopfsm.review.render.overview import ANY, overview, short
 
 ROOT = Path(__file__).resolve().parents[1]
 MACHINES = sorted((ROOT / "machines").glob("*.yaml"))
@@ -141,7 +141,7 @@ def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
 
 
 def test_review_sheet_lists_coverage_excuses_with_their_reasons():
-    from loopfsm.render.matrix import review_sheet
+    from loopfsm.review.render.matrix import review_sheet
 
     sheet = review_sheet(spec("run_lock"))
     section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
@@ -169,7 +169,7 @@ def test_moves_both_ways_between_two_states_say_where_each_goes():
 
 
 def test_a_description_just_over_the_limit_keeps_its_clause():
-    from loopfsm.render.overview import SHORT
+    from loopfsm.review.render.overview import SHORT
 
     text = "the estimate grew while the call was in flight"
     assert len(text) > SHORT and short(text) == text
@@ -178,7 +178,7 @@ def test_a_description_just_over_the_limit_keeps_its_clause():
 
 def test_the_review_sheet_expands_each_feeds_sources_once(monkeypatch):
     """Once per feed, not once per cell: per cell made the sheet of a 5,000-state machine quadratic."""
-    from loopfsm.spec import Spec
+    from loopfsm.core.spec import Spec
 
     brain = spec("engine_brain")
     calls: list[str] = []

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from loopfsm.cli import main
+from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELINE = "# yaml-language-server: $schema=../spec/machine.schema.json"

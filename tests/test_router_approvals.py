@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from loopfsm.crypto import Keyring
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.crypto import Keyring
+from loopfsm.router.providers.scripted import ScriptedProvider
 
 from router_support import PLAN_SCRIPT, client, make
 from store_support import store_url  # noqa: F401 - fixture
@@ -407,7 +407,7 @@ def test_cli_through_uvicorn_asks_for_every_kind_and_seals_memory(store_at, tmp_
     import sys
     from pathlib import Path
 
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     from router_support import free_port, wait_until_up
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import build_parser, main
+from loopfsm.review.cli import build_parser, main
 
 from router_support import free_port, wait_until_up
 
@@ -159,8 +159,8 @@ def test_every_option_says_what_it_is_and_its_default(command, capsys):
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_what_the_readme_demo_leaves_in_the_clone_is_ignored(tmp_path, monkeypatch):
     """The demo's store (with SQLite's WAL files) and workspace, made where the README makes them: git ignores them."""
-    from loopfsm.store import open_store
-    from loopfsm.store.serve import Outcome, serve
+    from loopfsm.router.store import open_store
+    from loopfsm.router.store.serve import Outcome, serve
 
     commands = [line[2:] for line in README.splitlines() if line.startswith("$ loopfsm ") or line.startswith("$ mkdir")]
     stores = {m for c in commands for m in re.findall(r"--store sqlite:///(\S+)", c)}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopfsm.errors import FeedArgumentError, IllegalFeed, LoopFsmError
+from loopfsm.core.errors import FeedArgumentError, IllegalFeed, LoopFsmError
 from loopfsm.machines.router_client import RouterClient
 
 ROUTER_CLIENT = RouterClient.compiled

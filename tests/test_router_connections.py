@@ -14,7 +14,7 @@ import threading
 import uuid
 from typing import Any
 
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.providers.scripted import ScriptedProvider
 from loopfsm.router import Router
 
 from store_support import need_pg, store_url  # noqa: F401  (fixture)
@@ -94,7 +94,7 @@ def test_a_connection_the_database_dropped_is_closed_and_replaced():
     need_pg()
     import psycopg
 
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     prefix = f"t_conn_{uuid.uuid4().hex[:10]}_"
     app = f"loopfsm_conn_{uuid.uuid4().hex[:8]}"
@@ -121,7 +121,7 @@ def test_the_client_carries_its_run_on_when_the_database_drops_the_routers_conne
     need_pg()
     import psycopg
 
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     from router_support import TOOLS_SCRIPT, client, make
 

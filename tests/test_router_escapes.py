@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.crypto import Keyring
+from loopfsm.router.crypto import Keyring
 
 from router_support import PLAN_SCRIPT, TOOLS_SCRIPT, client, make
 from store_support import store_url  # noqa: F401  (fixture)
@@ -50,7 +50,7 @@ def test_escape_hatch_from_every_live_state(store_at, tmp_path, state, how):
     c = client(tc, "x", tmp_path, keyring=kr, interrupt=interrupt)
     if state == "Sealing" and how == "inject":
         # an encrypted completion allows [sealed, break]: the client machine refuses to lead
-        from loopfsm.errors import IllegalFeed
+        from loopfsm.core.errors import IllegalFeed
 
         with pytest.raises(IllegalFeed):
             c.run("go")

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loopfsm.errors import ProviderError
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.core.errors import ProviderError
+from loopfsm.router.providers.scripted import ScriptedProvider
 
 from router_support import client, make
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.crypto import Keyring
-from loopfsm.errors import ConfigError, SealError
+from loopfsm.router.crypto import Keyring
+from loopfsm.core.errors import ConfigError, SealError
 from loopfsm.router.atrest import create_key_file, load_router_key
-from loopfsm.store import open_store
+from loopfsm.router.store import open_store
 
 from router_support import TOOLS_SCRIPT, client, make
 from store_support import store_url  # noqa: F401  (fixture)
@@ -155,7 +155,7 @@ def test_an_unreadable_default_key_is_an_error_envelope_without_the_path(monkeyp
 
 
 def test_key_file_refusals(tmp_path, capsys):
-    from loopfsm.cli import main
+    from loopfsm.review.cli import main
 
     missing = tmp_path / "nope.key"
     with pytest.raises(ConfigError, match="does not exist.*router keygen"):
@@ -180,7 +180,7 @@ def test_key_file_refusals(tmp_path, capsys):
 
 
 def test_keygen_rotate_adds_a_current_key_and_keeps_the_old_ones(tmp_path, capsys):
-    from loopfsm.cli import main
+    from loopfsm.review.cli import main
 
     path = tmp_path / "router.key"
     assert main(["router", "keygen", "--rotate", str(path)]) == 1  # nothing to rotate: said, nothing made

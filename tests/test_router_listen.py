@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from loopfsm.errors import ConfigError
+from loopfsm.core.errors import ConfigError
 from loopfsm.router import Router
 from loopfsm.router.http import serve
-from loopfsm.store import open_store
+from loopfsm.router.store import open_store
 
 from router_support import START_S, free_port
 

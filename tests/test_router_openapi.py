@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from loopfsm.client import sse_events
+from loopfsm.router.client import sse_events
 from loopfsm.router.http import openapi
 
 from router_support import TOOLS_SCRIPT, client, make

@@ -19,8 +19,8 @@ import pytest
 
 import loopfsm
 
-from loopfsm.crypto import Keyring
-from loopfsm.store import open_store
+from loopfsm.router.crypto import Keyring
+from loopfsm.router.store import open_store
 
 from router_support import START_S, TOOLS_SCRIPT, free_port, wait_until_up
 from store_support import store_url  # noqa: F401  (fixture)
@@ -29,7 +29,7 @@ HERE = Path(__file__).parent
 
 
 def Client(*args, **kw):  # noqa: N802 - the client class, imported on first use (see router_support)
-    from loopfsm.client import Client as _Client
+    from loopfsm.router.client import Client as _Client
 
     return _Client(*args, **kw)
 

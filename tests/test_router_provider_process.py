@@ -21,8 +21,8 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from loopfsm.store import open_store  # noqa: E402
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
+from loopfsm.router.store import open_store  # noqa: E402
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
 
 from provider_streams import anthropic_body, openai_body  # noqa: E402
 from router_support import free_port, wait_until_up  # noqa: E402
@@ -68,7 +68,7 @@ def stream(body: bytes) -> tuple[int, str, bytes]:
 
 
 def test_serve_with_anthropic_primary_and_openai_fallback(tmp_path):
-    from loopfsm.client import Client
+    from loopfsm.router.client import Client
 
     overloaded = (529, "application/json", b'{"type": "error", "error": {"type": "overloaded_error", "message": "o"}}')
     blocks = (Block("text", "Reading."), Block("tool", '{"path": "plan.txt"}', "toolu_1", "read_file"))

@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("anthropic")
 pytest.importorskip("openai")
 
-from loopfsm.crypto import Keyring  # noqa: E402
+from loopfsm.router.crypto import Keyring  # noqa: E402
 from loopfsm.router import Router  # noqa: E402
 from loopfsm.router.protocol import check_response  # noqa: E402
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks  # noqa: E402
 
 from provider_streams import (  # noqa: E402
     Recorder,

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loopfsm.crypto import Keyring
-from loopfsm.errors import StoreError
-from loopfsm.store import SCHEMA_VERSION, open_store
+from loopfsm.router.crypto import Keyring
+from loopfsm.core.errors import StoreError
+from loopfsm.router.store import SCHEMA_VERSION, open_store
 
 from router_support import TOOLS_SCRIPT, client, make
 from store_support import store_url  # noqa: F401 - fixture

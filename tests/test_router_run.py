@@ -7,9 +7,9 @@ import itertools
 import pytest
 
 from loopfsm import FeedArgumentError, IllegalFeed, NoBranchMatched
-from loopfsm.loader import load
+from loopfsm.core.loader import load
 from loopfsm.machines.router_run import ROUTER_RUN, RouterRun
-from loopfsm.resources import machine_path
+from loopfsm.core.resources import machine_path
 
 from router_helpers import OUTCOME_OF, at, pause_for
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopfsm.cli import main
+from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

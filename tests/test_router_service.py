@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from loopfsm.crypto import Keyring
-from loopfsm.errors import SealError
+from loopfsm.router.crypto import Keyring
+from loopfsm.core.errors import SealError
 
 from router_support import PLAN_SCRIPT, TOOLS_SCRIPT, client, make
 from store_support import store_url  # noqa: F401 - fixture
@@ -269,7 +269,7 @@ def test_encrypted_execute_without_sealed_prompt_is_refused(store_at):
 
 
 def test_store_gone_is_an_error_envelope_not_an_exception(store_at, tmp_path):
-    from loopfsm.store import open_store
+    from loopfsm.router.store import open_store
 
     url, prefix = store_at
     router, tc = make(url, prefix, TOOLS_SCRIPT)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from loopfsm.crypto import Keyring
+from loopfsm.router.crypto import Keyring
 
 from router_support import PLAN_SCRIPT, client, make
 from store_support import store_url  # noqa: F401 - fixture

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm import tracing
+from loopfsm.core import tracing
 from loopfsm.machines.breaker_values import Allow, Route
 from loopfsm.machines.engine_brain import LoopMachine
 from loopfsm.machines.messages import Message
 from loopfsm.machines.fallback_breaker import FallbackBreaker, FallbackBreakerPolicy
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy
-from loopfsm.tracing import TransitionRecord
+from loopfsm.core.tracing import TransitionRecord
 
 TP = ToolBreakerPolicy(
     trip_after=3,
@@ -100,7 +100,7 @@ def fallback_tripped() -> FallbackBreaker:
 
 
 def test_tool_permits_while_disabled_are_recorded_once_and_stale_ones_only_counted():
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     b = ToolBreaker()
     before_disable = b.acquire(0, "a", policy=TP)
@@ -136,7 +136,7 @@ def test_fallback_a_stale_result_in_primary_is_only_counted():
 
 @pytest.mark.parametrize("state", ["Primary", "Fallback", "Recovering"])
 def test_fallback_a_route_recorded_twice_or_never_issued_is_refused_in_every_state(state):
-    from loopfsm.errors import FeedRefused
+    from loopfsm.core.errors import FeedRefused
 
     b = FallbackBreaker() if state == "Primary" else fallback_tripped()
     t = 1000 if state == "Recovering" else 10
@@ -240,7 +240,7 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
 
 def test_a_refusal_is_traced_and_counted_as_its_branch():
     from loopfsm import FeedRefused, load_machine
-    from loopfsm.coverage import Collector
+    from loopfsm.review.coverage import Collector
 
     loop = load_machine("agent_loop").new()
     records: list[TransitionRecord] = []
@@ -265,7 +265,7 @@ def test_stream_usage_mid_stream_and_a_repeated_message_start_after_stop():
     assert s.state == "Stopped"
     rec, _ = traced(s, "restate_message", "msg_1", "assistant")
     assert rec.branch == "restate_message/Stopped[0]" and s.state == "Stopped"
-    from loopfsm.errors import StreamProtocolError
+    from loopfsm.core.errors import StreamProtocolError
 
     with pytest.raises(StreamProtocolError):
         s.restate_message("msg_2")  # another message's start is refused

@@ -18,7 +18,7 @@ from loopfsm import (
     compile_spec,
     parse,
 )
-from loopfsm.errors import ActionError, DecisionError, UnknownFeed
+from loopfsm.core.errors import ActionError, DecisionError, UnknownFeed
 
 from conftest import dedent, make_registry
 
@@ -333,7 +333,7 @@ def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
 
 
 def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
-    import loopfsm.registries as registries_module
+    import loopfsm.core.registries as registries_module
     from loopfsm import SpecError
 
     class FakeEntryPoint:
@@ -357,7 +357,7 @@ def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
 
 
 def test_a_decision_may_declare_states_without_an_answer():
-    from loopfsm.render import render
+    from loopfsm.review.render import render
 
     text = COUNTER.replace("    states: [idle, counting]\n", "    states: [idle]\n") + "    otherwise: raise\n"
     assert text != COUNTER + "    otherwise: raise\n"
@@ -387,7 +387,7 @@ def test_policy_enums_are_enforced_for_defaults_and_fed_values():
 
 def test_registry_refuses_what_yaml_could_not_call_safely():
     from loopfsm import Registry
-    from loopfsm.errors import RegistryError
+    from loopfsm.core.errors import RegistryError
 
     reg = Registry("r")
 

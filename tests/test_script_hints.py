@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import main
-from loopfsm.errors import ScriptError
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.review.cli import main
+from loopfsm.core.errors import ScriptError
+from loopfsm.router.providers.scripted import ScriptedProvider
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTED_MODEL = "(this is a scripted model: loopfsm router serve --store URL --script FILE)"

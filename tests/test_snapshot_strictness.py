@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import LoopFsmError, SnapshotError
-from loopfsm.catalog import load_machine
+from loopfsm.core.catalog import load_machine
 from loopfsm.machines import FallbackBreaker, ToolHealth
 from loopfsm.machines.breaker_values import Allow, Reject, Route, backoff_ms
 from loopfsm.machines.tool_breaker import ToolBreaker, ToolBreakerPolicy

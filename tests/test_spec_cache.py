@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm import Registry, SpecError, compile_file, load, speccache
-from loopfsm.resources import machine_path
+from loopfsm import Registry, SpecError, compile_file, load
+from loopfsm.core import speccache
+from loopfsm.core.resources import machine_path
 
 from conftest import dedent, make_registry
 
@@ -52,7 +53,8 @@ def write(tmp_path: Path, text: str = MACHINE) -> Path:
 
 
 def forbid_parsing(monkeypatch) -> None:
-    from loopfsm import loader, source
+    from loopfsm.core import loader
+    from loopfsm.core import source
 
     def boom(*a, **k):
         raise AssertionError("the file was parsed although its cache entry is good")
@@ -231,7 +233,7 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
 
     import yaml
 
-    from loopfsm import loader
+    from loopfsm.core import loader
 
     rng = random.Random(10)
     checked = refused = agreed = 0
@@ -252,13 +254,13 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
 def test_checking_a_cached_file_on_the_command_line_loads_only_what_checking_needs(cache):
     """``loopfsm check`` runs on every save and every commit: a cached file parses nothing and draws nothing."""
     code = (
-        "import sys\nfrom loopfsm.cli import main\n"
+        "import sys\nfrom loopfsm.review.cli import main\n"
         f"assert main(['check', {str(machine_path('tool_breaker'))!r}]) == 0\n"
-        "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'graphviz', 'difflib', 'loopfsm.checks', "
-        "'loopfsm.router.service', 'loopfsm.store') if x in sys.modules))"
+        "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'graphviz', 'difflib', "
+        "'loopfsm.core.checks', 'loopfsm.router.service', 'loopfsm.router.store') if x in sys.modules))"
     )
     env = dict(os.environ, **{speccache.ENV_VAR: str(cache)})
     first = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
-    assert "fastjsonschema" in first.stdout and "loopfsm.checks" in first.stdout  # a miss checks the file
+    assert "fastjsonschema" in first.stdout and "loopfsm.core.checks" in first.stdout  # a miss checks the file
     warm = subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True, text=True)
     assert warm.stdout.strip().endswith("[]"), warm.stdout

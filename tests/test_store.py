@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loopfsm import FencedOut, StoreError
-from loopfsm.store import SCHEMA_VERSION, Row, ids, open_store
-from loopfsm.store.serve import Outcome, serve
+from loopfsm.router.store import SCHEMA_VERSION, Row, ids, open_store
+from loopfsm.router.store.serve import Outcome, serve
 
 from router_helpers import OUTCOME_OF, pause_for
 from store_support import store_url  # noqa: F401  (fixture)
@@ -45,8 +45,8 @@ def test_schema_version_is_recorded_and_checked(store_url):  # noqa: F811
 
 
 def _raw(url, prefix):
-    from loopfsm.store.backends import connect
-    from loopfsm.store.runstore import RunStore
+    from loopfsm.router.store.backends import connect
+    from loopfsm.router.store.runstore import RunStore
 
     return RunStore(connect(url), prefix=prefix)
 

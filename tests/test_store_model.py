@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule
 
 from loopfsm import FencedOut, LoopFsmError
-from loopfsm.store import open_store
-from loopfsm.store.serve import Outcome, feed_phase
+from loopfsm.router.store import open_store
+from loopfsm.router.store.serve import Outcome, feed_phase
 
 from router_helpers import pause_for
 from store_support import PG_URL, need_pg

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.cli import main
-from loopfsm.errors import StoreError
-from loopfsm.store import open_store
+from loopfsm.review.cli import main
+from loopfsm.core.errors import StoreError
+from loopfsm.router.store import open_store
 
 
 @pytest.mark.parametrize("where", ["/dev/null", "dir"])

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from loopfsm import FencedOut
-from loopfsm.store import Row, open_store
-from loopfsm.store.serve import Outcome, serve
+from loopfsm.router.store import Row, open_store
+from loopfsm.router.store.serve import Outcome, serve
 
 from router_helpers import pause_for
 from store_support import store_url  # noqa: F401  (fixture)

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from loopfsm.providers.scripted import ScriptedProvider
+from loopfsm.router.providers.scripted import ScriptedProvider
 from loopfsm.router import Router
-from loopfsm.store import Row, open_store
-from loopfsm.store.backends import Backend, PostgresBackend, SqliteBackend, Statement
+from loopfsm.router.store import Row, open_store
+from loopfsm.router.store.backends import Backend, PostgresBackend, SqliteBackend, Statement
 
 from store_support import store_url  # noqa: F401  (fixture)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.store import Row, open_store
+from loopfsm.router.store import Row, open_store
 
 
 WRITES = {

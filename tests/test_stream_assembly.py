@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.errors import (
+from loopfsm.core.errors import (
     FeedArgumentError,
     IllegalFeed,
     LoopFsmError,
@@ -20,8 +20,8 @@ from loopfsm.errors import (
 from loopfsm.machines.json_prefix import classify
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
-from loopfsm.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
+from loopfsm.router.streams import AnthropicStream, OpenAIChatStream, assemble_anthropic, assemble_openai_chat
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 from stream_oracles import anthropic_sdk, openai_sdk
 
@@ -512,7 +512,7 @@ def test_real_usage_shapes_with_words_and_nested_counts_are_kept():
 
 
 def test_openai_error_object_mid_stream_fails_the_stream_and_bad_indices_are_named():
-    from loopfsm.errors import StreamFailed
+    from loopfsm.core.errors import StreamFailed
 
     chat = OpenAIChatStream()
     chat.feed({"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]})
@@ -603,7 +603,7 @@ def test_the_sdk_keeps_what_we_report():
 
 def test_the_depth_limit_is_the_messages_own():
     """64 levels go into the message (a ToolCall takes them), 65 are a problem: the limits agree."""
-    from loopfsm.fieldtypes import MAX_JSON_DEPTH, json_problem
+    from loopfsm.core.fieldtypes import MAX_JSON_DEPTH, json_problem
 
     assert MAX_JSON_DEPTH == 64 and json_problem(_deep(64)) is None and json_problem(_deep(65)) is not None
     reply = Reply((Block("tool", json.dumps(_deep(64)), "t1", "f"),), "tool_use")
@@ -613,7 +613,7 @@ def test_the_depth_limit_is_the_messages_own():
 @pytest.mark.parametrize("leaf", [0, 1.5, float("nan"), float("-inf"), "x", None, {}])
 def test_the_argument_rules_accept_what_a_tool_call_accepts(leaf):
     """parse_arguments keeps exactly the values ToolCall takes (strings of whole characters aside)."""
-    from loopfsm.fieldtypes import json_problem
+    from loopfsm.core.fieldtypes import json_problem
     from loopfsm.machines.stream_values import _value_problem
 
     for levels in range(60, 70):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.cli import main
+from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.errors import LoopFsmError
-from loopfsm.streams import AnthropicStream, OpenAIChatStream
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
+from loopfsm.core.errors import LoopFsmError
+from loopfsm.router.streams import AnthropicStream, OpenAIChatStream
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, every, openai_chunks
 
 json_values = st.recursive(
     st.none()

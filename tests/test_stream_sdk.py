@@ -14,8 +14,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.streams import assemble_anthropic, assemble_openai_chat
-from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
+from loopfsm.router.streams import assemble_anthropic, assemble_openai_chat
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
 
 from stream_oracles import anthropic_sdk, loads_or_none, openai_sdk
 

@@ -14,12 +14,12 @@ import time
 import pytest
 
 from loopfsm import FencedOut
-from loopfsm.crypto import Keyring
+from loopfsm.router.crypto import Keyring
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.machines.run_lock import RunLock
-from loopfsm.store import Row, RunRecord, ids, open_store
-from loopfsm.store.serve import Outcome, serve
-from loopfsm.store.sweep import PeriodicSweep
+from loopfsm.router.store import Row, RunRecord, ids, open_store
+from loopfsm.router.store.serve import Outcome, serve
+from loopfsm.router.store.sweep import PeriodicSweep
 
 from router_helpers import OUTCOME_OF, pause_for
 from router_support import TOOLS_SCRIPT, client, free_port, make, wait_until_up
@@ -197,7 +197,7 @@ def test_sweep_processes_beside_a_router_serving_the_same_sessions(store_url):  
 
 
 def test_store_sweep_needs_one_url(tmp_path, capsys):
-    from loopfsm.cli import main
+    from loopfsm.review.cli import main
 
     assert main(["store", "sweep"]) == 2
     url = f"sqlite:///{tmp_path / 'r.db'}"
@@ -346,7 +346,7 @@ def test_periodic_sweep_survives_a_store_that_goes_away(store_url):  # noqa: F81
 
 
 def test_router_serve_refuses_a_bad_sweep_interval(tmp_path, capsys):
-    from loopfsm.cli import main
+    from loopfsm.review.cli import main
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     assert main(["router", "serve", "--store", url, "--sweep-every", "-1"]) == 1

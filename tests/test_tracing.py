@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm import IllegalFeed, SpecError, parse, tracing
+from loopfsm import IllegalFeed, SpecError, parse
+from loopfsm.core import tracing
 from loopfsm.machines.engine_brain import LoopMachine
 from loopfsm.machines.turnstile import Turnstile
-from loopfsm.tracing import TransitionRecord
+from loopfsm.core.tracing import TransitionRecord
 
 from conftest import dedent, make_registry
 from test_runtime import COUNTER, compiled
@@ -301,7 +302,7 @@ def test_attaching_from_many_threads_keeps_the_count():
 
 
 def test_a_sink_that_cannot_be_called_is_refused_when_attached():
-    from loopfsm import tracing
+    from loopfsm.core import tracing
     from loopfsm.machines import Turnstile
 
     t = Turnstile()
@@ -314,7 +315,7 @@ def test_a_sink_that_cannot_be_called_is_refused_when_attached():
 
 
 def test_a_sink_attached_twice_hears_each_record_once_and_detaching_an_absent_one_says_so():
-    from loopfsm import tracing
+    from loopfsm.core import tracing
     from loopfsm.machines import Turnstile
 
     t, heard = Turnstile(), []

@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 from transitions.extensions import LockedMachine
 
 from loopfsm import FeedRefused, IllegalFeed, LoopFsmError, NoBranchMatched, compile_spec, load_machine, parse
-from loopfsm.fieldtypes import INT_MAX, INT_MIN
+from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.machines.engine_brain import LoopError, Message
 from loopfsm.machines.engine_values import ModelError
-from loopfsm.registry import Registry
-from loopfsm.spec import FieldDef
-from loopfsm.transitions_machine import TransitionsModel
+from loopfsm.core.registry import Registry
+from loopfsm.core.spec import FieldDef
+from loopfsm.core.transitions_machine import TransitionsModel
 
 from brain_helpers import reply_with_tools
 from conftest import dedent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopfsm.machines.turnstile import Turnstile
-from loopfsm.render.matrix import review_sheet
+from loopfsm.review.render.matrix import review_sheet
 
 # Current state, event, new state: the seed's table, row by row.
 SEED_ROWS = [

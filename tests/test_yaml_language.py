@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from loopfsm import SpecError, compile_spec, parse
-from loopfsm.render.labels import branch_label, guards_label
-from loopfsm.render.matrix import review_sheet
-from loopfsm.render.mermaid import decision_flowchart
+from loopfsm.review.render.labels import branch_label, guards_label
+from loopfsm.review.render.matrix import review_sheet
+from loopfsm.review.render.mermaid import decision_flowchart
 
 from conftest import dedent, make_registry, marked_line
 

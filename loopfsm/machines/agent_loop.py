@@ -15,10 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..errors import FeedArgumentError, shown
-from ..fieldtypes import INT_MAX, INT_MIN
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError, shown
+from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 from .args import checked_new_run, listed
 
 __all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use

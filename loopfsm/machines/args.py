@@ -4,7 +4,7 @@
 quietly meant the tools ``l`` and ``s``; and ``list(None)`` raised a bare
 ``TypeError``.  A feed's list argument comes from a list, a tuple or any other
 iterable of values, never from one string, and a refusal is a
-:class:`~loopfsm.errors.FeedArgumentError` that changes nothing.
+:class:`~loopfsm.core.errors.FeedArgumentError` that changes nothing.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from ..errors import FeedArgumentError, shown
-from ..fieldtypes import INT_MAX, INT_MIN
+from loopfsm.core.errors import FeedArgumentError, shown
+from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 
 T = TypeVar("T")
 

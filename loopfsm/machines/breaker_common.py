@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
+from loopfsm.core.registry import Registry
 
 
 def now_of(m: Any, ctx: Any) -> int:

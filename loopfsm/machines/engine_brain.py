@@ -14,9 +14,9 @@ from collections import Counter
 from typing import Any, Literal
 from collections.abc import Iterable
 
-from ..errors import FeedArgumentError, shown
-from ..registry import DataField, Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError, shown
+from loopfsm.core.registry import DataField, Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 from .engine_values import (
     ERROR_KINDS,
     LOOP_ERROR_SCHEMA,

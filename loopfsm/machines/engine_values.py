@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..errors import RegistryError, shown
+from loopfsm.core.errors import RegistryError, shown
 from .messages import MESSAGE_SCHEMA, TOOL_CALL_SCHEMA, Message, ToolCall
 
 

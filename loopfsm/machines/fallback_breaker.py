@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..errors import FeedArgumentError, FeedRefused, shown
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError, FeedRefused, shown
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 

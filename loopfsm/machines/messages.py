@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import FeedArgumentError, shown
-from ..fieldtypes import json_problem
+from loopfsm.core.errors import FeedArgumentError, shown
+from loopfsm.core.fieldtypes import json_problem
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES = ("system", "user", "assistant", "tool")

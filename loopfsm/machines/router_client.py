@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from ..registry import Registry
+from loopfsm.core.registry import Registry
 from .args import listed
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("router_client")
 

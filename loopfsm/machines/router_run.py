@@ -12,9 +12,9 @@ import copy
 import re
 from typing import Any, Literal
 
-from ..errors import FeedArgumentError
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("router_run")
 

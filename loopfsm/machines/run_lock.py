@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..errors import FencedOut
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FencedOut
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("run_lock")
 

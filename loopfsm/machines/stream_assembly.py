@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import FeedArgumentError, IllegalFeed, StreamFailed, StreamProtocolError
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError, IllegalFeed, StreamFailed, StreamProtocolError
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
 __all__ = [

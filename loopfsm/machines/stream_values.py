@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import shown
-from ..fieldtypes import INT_MAX, MAX_JSON_DEPTH, MAX_JSON_NODES
+from loopfsm.core.errors import shown
+from loopfsm.core.fieldtypes import INT_MAX, MAX_JSON_DEPTH, MAX_JSON_NODES
 from .messages import Message, Thinking, ToolCall
 
 Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal"]
@@ -157,7 +157,7 @@ def parse_arguments(text: str) -> tuple[dict[str, Any] | None, ProblemKind | Non
 def _value_problem(value: Any) -> ProblemKind | None:
     """Which rule a parsed JSON value breaks, or None; iterative, so no nesting exhausts the stack.
 
-    Accepts exactly what :func:`~loopfsm.fieldtypes.json_problem` accepts, less
+    Accepts exactly what :func:`~loopfsm.core.fieldtypes.json_problem` accepts, less
     strings with half a surrogate pair.
     """
     stack: list[tuple[Any, int]] = [(value, 0)]

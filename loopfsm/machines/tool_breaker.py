@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
-from ..registry import Registry
-from ..runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
+from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..compiler import CompiledMachine
+    from loopfsm.core.compiler import CompiledMachine
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import Allow, Reject, backoff_ms
 

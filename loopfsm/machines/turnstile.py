@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..registry import Registry
-from ..runtime import MachineInstance, PolicyArg
+from loopfsm.core.registry import Registry
+from loopfsm.core.runtime import MachineInstance, PolicyArg
 
 REGISTRY = Registry("turnstile")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-# Imported on first use (PEP 562): the command line imports loopfsm.router.commands for every
+# Imported on first use (PEP 562): the command line imports loopfsm.review.router_commands for every
 # command, and only ``router serve`` needs the service, the store and the providers behind it.
 _EXPORTS = {"Router": "service", "DEMO_SCRIPT": "service", "Request": "protocol", "parse_request": "protocol"}
 

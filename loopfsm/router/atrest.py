@@ -6,7 +6,7 @@ conversation, the pending calls, content waiting for the client's seal, the
 response to replay).  In an encrypted session that is the session's content,
 so it is written only sealed: XChaCha20-Poly1305 under the router's key,
 bound by associated data to the session and the row (``input:b-<run>``), in
-a domain of its own (:func:`loopfsm.crypto.at_rest_associated_data`).  No
+a domain of its own (:func:`loopfsm.router.crypto.at_rest_associated_data`).  No
 byte of it reaches a database page, SQLite's WAL, PostgreSQL's heap or
 ``pg_wal`` in clear.
 
@@ -26,9 +26,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..crypto import Keyring
-from ..errors import ConfigError, SealedStateError, SealError
-from ..store import Row, StoredRow
+from .crypto import Keyring
+from loopfsm.core.errors import ConfigError, SealedStateError, SealError
+from .store import Row, StoredRow
 
 KEY_FILE_NAME = "router.key"
 

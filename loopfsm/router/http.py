@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
+from loopfsm.core.errors import ConfigError
 
 from .protocol import MAX_REQUEST_BYTES, MAX_REQUEST_DEPTH, error, nested_deeper_than, protocol_schema
 from .service import SESSION_ID, Router
@@ -179,7 +179,7 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
     async def lifespan(app: Any) -> Any:
         sweeper = None
         if sweep_every_s:
-            from ..store.sweep import PeriodicSweep
+            from .store.sweep import PeriodicSweep
 
             sweeper = PeriodicSweep(
                 router.store_url,

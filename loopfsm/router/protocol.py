@@ -4,7 +4,7 @@ A request is ``{type, request_id, data}``; every answer is the envelope
 ``{status, data, allowed_continuations}``.  Requests are checked against the
 schema before anything else happens, so a malformed one is answered with an
 ``error`` envelope and changes nothing.  Content references are ``kind:id``;
-sealed payloads are the envelopes of :mod:`loopfsm.crypto`.
+sealed payloads are the envelopes of :mod:`loopfsm.router.crypto`.
 
 What a sealed payload holds (the client seals, the router never sees a key):
 ``message:*`` and ``tool_call:*`` hold the canonical JSON of one conversation
@@ -21,8 +21,8 @@ from functools import lru_cache, cache
 from pathlib import Path
 from typing import Any
 
-from ..errors import ProtocolError
-from ..resources import _find
+from loopfsm.core.errors import ProtocolError
+from loopfsm.core.resources import _find
 
 REQUEST_TYPES = ("execute", "tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break")
 STATUSES = ("completed", "awaiting_tool", "awaiting_approval", "awaiting_decrypt", "idle", "error")

@@ -54,19 +54,26 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..crypto import Keyring
-from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError, StreamEventError, StreamProtocolError
-from ..machines.engine_brain import LoopMachine
-from ..machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
-from ..machines.breaker_values import Route
-from ..machines.fallback_breaker import FallbackBreaker, FallbackOutcome
-from ..machines.messages import Message
-from ..machines.router_run import ROUTER_RUN
-from ..machines.tool_breaker import ToolHealth, ToolOutcome
-from ..providers import ModelReply, ModelRequest, Provider
-from ..store import Lease, Row, RunStore, ids, open_store
-from ..store.runstore import RunRecord, wall_clock_ms
-from ..store.serve import feed_phase
+from .crypto import Keyring
+from loopfsm.core.errors import (
+    FencedOut,
+    ProtocolError,
+    ProviderError,
+    ScriptError,
+    StreamEventError,
+    StreamProtocolError,
+)
+from loopfsm.machines.engine_brain import LoopMachine
+from loopfsm.machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
+from loopfsm.machines.breaker_values import Route
+from loopfsm.machines.fallback_breaker import FallbackBreaker, FallbackOutcome
+from loopfsm.machines.messages import Message
+from loopfsm.machines.router_run import ROUTER_RUN
+from loopfsm.machines.tool_breaker import ToolHealth, ToolOutcome
+from .providers import ModelReply, ModelRequest, Provider
+from .store import Lease, Row, RunStore, ids, open_store
+from .store.runstore import RunRecord, wall_clock_ms
+from .store.serve import feed_phase
 from . import SESSION_ID_PATTERN
 from . import protocol as P
 from .atrest import SealedState, SealedStateError
@@ -198,7 +205,7 @@ class Router:
     ):
         """``key`` is the router key sealing encrypted sessions' run state: a Keyring, a key file, or None
         for the default file (see :mod:`loopfsm.router.atrest`; a file is read when first needed)."""
-        from ..providers.scripted import ScriptedProvider
+        from .providers.scripted import ScriptedProvider
 
         self.store_url, self.prefix = store_url, prefix
         self.sealed_state = SealedState(key)
@@ -655,7 +662,7 @@ class Router:
                         call.id, f"denied: this session's permissions deny '{call.name}'", is_error=True
                     )
                     if p.generation is not None:
-                        from ..machines.breaker_values import Allow
+                        from loopfsm.machines.breaker_values import Allow
 
                         health.record(call.name, ctx.now, Allow(call.id, p.generation, tool=call.name), "ignored")
                 else:
@@ -769,7 +776,7 @@ class Router:
         return LoopMachine.restore(ctx.bundle["brain"]), ToolHealth.restore(ctx.bundle["health"])
 
     def _tool_results(self, ctx: _Ctx) -> _Outcome:
-        from ..machines.breaker_values import Allow
+        from loopfsm.machines.breaker_values import Allow
 
         calls = ctx.bundle.get("calls") or []
         by_id = {c["entry"]["call_id"]: c for c in calls}
@@ -1125,7 +1132,7 @@ class Router:
             fed = list(phase.sealed(ctx.now) or [])
         else:
             outcome = out.kind
-            from ..store.serve import Outcome as _StoreOutcome
+            from .store.serve import Outcome as _StoreOutcome
 
             fed = feed_phase(
                 phase,
@@ -1213,7 +1220,7 @@ class _ModelCall:
             "latency_ms": round(latency_ms, 3),
         }
         if self.router.tracer is not None:
-            from ..otel import record_model_call
+            from loopfsm.core.otel import record_model_call
 
             record_model_call(self.router.tracer, row, self.started_ns, self.started_ns + int(latency_ms * 1e6))
         return row

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..providers import ToolSpec
+from .providers import ToolSpec
 
 CLIENT_TOOLS: dict[str, ToolSpec] = {
     "read_file": ToolSpec(

@@ -1,0 +1,289 @@
+"""Instances: plain values holding a state name, that state's data, and the machine's data fields.
+
+An instance owns nothing but data.  The rules live in the compiled machine its
+class points to, so creating or restoring one costs a few attribute writes,
+and a snapshot is just those values as JSON.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from . import tracing as _tracing
+from .binding import all_hold
+from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .compiler import CompiledMachine
+    from .registry import Registry
+
+SNAPSHOT_FORMAT = 1
+
+# The arguments of every feed that declares none: read-only and shared, not a new dict per feed.
+_NO_ARGS: Mapping[str, Any] = MappingProxyType({})
+
+#: What every feed and decision accepts as ``policy=``: ``None`` (the YAML's
+#: defaults), the machine's policy class, or a mapping of policy names to values.
+PolicyArg = Any
+
+
+class Binder:
+    """What :meth:`MachineInstance.feed` binds a feed's arguments with.
+
+    ``general`` binds any call (positional, keywords, defaults) and explains a
+    wrong one.  The call typed methods make, every argument in order, is bound
+    by :meth:`bind` without it when the arguments' exact types are one of
+    ``signatures`` (then the types are right) and ``value_checks`` (position,
+    check) hold: those carry the enum and bound checks.  ``signatures`` is None
+    when exact types cannot settle it.
+    """
+
+    __slots__ = ("general", "names", "signatures", "value_checks")
+
+    def __init__(
+        self,
+        general: Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]],
+        names: tuple[str, ...],
+        signatures: frozenset[tuple[type, ...]] | None,
+        value_checks: tuple[tuple[int, Callable[[Any], bool]], ...],
+    ):
+        self.general = general
+        self.names = names
+        self.signatures = signatures
+        self.value_checks = value_checks
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The arguments by name, checked; :class:`FeedArgumentError` explains a wrong call.
+
+        A call of every argument in order whose exact types are one of
+        ``signatures`` and whose values pass ``value_checks`` is bound by
+        ``zip``; anything else goes to ``general``.
+        """
+        if not kwargs and self.signatures is not None and tuple(map(type, args)) in self.signatures:
+            for i, check in self.value_checks:
+                if not check(args[i]):
+                    return self.general(args, kwargs)  # explains which argument is wrong
+            return dict(zip(self.names, args))  # noqa: B905 - lengths equal: a signature matched
+        return self.general(args, kwargs)
+
+
+class QueryData:
+    """What a decision rule's guards and result see: the instance, the policy and the question's arguments."""
+
+    __slots__ = ("model", "policy", "args")
+
+    def __init__(self, model: Any, policy: Any, args: dict[str, Any] | None = None):
+        self.model = model
+        self.policy = policy
+        self.args: dict[str, Any] = args if args is not None else {}
+
+
+_compile_lock = threading.Lock()
+
+
+class _CompiledOnFirstUse:
+    """``cls.compiled`` of a class declared with ``machine=...``: compiled on first use, then a plain attribute.
+
+    Importing a module that declares a machine class (and its registry) must
+    not read or compile the machine file: a registry is looked up while that
+    very file is being checked, and an edit to it must be reported as itself.
+    """
+
+    def __get__(self, obj: object, owner: type[MachineInstance]) -> CompiledMachine:
+        with _compile_lock:
+            found = owner.__dict__.get("compiled")
+            if isinstance(found, _CompiledOnFirstUse) or found is None:
+                source = owner.__dict__.get("_machine_source")
+                if source is None:
+                    raise TypeError(
+                        f"{owner.__name__} is not bound to a machine: declare it with "
+                        "class X(MachineInstance, machine=..., registry=...)"
+                    )
+                from .compiler import compile_file
+                from .resources import machine_path
+
+                machine, registry = source
+                compile_file(machine_path(machine), registry, bind=owner)
+            return owner.__dict__["compiled"]  # type: ignore[no-any-return]
+
+
+class MachineInstance:
+    """Base of every compiled machine's instance class: the one API all machines share.
+
+    ``state`` is the state's name, ``state_data`` the typed values it carries
+    (``{"turn": 2}`` in ``AwaitingModel``), ``data`` the machine's fields.
+    Every feed and every decision takes an optional ``policy=``: ``None`` uses
+    the defaults written in the YAML, a policy object or a mapping overrides
+    them for that one call.  ``can(feed)`` and ``allowed_feeds()`` ask the
+    table what the current state accepts.
+
+    A machine that ships with typed Python methods is declared as
+    ``class Turnstile(MachineInstance, machine="turnstile", registry=REGISTRY)``;
+    it is compiled from its YAML on first use, not on import.
+    """
+
+    __slots__ = ("_state", "state_data", "data", "_sinks")
+    compiled: ClassVar[CompiledMachine] = _CompiledOnFirstUse()  # type: ignore[assignment]
+    _sinks: tuple[Any, ...]  # trace sinks of this instance only (tracing.attach); never snapshotted
+    policy_class_name: ClassVar[str | None] = None
+
+    def __init_subclass__(
+        cls, machine: str | None = None, registry: Registry | None = None, policy: str | None = None, **kw: Any
+    ) -> None:
+        super().__init_subclass__(**kw)
+        if machine is not None:
+            if registry is None:
+                raise TypeError(f"{cls.__name__}: machine={machine!r} needs registry=")
+            cls._machine_source = (machine, registry)  # type: ignore[attr-defined]
+            cls.compiled = _CompiledOnFirstUse()  # type: ignore[assignment]
+            registry.instance_class = cls
+        if policy is not None:
+            cls.policy_class_name = policy
+
+    def __init__(self) -> None:
+        c = self.compiled
+        self._state: str = c.initial
+        self.state_data: dict[str, Any] = {}
+        self.data: Any = c.Data()
+
+    @property
+    def state(self) -> str:
+        """The current state's name."""
+        return self._state
+
+    # -- feeding ------------------------------------------------------------
+    def feed(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> Any:
+        """Deliver feed ``event``; returns the reply an action set, if any.
+
+        Arguments are checked against the table before any guard runs, so a bad
+        call changes nothing.
+        """
+        c = self.compiled
+        try:
+            ev, bind = c.feed_table[event]
+        except KeyError:
+            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+        bound: Mapping[str, Any]
+        if bind is not None:
+            bound = bind.bind(args, kwargs)
+        elif args or kwargs:  # a feed that declares no arguments got some: its binder explains
+            bound = c.binders[event](args, kwargs)
+        else:
+            bound = _NO_ARGS
+        if policy is None:
+            policy = c.default_policy
+        elif type(policy) is not c.Policy:
+            policy = c.policy(policy)
+        done = ev.run(self, bound, policy)
+        if _tracing.ACTIVE:
+            _tracing.feed_done(self, event, done)
+        return done.reply
+
+    def can(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
+        """Would feed ``event`` be accepted now?  Answered from the table; nothing changes.
+
+        Without arguments: does the current state have a branch for it.  With
+        the feed's arguments: also are they well typed, and does a branch's
+        guard hold (or does the table say stay when none does).  Actions are not
+        run, so a check an action makes is not part of the answer.
+        """
+        c = self.compiled
+        try:
+            ev = c.events[event]
+        except KeyError:
+            raise UnknownFeed(f"{c.name}: no feed named '{event}' (feeds: {', '.join(c.events)})") from None
+        if not args and not kwargs and policy is None:
+            return self._state in ev.branches
+        try:
+            bound = c.binders[event](args, kwargs)
+        except FeedArgumentError:
+            return False
+        accepted: bool = ev.would_accept(self, bound, c.policy(policy))
+        return accepted
+
+    def allowed_feeds(self) -> tuple[str, ...]:
+        """The feeds the table accepts in the current state, in the YAML's order."""
+        state = self._state
+        return tuple(name for name, ev in self.compiled.events.items() if state in ev.branches)
+
+    def decide(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> Any:
+        """Answer a decision chain (``next_step``, ``admit(request=...)``) without changing anything.
+
+        Arguments are bound and type-checked against the decision's ``args``
+        exactly like a feed's, before any rule runs.
+        """
+        return self.explain(decision, policy=policy, **args)[1]
+
+    def explain(self, decision: str, *, policy: PolicyArg = None, **args: Any) -> tuple[str, Any]:
+        """The name of the rule that answered, and its answer; for traces and debugging."""
+        c = self.compiled
+        if decision not in c.decisions:
+            raise UnknownFeed(
+                f"{c.name}: no decision named '{decision}' (decisions: {', '.join(c.decisions) or 'none'})"
+            )
+        q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
+        for rule in c.decision_rules(decision, self._state, q.policy):
+            if all_hold(rule.guards, self, q):
+                answer = rule.result(self, q)
+                if _tracing.ACTIVE:
+                    _tracing.decision_done(self, decision, rule.name, q)
+                return rule.name, answer
+        raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")
+
+    def is_terminal(self) -> bool:
+        """Terminal is forever: no feed leaves a terminal state."""
+        return self._state in self.compiled.terminal_states
+
+    # -- snapshots --------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-ready dict; :meth:`restore` turns it back into an identical instance."""
+        c = self.compiled
+        data = self.data
+        return {
+            "format": SNAPSHOT_FORMAT,
+            "machine": c.name,
+            "fingerprint": c.fingerprint,
+            "state": self._state,
+            "state_data": {k: c.state_encoders[self._state][k](v) for k, v in self.state_data.items()},
+            "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},
+        }
+
+    @classmethod
+    def restore(cls, snap: Mapping[str, Any]) -> Any:
+        """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing."""
+        c = cls.compiled
+        c.check_snapshot(snap)
+        try:
+            data: Any = object.__new__(c.Data)
+            for name, dec in c.data_decoders.items():
+                setattr(data, name, dec(snap["data"][name]))
+            decoders = c.state_decoders[snap["state"]]
+            state_data = {k: decoders[k](v) for k, v in snap["state_data"].items()}
+        except SnapshotError:
+            raise
+        except Exception as err:
+            raise SnapshotError(f"{c.name}: snapshot field could not be decoded: {err}") from err
+        inst = cls.__new__(cls)
+        state = snap["state"]
+        inst._state = sys.intern(state) if type(state) is str else state  # as the compiled tables' names are
+        inst.state_data = state_data
+        inst.data = data
+        return inst
+
+    def diagram(self, format: str = "svg", *, detailed: bool = False) -> str:
+        """This machine's state diagram with the current state highlighted (svg, dot or mermaid)."""
+        from loopfsm.review.render import render_instance
+
+        return render_instance(self, format, detailed=detailed)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle as a snapshot: unpickling restores (and so validates) it."""
+        return (type(self).restore, (self.snapshot(),))
+
+    def __repr__(self) -> str:
+        sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
+        return f"<{type(self).__name__} {self._state}{'(' + sd + ')' if sd else ''}>"

@@ -1,0 +1,435 @@
+"""A semantic diff of two versions of one machine file, in words a reviewer reads.
+
+A text diff of YAML shows which lines moved; a reviewer wants to know what
+the machine now does differently: which branch gained a guard, which policy
+default changed, whether a decision rule moved up the chain, and whether the
+runs saved last week still restore.  Only the schema is needed (no registry),
+so the diff works on any two checkouts of a file, e.g. as a git diff driver.
+
+Every change is marked as behaviour or wording.  Descriptions are wording;
+everything the snapshot fingerprint covers is behaviour.  When the fingerprint
+changed but no itemised change explains it (a key this module does not know
+yet), the changed paths are listed, so nothing is ever reported as unchanged
+that is not.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
+
+from loopfsm.core.errors import SpecError
+from loopfsm.core.spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Spec, build_spec, policy_ref
+
+
+@dataclass(frozen=True)
+class Change:
+    text: str
+    behaviour: bool = True
+
+
+@dataclass
+class MachineDiff:
+    old: Spec
+    new: Spec
+    changes: list[Change]
+
+    @property
+    def behaviour_changed(self) -> bool:
+        return self.old.fingerprint != self.new.fingerprint or any(c.behaviour for c in self.changes)
+
+    @property
+    def snapshots_restore(self) -> bool:
+        """Snapshots carry the fingerprint, and restore refuses any other: equal fingerprints or nothing."""
+        return self.old.name == self.new.name and self.old.fingerprint == self.new.fingerprint
+
+    def snapshot_note(self) -> str:
+        if self.snapshots_restore:
+            return "snapshots taken under OLD restore under NEW (same fingerprint)"
+        if self.old.name != self.new.name:
+            return f"snapshots taken under OLD are refused by NEW (machine renamed {self.old.name} -> {self.new.name})"
+        shape = _shape_changes(self.old, self.new)
+        tail = (
+            "; their shape (states and fields) is the same"
+            if not shape
+            else "; their shape changed too: " + "; ".join(shape)
+        )
+        return f"snapshots taken under OLD are refused by NEW (fingerprint changed){tail}"
+
+    def lines(self) -> list[str]:
+        verdict = (
+            "behaviour changed" if self.behaviour_changed else "descriptions only" if self.changes else "no changes"
+        )
+        out = [f"{self.new.name}: {verdict}"]
+        out += [f"  {'*' if c.behaviour else '~'} {c.text}" for c in self.changes]
+        out.append(f"  {self.snapshot_note()}")
+        return out
+
+
+def load_for_diff(path: str) -> Spec:
+    """Read and schema-check a file without its registry; SpecError on anything unusable."""
+    from loopfsm.core.loader import schema_problems
+    from loopfsm.core.source import SourceProblems, read_file
+
+    try:
+        src = read_file(path)
+    except SourceProblems as err:
+        raise SpecError(err.problems) from None
+    problems = schema_problems(src)
+    if problems:
+        raise SpecError(problems)
+    spec = build_spec(src)
+    # A work in progress may have dead ends or unused states, and still compares; a branch from or
+    # to a state that does not exist does not (its words would name nothing).
+    unknown = [
+        src.problem(path, f"unknown state '{name}'")
+        for ev in spec.events.values()
+        for state, branches in ev.sources.items()
+        for name, path in [(state, ("events", ev.name, "from", state))]
+        + [(b.dest, (*b.path, "to")) for b in branches if b.dest]
+        if name != WILDCARD and name not in spec.states
+    ]
+    if unknown:
+        raise SpecError(unknown)
+    return spec
+
+
+# -- words -------------------------------------------------------------------
+def value(v: Any) -> str:
+    name = policy_ref(v)
+    if name is not None:
+        return f"policy.{name}"
+    return v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+
+
+def ref(r: Ref) -> str:
+    if r.options:
+        return "(" + " or ".join(" and ".join(ref(x) for x in opt) for opt in r.options) + ")"
+    args = ", ".join(f"{k}={value(v)}" for k, v in r.params.items())
+    core = f"{r.name}({args})" if args else r.name
+    return f"not {core}" if r.negate else core
+
+
+def refs(rs: tuple[Ref, ...], empty: str = "none") -> str:
+    return ", ".join(ref(r) for r in rs) or empty
+
+
+def field_words(f: FieldDef) -> str:
+    t = f.type + ("[]" if f.list else "") + ("?" if f.nullable else "")
+    if f.enum is not None:
+        t += " in " + "/".join(value(v) for v in f.enum)
+    if repr(f.default) != "MISSING":
+        t += f" = {value(f.default)}"
+    return t
+
+
+def _fields(where: str, old: dict[str, FieldDef], new: dict[str, FieldDef], out: list[Change]) -> None:
+    for name in _gone(old, new):
+        out.append(Change(f"{where}: field {name} removed"))
+    for name in new:
+        if name not in old:
+            out.append(Change(f"{where}: field {name} added ({field_words(new[name])})"))
+        elif field_words(old[name]) != field_words(new[name]):
+            out.append(Change(f"{where}: field {name} {field_words(old[name])} -> {field_words(new[name])}"))
+        elif old[name].description != new[name].description:
+            out.append(Change(f"{where}: field {name} description reworded", False))
+    if list(old) != list(new) and set(old) == set(new):
+        out.append(Change(f"{where}: fields reordered {', '.join(old)} -> {', '.join(new)}"))
+
+
+def _wording(where: str, old: str, new: str, out: list[Change]) -> None:
+    if old == new:
+        return
+    if max(len(old), len(new)) <= 60 and "\n" not in old + new:
+        out.append(Change(f"{where}: description {json.dumps(old)} -> {json.dumps(new)}", False))
+    else:
+        out.append(Change(f"{where}: description reworded", False))
+
+
+# -- sections ----------------------------------------------------------------
+def _policy(o: Spec, n: Spec, out: list[Change]) -> None:
+    for name in _gone(o.policy, n.policy):
+        out.append(Change(f"policy {name} removed"))
+    for name, p in n.policy.items():
+        q = o.policy.get(name)
+        if q is None:
+            out.append(Change(f"policy {name} added ({p.type}, default {value(p.default)})"))
+            continue
+        uses = _policy_uses(n, name)
+        where = f"policy {name}" + (f" (read by {uses})" if uses else "")
+        for attr in ("type", "default", "minimum", "maximum", "enum"):
+            a, b = getattr(q, attr), getattr(p, attr)
+            if a != b:
+                words = {"minimum": "lower bound", "maximum": "upper bound"}.get(attr, attr)
+                out.append(Change(f"{where}: {words} {_opt(a)} -> {_opt(b)}"))
+        _wording(f"policy {name}", q.description, p.description, out)
+
+
+def _opt(v: Any) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, tuple):
+        return "/".join(value(x) for x in v)
+    return value(v)
+
+
+def _policy_uses(spec: Spec, name: str) -> str:
+    found: list[str] = []
+
+    def reads(r: Ref) -> bool:
+        return any(policy_ref(v) == name for leaf in r.leaves() for v in leaf.params.values())
+
+    for ev in spec.events.values():
+        for state, bs in ev.sources.items():
+            if any(reads(r) for b in bs for r in (*b.guards, *b.actions)):
+                found.append(f"{ev.name} from {state}")
+    for d in spec.decisions.values():
+        for r in d.rules:
+            if any(reads(x) for x in (*r.guards, r.result)):
+                found.append(f"{d.name} rule {r.name}")
+    return ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+
+
+def _states(o: Spec, n: Spec, out: list[Change]) -> None:
+    for name in _gone(o.states, n.states):
+        out.append(Change(f"state {name} removed"))
+    for name, s in n.states.items():
+        t = o.states.get(name)
+        if t is None:
+            kind = " (initial)" if s.initial else " (terminal)" if s.terminal else ""
+            out.append(Change(f"state {name} added{kind}"))
+            continue
+        if t.initial != s.initial:
+            out.append(Change(f"state {name} {'is now' if s.initial else 'is no longer'} the initial state"))
+        if t.terminal != s.terminal:
+            out.append(Change(f"state {name} {'is now' if s.terminal else 'is no longer'} terminal"))
+        _fields(f"state {name} data", t.data, s.data, out)
+        _wording(f"state {name}", t.description, s.description, out)
+
+
+def _sig(b: Branch) -> tuple[Any, ...]:
+    """What identifies a branch across versions: its name if it has one, else its guard names and target."""
+    if b.name:
+        return ("name", b.name)
+    return (tuple((ref(g), g.negate) if g.options else (g.name, g.negate) for g in b.guards), b.dest)
+
+
+def _target(b: Branch) -> str:
+    """Where a branch goes, as its words read after a guard: ``-> State``, ``stay`` or a refusal."""
+    return f"-> {_dest(b)}" if b.dest and b.refusal is None else _dest(b)
+
+
+def _dest(b: Branch) -> str:
+    if b.refusal is not None:
+        return f"refuse ({json.dumps(b.refusal)})"
+    return b.dest or "stay"
+
+
+def branch_words(b: Branch) -> str:
+    guard = f"if {' and '.join(ref(g) for g in b.guards)} " if b.guards else ""
+    return f"{guard}{_target(b)}" + (f" / {refs(b.actions)}" if b.actions else "")
+
+
+def _branches(where: str, old: tuple[Branch, ...], new: tuple[Branch, ...], out: list[Change]) -> None:
+    old_sigs, new_sigs = [_sig(b) for b in old], [_sig(b) for b in new]
+    sm = difflib.SequenceMatcher(a=old_sigs, b=new_sigs, autojunk=False)
+    removed: list[int] = []
+    added: list[int] = []
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            for a, b, j in zip(old[i1:i2], new[j1:j2], range(j1, j2), strict=True):
+                _branch(f"{where} [{j}]", a, b, out)
+            continue
+        removed += range(i1, i2)
+        added += range(j1, j2)
+    # A branch taken out in one place and put back in another is one that moved: guard order
+    # changes behaviour, so it is a change, but not a branch lost and another made.
+    for i in list(removed):
+        to = next((k for k in added if new_sigs[k] == old_sigs[i]), None)
+        if to is not None:
+            removed.remove(i)
+            added.remove(to)
+            out.append(Change(f"{where} [{i}] moved to [{to}]: {branch_words(new[to])}"))
+            _branch(f"{where} [{to}]", old[i], new[to], out)
+    out.extend(Change(f"{where} [{i}] removed: {branch_words(old[i])}") for i in removed)
+    out.extend(Change(f"{where} [{j}] added: {branch_words(new[j])}") for j in added)
+
+
+def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:
+    if a.name != b.name:
+        out.append(Change(f"{where}: trace name {a.name or '(by position)'} -> {b.name or '(by position)'}"))
+    if a.dest != b.dest or a.refusal != b.refusal:
+        out.append(Change(f"{where}: target {_dest(a)} -> {_dest(b)}"))
+    if [ref(g) for g in a.guards] != [ref(g) for g in b.guards]:
+        out.append(Change(f"{where}: guard {refs(a.guards)} -> {refs(b.guards)}"))
+    if [ref(x) for x in a.actions] != [ref(x) for x in b.actions]:
+        out.append(Change(f"{where}: actions {refs(a.actions)} -> {refs(b.actions)}"))
+    _wording(where, a.description, b.description, out)
+
+
+def _sources(spec: Spec, ev: EventDef) -> dict[str, tuple[Branch, ...]]:
+    return dict(ev.sources)
+
+
+def _events(o: Spec, n: Spec, out: list[Change]) -> None:
+    for name in _gone(o.events, n.events):
+        out.append(Change(f"feed {name} removed"))
+    for name, e in n.events.items():
+        f = o.events.get(name)
+        if f is None:
+            states = ", ".join("any live state" if s == WILDCARD else s for s in e.sources)
+            out.append(Change(f"feed {name} added (from {states})"))
+            continue
+        _fields(f"feed {name} arguments", f.args, e.args, out)
+        if [ref(x) for x in f.before] != [ref(x) for x in e.before]:
+            out.append(Change(f"feed {name} before each branch: {refs(f.before)} -> {refs(e.before)}"))
+        for attr, words in (("otherwise", "when no guard holds"), ("on_terminal", "in terminal states")):
+            if getattr(f, attr) != getattr(e, attr):
+                out.append(
+                    Change(f"feed {name} {words}: {getattr(f, attr) or 'default'} -> {getattr(e, attr) or 'default'}")
+                )
+        old_src, new_src = _sources(o, f), _sources(n, e)
+        for state in _gone(old_src, new_src):
+            out.append(Change(f"{name} from {_st(state)}: no longer accepted"))
+        for state, bs in new_src.items():
+            if state not in old_src:
+                out.append(Change(f"{name} from {_st(state)}: now accepted: " + "; ".join(branch_words(b) for b in bs)))
+            else:
+                _branches(f"{name} from {_st(state)}", old_src[state], bs, out)
+        _wording(f"feed {name}", f.description, e.description, out)
+
+
+def _st(state: str) -> str:
+    return "any live state" if state == WILDCARD else state
+
+
+def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
+    for name in _gone(o.decisions, n.decisions):
+        out.append(Change(f"decision {name} removed"))
+    for name, d in n.decisions.items():
+        c = o.decisions.get(name)
+        if c is None:
+            out.append(Change(f"decision {name} added ({len(d.rules)} rules)"))
+            continue
+        _fields(f"decision {name} arguments", getattr(c, "args", {}) or {}, getattr(d, "args", {}) or {}, out)
+        if c.otherwise != d.otherwise:
+            out.append(
+                Change(f"decision {name} when no rule answers: {c.otherwise or 'raise'} -> {d.otherwise or 'raise'}")
+            )
+        old_rules = {r.name: r for r in c.rules}
+        new_rules = {r.name: r for r in d.rules}
+        for r in c.rules:
+            if r.name not in new_rules:
+                out.append(Change(f"decision {name}: rule {r.name} removed"))
+        for i, r in enumerate(d.rules):
+            q = old_rules.get(r.name)
+            where = f"decision {name} rule {r.name}"
+            if q is None:
+                out.append(Change(f"decision {name}: rule {r.name} added at {i + 1}: {_rule_words(r)}"))
+                continue
+            if q.states != r.states:
+                out.append(Change(f"{where}: states {_states_words(q.states)} -> {_states_words(r.states)}"))
+            if [ref(g) for g in q.guards] != [ref(g) for g in r.guards]:
+                out.append(Change(f"{where}: guard {refs(q.guards, 'always')} -> {refs(r.guards, 'always')}"))
+            if ref(q.result) != ref(r.result):
+                out.append(Change(f"{where}: answer {ref(q.result)} -> {ref(r.result)}"))
+            _wording(where, q.description, r.description, out)
+        kept_old = [r.name for r in c.rules if r.name in new_rules]
+        kept_new = [r.name for r in d.rules if r.name in old_rules]
+        if kept_old != kept_new:
+            out.append(
+                Change(f"decision {name}: rule order {', '.join(kept_old)} -> {', '.join(kept_new)} (first hit wins)")
+            )
+        _wording(f"decision {name}", c.description, d.description, out)
+
+
+def _states_words(states: tuple[str, ...] | None) -> str:
+    return "any" if states is None else "/".join(states)
+
+
+def _rule_words(r: Any) -> str:
+    cond = [f"state in {'/'.join(r.states)}"] if r.states is not None else []
+    cond += [ref(g) for g in r.guards]
+    return f"{' and '.join(cond) or 'always'} => {ref(r.result)}"
+
+
+def _outcomes(o: Spec, n: Spec, out: list[Change]) -> None:
+    for name in _gone(o.outcomes, n.outcomes):
+        out.append(Change(f"outcome {name} removed"))
+    for name, x in n.outcomes.items():
+        y = o.outcomes.get(name)
+        if y is None:
+            out.append(Change(f"outcome {name} added"))
+            continue
+        if y.error != x.error:
+            out.append(Change(f"outcome {name} error: {value(y.error)} -> {value(x.error)}"))
+        _fields(f"outcome {name} data", y.data, x.data, out)
+        _wording(f"outcome {name}", y.description, x.description, out)
+
+
+def _shape_changes(o: Spec, n: Spec) -> list[str]:
+    """What a snapshot's content would need to change: fields and states, not rules."""
+    found = []
+    od = {k: field_words(f) for k, f in o.data.items()}
+    nd = {k: field_words(f) for k, f in n.data.items()}
+    if od != nd:
+        found.append("machine data fields differ")
+    gone = o.states.keys() - n.states.keys()
+    if gone:
+        found.append(f"states {', '.join(sorted(gone))} no longer exist")
+    for s in [k for k in o.states if k in n.states]:  # file order, so the output is stable
+        if {k: field_words(f) for k, f in o.states[s].data.items()} != {
+            k: field_words(f) for k, f in n.states[s].data.items()
+        }:
+            found.append(f"state {s} carries different data")
+    return found
+
+
+def _gone(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Keys of ``old`` that ``new`` lacks, in the old file's order (a set difference would print at random)."""
+    return [k for k in old if k not in new]
+
+
+def _strip(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip(v) for k, v in node.items() if k not in ("description", "untested")}
+    if isinstance(node, list):
+        return [_strip(v) for v in node]
+    return node
+
+
+def _raw_paths(a: Any, b: Any, path: tuple[Any, ...] = ()) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in list(a) + [k for k in b if k not in a]:
+            out += _raw_paths(a.get(k), b.get(k), path + (k,))
+        return out
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [p for i, (x, y) in enumerate(zip(a, b, strict=True)) for p in _raw_paths(x, y, path + (i,))]
+    return [] if a == b else [".".join(map(str, path)) or "(document)"]
+
+
+def diff_specs(old: Spec, new: Spec) -> MachineDiff:
+    out: list[Change] = []
+    if old.name != new.name:
+        out.append(Change(f"machine renamed {old.name} -> {new.name}"))
+    if old.registry != new.registry:
+        out.append(Change(f"registry {old.registry} -> {new.registry}"))
+    if old.terminal_feeds != new.terminal_feeds:
+        out.append(Change(f"terminal states {old.terminal_feeds} unlisted feeds -> {new.terminal_feeds}"))
+    _wording("machine", old.description, new.description, out)
+    if [ref(x) for x in old.before] != [ref(x) for x in new.before]:
+        out.append(Change(f"before every feed: {refs(old.before)} -> {refs(new.before)}"))
+    _policy(old, new, out)
+    _fields("data", old.data, new.data, out)
+    _states(old, new, out)
+    _events(old, new, out)
+    _decisions(old, new, out)
+    _outcomes(old, new, out)
+    if old.fingerprint != new.fingerprint and not any(c.behaviour for c in out):
+        for p in _raw_paths(_strip(old.source.doc), _strip(new.source.doc)):
+            out.append(Change(f"{p} changed"))
+    return MachineDiff(old, new, out)

@@ -1,0 +1,709 @@
+"""The run-state store: one saved row per session (phase + lock), the rows each step writes, one API.
+
+How a request is served against it (the seed's acquire / process / release):
+
+1. ``admit`` reads the row, asks router_run's ``admit`` decision, and applies
+   the answer as one conditional UPDATE against exactly the row it read
+   (same fence, same version, lock free or expired unless it preempts).  Of
+   any number of concurrent requests at most one such UPDATE matches: the
+   winner holds a :class:`Lease` with a fence one higher than before.
+2. The holder processes (model, tools ...) with no transaction open; it may
+   ``renew`` its lease.
+3. ``checkpoint`` writes the step's rows, the next phase and the stored
+   response, and frees the lock, in one transaction whose first statement
+   checks the fence.  A holder that was taken over or preempted gets
+   :class:`FencedOut` and nothing it sent is written.
+
+Time is read from ``clock`` (ms) unless a call passes ``now_ms``.  Safety never
+depends on clocks agreeing: the fence alone decides whose writes land; a
+clock only decides when an unresponsive holder's lease may be taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from loopfsm.core.errors import FencedOut, StoreError
+from loopfsm.machines.router_run import ROUTER_RUN
+from loopfsm.machines.run_lock import RUN_LOCK
+from . import ids
+from .backends import Backend, Statement, connect
+from .sql import ROW_KINDS, SCHEMA_VERSION, check_prefix, ddl, drop
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .sweep import Swept
+
+REQUESTS = ("execute", "decrypted", "approval_decisions", "tool_results", "sealed", "inject", "break")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The saved row of one session, as read."""
+
+    session_id: str
+    phase: str
+    snapshot: dict[str, Any]
+    version: int
+    fence: int
+    holder: str | None
+    started_at: int | None
+    lease_expires_at: int | None
+    cancel_requested: str | None
+    last_request_id: str | None
+    last_response: Any
+    updated_at: int
+
+    def lock_state(self, now_ms: int) -> Literal["free", "held", "expired"]:
+        """The lock as of ``now_ms``, as run_lock decides it: its sweeper feed ``expire`` frees a lease that ran out.
+
+        The machine is asked rather than the rule restated here; the store's
+        conditional UPDATEs repeat the comparison in SQL only so that deciding
+        and taking the lock stay one atomic statement.
+        """
+        if self.holder is None or self.lease_expires_at is None:
+            return "free"
+        return "expired" if self.lock_machine().expire(now_ms) else "held"
+
+    def phase_machine(self) -> Any:
+        """The router_run instance this row holds (restored from its snapshot)."""
+        return ROUTER_RUN.restore(self.snapshot)
+
+    def lock_machine(self) -> Any:
+        """The run_lock instance equivalent to this row's lock columns (for checking against the model)."""
+        snap: dict[str, Any] = {
+            "format": 1,
+            "machine": "run_lock",
+            "fingerprint": RUN_LOCK.fingerprint,
+            "data": {"fence": self.fence, "last_now": self.updated_at},
+        }
+        if self.holder is None:
+            snap.update(state="Free", state_data={})
+        else:
+            snap.update(
+                state="Held",
+                state_data={
+                    "holder": self.holder,
+                    "started_at": self.started_at,
+                    "lease_expires_at": self.lease_expires_at,
+                    "cancel_requested": self.cancel_requested,
+                },
+            )
+        return RUN_LOCK.restore(snap)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Proof of holding a run's lock: every later write names this fence."""
+
+    session_id: str
+    holder: str
+    fence: int
+    version: int  # the run_state version the holder read; its checkpoint commits version + 1
+    started_at: int
+    lease_expires_at: int
+    cancel_requested: str | None = None
+
+    @property
+    def step(self) -> int:
+        """The step number this lease's checkpoint commits (rows are written under it)."""
+        return self.version + 1
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What ``admit`` decided.
+
+    ``outcome`` is ``admitted`` (``lease`` set; ``took_over``/``preempted`` say
+    how; ``answer`` ``expire`` when the request only ends a pause that waited
+    too long), ``replayed`` (``response`` is the stored response of this
+    request_id, None when it was not stored)
+    or ``refused`` (``answer`` is busy, run_live, not_allowed or idle;
+    ``allowed_continuations`` what the phase accepts; ``retry_after_ms`` for busy).
+    ``rule`` names the admission rule that answered.
+    """
+
+    outcome: Literal["admitted", "replayed", "refused"]
+    answer: str
+    rule: str
+    record: RunRecord
+    lease: Lease | None = None
+    response: Any = None
+    took_over: bool = False
+    preempted: bool = False
+    retry_after_ms: int | None = None
+    allowed_continuations: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row a step writes.  ``slot`` names its place in the step (its id is derived from it).
+
+    ``body`` is clear JSON (plaintext sessions, and the short-lived clear kinds);
+    ``sealed`` a ciphertext envelope; never both.  ``meta`` is non-secret.
+    """
+
+    kind: str
+    slot: str
+    meta: dict[str, Any]
+    body: Any = None
+    sealed: Any = None
+    row_id: str | None = None  # a ref minted earlier (message:<id> handed to the client) keeps its id
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    session_id: str
+    kind: str
+    row_id: str
+    run_id: str
+    step: int
+    ord: int
+    meta: dict[str, Any]
+    body: Any
+    sealed: Any
+    written_fence: int
+
+
+_ROW_COLS = "session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence"
+
+
+def _stored_row(r: tuple[Any, ...]) -> StoredRow:
+    """A row as selected with ``_ROW_COLS``: meta always JSON, body and sealed JSON or NULL."""
+    return StoredRow(
+        r[0],
+        r[1],
+        r[2],
+        r[3],
+        r[4],
+        r[5],
+        json.loads(r[6]),
+        None if r[7] is None else json.loads(r[7]),
+        None if r[8] is None else json.loads(r[8]),
+        r[9],
+    )
+
+
+_COLS = (
+    "session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, cancel_requested, "
+    "last_request_id, last_response, updated_at"
+)
+
+
+def _record(r: Sequence[Any]) -> RunRecord:
+    return RunRecord(
+        r[0],
+        r[1],
+        json.loads(r[2]),
+        r[3],
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        r[8],
+        r[9],
+        None if r[10] is None else json.loads(r[10]),
+        r[11],
+    )
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class RunStore:
+    """The run-state store on one backend; see :func:`open_store`.
+
+    One instance holds one connection and is meant for one thread; each
+    router process (or worker thread) opens its own.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        prefix: str = "loopfsm_",
+        clock: Callable[[], int] = wall_clock_ms,
+        lease_ms: int | None = None,
+        admit_retries: int = 8,
+        fault: Callable[[str], None] | None = None,
+    ):
+        self.backend = backend
+        self.prefix = check_prefix(prefix)
+        self.clock = clock
+        self.lease_ms = lease_ms if lease_ms is not None else ROUTER_RUN.default_policy.lease_ms
+        self.admit_retries = admit_retries
+        # Fault injection for crash tests: called with the name of each point of a step.
+        self._fault = fault or (lambda point: None)
+        p = self.prefix
+        self._t_state, self._t_rows, self._t_meta = f"{p}run_state", f"{p}rows", f"{p}meta"
+        self._t_requests = f"{p}requests"
+
+    # -- schema -----------------------------------------------------------------------------
+    def init(self) -> int:
+        """Create the tables if missing and record the schema version; returns it.  Idempotent.
+
+        A version-1 store is upgraded in place: version 2 adds the requests
+        table, which the DDL has just created, filled with the request ids
+        the old tables still name: each session's last one, and every
+        execute or inject whose prompt row (``message:u-<request_id>``) is
+        stored.  Those are the requests that start a run and write a row
+        named by their id, so none of them can run again and overwrite it;
+        an older continuation's id is not recorded anywhere and stays free.
+        """
+        upgrading = self._recorded_version() == "1"
+        with self.backend.transaction():
+            for stmt in ddl(self.backend.dialect, self.prefix):
+                self.backend.run(stmt)
+            if upgrading:
+                self._backfill_requests()
+            self.backend.run(
+                f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
+                (str(SCHEMA_VERSION),),
+            )
+            self.backend.run(
+                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value = '1'",
+                (str(SCHEMA_VERSION),),
+            )
+        return self.check_schema()
+
+    def _recorded_version(self) -> str | None:
+        """The schema version the meta table records, None before there is one (read outside a transaction)."""
+        try:
+            _, rows = self.backend.run(f"SELECT value FROM {self._t_meta} WHERE key = 'schema_version'")
+        except Exception:  # noqa: BLE001 - either driver's "no such table": a new store
+            return None
+        return str(rows[0][0]) if rows else None
+
+    def _backfill_requests(self) -> None:
+        """The request ids a version-1 store still names (see :meth:`init`), as used by their step."""
+        self.backend.run(
+            f"INSERT INTO {self._t_requests} (session_id, request_id, step) "
+            f"SELECT session_id, substr(row_id, 3), MIN(step) FROM {self._t_rows} "
+            f"WHERE kind = 'message' AND substr(row_id, 1, 2) = 'u-' GROUP BY session_id, row_id "
+            f"ON CONFLICT (session_id, request_id) DO NOTHING"
+        )
+        self.backend.run(
+            f"INSERT INTO {self._t_requests} (session_id, request_id, step) "
+            f"SELECT session_id, last_request_id, version FROM {self._t_state} WHERE last_request_id IS NOT NULL "
+            f"ON CONFLICT (session_id, request_id) DO NOTHING"
+        )
+
+    def check_schema(self) -> int:
+        """The recorded schema version; StoreError when the tables are missing or of another version."""
+        try:
+            _, rows = self.backend.run(f"SELECT value FROM {self._t_meta} WHERE key = 'schema_version'")
+        except Exception:
+            self._reset_after_error()
+            raise StoreError(
+                f"no loopfsm store at {self._where()} (prefix {self.prefix!r}): run `loopfsm store init URL` first"
+            ) from None
+        if not rows:
+            raise StoreError(f"store at {self._where()} records no schema version: run `loopfsm store init URL`")
+        version = int(rows[0][0])
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"store at {self._where()} has schema version {version}; this loopfsm reads version {SCHEMA_VERSION}"
+            )
+        return version
+
+    def drop(self) -> None:
+        """Remove this prefix's tables (tests and tear-down)."""
+        with self.backend.transaction():
+            for stmt in drop(self.prefix):
+                self.backend.run(stmt)
+
+    def _where(self) -> str:
+        return self.backend.dialect.name
+
+    def _reset_after_error(self) -> None:
+        conn = getattr(self.backend, "conn", None)
+        if self.backend.dialect.name == "postgresql" and conn is not None:
+            try:
+                conn.rollback()
+            except Exception:  # noqa: BLE001 - best effort; the error raised next says what happened
+                pass
+
+    # -- reading ----------------------------------------------------------------------------
+    def now(self, now_ms: int | None = None) -> int:
+        return self.clock() if now_ms is None else now_ms
+
+    def load(self, session_id: str) -> RunRecord | None:
+        _, rows = self.backend.run(f"SELECT {_COLS} FROM {self._t_state} WHERE session_id = ?", (session_id,))
+        return _record(rows[0]) if rows else None
+
+    def ensure(self, session_id: str, *, now_ms: int | None = None) -> RunRecord:
+        """The session's row, created Idle with a free lock if it does not exist yet."""
+        rec = self.load(session_id)
+        if rec is not None:
+            return rec
+        self._create(session_id, now_ms)
+        rec = self.load(session_id)
+        assert rec is not None
+        return rec
+
+    def _create(self, session_id: str, now_ms: int | None) -> None:
+        """The session's row, Idle with a free lock, unless it exists already (then nothing changes)."""
+        self.backend.run(
+            f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
+            f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
+            (session_id, _dump(ROUTER_RUN.new().snapshot()), self.now(now_ms)),
+        )
+
+    def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
+        """The session's rows in history order (step, then order within the step)."""
+        sql = f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ?"
+        params: list[Any] = [session_id]
+        if kind is not None:
+            sql += " AND kind = ?"
+            params.append(kind)
+        _, rows = self.backend.run(sql + " ORDER BY step, ord, kind, row_id", params)
+        return [_stored_row(r) for r in rows]
+
+    def row(self, session_id: str, kind: str, row_id: str) -> StoredRow | None:
+        """One stored row by its id, or None."""
+        _, rows = self.backend.run(
+            f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
+            (session_id, kind, row_id),
+        )
+        if not rows:
+            return None
+        return _stored_row(rows[0])
+
+    def request_used(self, session_id: str, request_id: str) -> bool:
+        """Whether a committed step of the session used ``request_id`` (the last one or an older one)."""
+        _, rows = self.backend.run(
+            f"SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?", (session_id, request_id)
+        )
+        return bool(rows)
+
+    # -- admission --------------------------------------------------------------------------
+    def admit(
+        self,
+        session_id: str,
+        request: str,
+        request_id: str,
+        *,
+        holder: str,
+        now_ms: int | None = None,
+        lease_ms: int | None = None,
+    ) -> Admission:
+        """Decide ``request`` against the saved row and, if admitted, take the lock in one conditional UPDATE.
+
+        The decision is router_run's ``admit`` chain (the rebuilt admission
+        table); if the row changed between the read and the UPDATE, the
+        request is decided again against the new row, up to
+        ``admit_retries`` times, then answered busy.
+        """
+        if request not in REQUESTS:
+            raise ValueError(f"unknown request type {request!r} (one of {', '.join(REQUESTS)})")
+        lease = self.lease_ms if lease_ms is None else lease_ms
+        rec, used = self._admission_read(session_id, request_id, now_ms)
+        for _ in range(self.admit_retries):
+            now = self.now(now_ms)
+            lock = rec.lock_state(now)
+            phase = rec.phase_machine()
+            since = rec.snapshot["state_data"].get("since")
+            replay = request_id == rec.last_request_id
+            rule, answer = phase.explain(
+                "admit",
+                request=request,
+                lock=lock,
+                replay=replay,
+                reused=not replay and used,
+                pause_age_ms=max(0, now - since) if isinstance(since, int) else 0,
+            )
+            if answer == "replay":
+                return Admission("replayed", answer, rule, rec, response=rec.last_response)
+            if answer not in ("admit", "preempt", "expire"):
+                retry = max(0, (rec.lease_expires_at or now) - now) if answer == "busy" else None
+                return Admission(
+                    "refused",
+                    answer,
+                    rule,
+                    rec,
+                    retry_after_ms=retry,
+                    allowed_continuations=phase.decide("continuations"),
+                )
+            only_if_free = "" if answer == "preempt" else " AND (holder IS NULL OR lease_expires_at <= ?)"
+            params: list[Any] = [holder, now, now + lease, now, session_id, rec.fence, rec.version]
+            if only_if_free:
+                params.append(now)
+            # The lease's commit is not waited for on disk (SQLite; see run_unsynced): the step's is.
+            n, _ = self.backend.run_unsynced(
+                f"UPDATE {self._t_state} SET holder = ?, fence = fence + 1, started_at = ?, "
+                f"lease_expires_at = ?, cancel_requested = NULL, updated_at = ? "
+                f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free}",
+                params,
+            )
+            if n == 1:
+                granted = Lease(session_id, holder, rec.fence + 1, rec.version, now, now + lease)
+                return Admission(
+                    "admitted",
+                    answer,
+                    rule,
+                    rec,
+                    lease=granted,
+                    took_over=lock == "expired" and answer == "admit",
+                    preempted=answer == "preempt" and lock != "free",
+                )
+            rec, used = self._admission_read(session_id, request_id, now_ms)
+        now = self.now(now_ms)
+        return Admission(
+            "refused",
+            "busy",
+            "contended",
+            rec,
+            retry_after_ms=max(0, (rec.lease_expires_at or now) - now),
+            allowed_continuations=rec.phase_machine().decide("continuations"),
+        )
+
+    def _admission_read(self, session_id: str, request_id: str, now_ms: int | None) -> tuple[RunRecord, bool]:
+        """The session's row (created Idle if missing) and whether a committed step used ``request_id``.
+
+        One statement, so admission costs one read (a round trip on PostgreSQL), not two.
+        """
+        sql = (
+            f"SELECT {_COLS}, EXISTS (SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?) "
+            f"FROM {self._t_state} WHERE session_id = ?"
+        )
+        _, rows = self.backend.run(sql, (session_id, request_id, session_id))
+        if not rows:  # a new session: created, then read as any other
+            self._create(session_id, now_ms)
+            _, rows = self.backend.run(sql, (session_id, request_id, session_id))
+        return _record(rows[0][:12]), bool(rows[0][12])
+
+    # -- holding the lock -------------------------------------------------------------------
+    def renew(self, lease: Lease, *, now_ms: int | None = None, lease_ms: int | None = None) -> Lease:
+        """Extend the lease; raises FencedOut if it is no longer current.  The result shows a pending cancel."""
+        now = self.now(now_ms)
+        until = now + (self.lease_ms if lease_ms is None else lease_ms)
+        n, rows = self.backend.run(
+            f"UPDATE {self._t_state} SET lease_expires_at = ?, updated_at = ? "
+            f"WHERE session_id = ? AND holder = ? AND fence = ? RETURNING cancel_requested",
+            (until, now, lease.session_id, lease.holder, lease.fence),
+        )
+        if not rows:
+            raise self._fenced(lease, "renew")
+        return Lease(lease.session_id, lease.holder, lease.fence, lease.version, lease.started_at, until, rows[0][0])
+
+    def request_cancel(self, session_id: str, kind: Literal["break", "inject"]) -> bool:
+        """Ask the running turn to stop at its next renew; False when no turn is running."""
+        n, _ = self.backend.run(
+            f"UPDATE {self._t_state} SET cancel_requested = ? WHERE session_id = ? AND holder IS NOT NULL",
+            (kind, session_id),
+        )
+        return n == 1
+
+    def checkpoint(
+        self,
+        lease: Lease,
+        phase: Any,
+        *,
+        request_id: str,
+        response: Any,
+        rows: Sequence[Row] = (),
+        trace: Sequence[str | Mapping[str, Any]] = (),
+        now_ms: int | None = None,
+        replayable: bool = True,
+        run_id: str | None = None,
+    ) -> RunRecord:
+        """Commit a step: its rows, the next phase (a router_run instance), the response, and release; atomically.
+
+        Row ids are derived from (session, run, step, slot), so re-running a
+        step after a crash writes the same ids and overwrites.  Trace event
+        names become ``trace`` rows (meta only, no payload).  The stored
+        response is replayed to a re-sent request with the same request_id;
+        with ``replayable=False`` (an encrypted session, whose responses carry
+        plaintext for the client to seal) nothing of it is stored and a re-send
+        is told its response is lost.
+        ``run_id`` names the run the rows belong to when the phase does not (a turn that
+        failed before its run reached a checkpoint leaves the phase Idle).
+        """
+        for r in rows:
+            if r.kind not in ROW_KINDS:
+                raise ValueError(f"unknown row kind {r.kind!r} (one of {', '.join(ROW_KINDS)})")
+            if r.body is not None and r.sealed is not None:
+                raise ValueError(f"row {r.kind}:{r.slot} has both body and sealed content")
+        now = self.now(now_ms)
+        snap = phase.snapshot()
+        run_id = run_id or phase.data.run_id or phase.data.last_run_id or ""
+        all_rows = list(rows) + [
+            Row("trace", f"trace/{i}", dict(e) if isinstance(e, Mapping) else {"event": e}) for i, e in enumerate(trace)
+        ]
+        self._fault("before_transaction")
+        with self.backend.transaction():
+            _, got = self.backend.run(
+                f"UPDATE {self._t_state} SET phase = ?, snapshot = ?, version = version + 1, holder = NULL, "
+                f"started_at = NULL, lease_expires_at = NULL, cancel_requested = NULL, last_request_id = ?, "
+                f"last_response = ?, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ? "
+                f"AND version = ? RETURNING version",
+                (
+                    phase.state,
+                    _dump(snap),
+                    request_id,
+                    _dump(response) if replayable else None,
+                    now,
+                    lease.session_id,
+                    lease.holder,
+                    lease.fence,
+                    lease.version,
+                ),
+            )
+            if not got:
+                raise self._fenced(lease, "checkpoint")
+            step = got[0][0]
+            # A plain INSERT: admission refuses a used request_id, so a conflict here is a bug, and it is loud.
+            # The step's rows go in two batches (one round trip each on PostgreSQL): the request id and
+            # the first row, then the rest; the crash tests stop the process between the two.
+            writes = [
+                Statement(
+                    f"INSERT INTO {self._t_requests} (session_id, request_id, step) VALUES (?, ?, ?)",
+                    (lease.session_id, request_id, step),
+                )
+            ]
+            writes += [
+                self._row_statement(lease.session_id, run_id, step, order, r, lease.fence)
+                for order, r in enumerate(all_rows)
+            ]
+            self.backend.run_many(writes[:2])
+            if len(writes) > 2:
+                self._fault("between_rows")
+                self.backend.run_many(writes[2:])
+            self._fault("before_commit")
+        self._fault("after_commit")
+        # The row as just committed, without reading it back.
+        return RunRecord(
+            lease.session_id,
+            phase.state,
+            snap,
+            step,
+            lease.fence,
+            None,
+            None,
+            None,
+            None,
+            request_id,
+            json.loads(_dump(response)) if replayable else None,
+            now,
+        )
+
+    def _put_row(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> None:
+        """Write (or overwrite) one row inside the caller's transaction; its id derives from its slot."""
+        s = self._row_statement(session_id, run_id, step, order, r, fence)
+        self.backend.run(s.sql, s.params)
+
+    def _row_statement(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> Statement:
+        """The statement writing (or overwriting) one row; its id derives from its slot."""
+        rid = r.row_id or ids.row_id(session_id, run_id, step, r.slot)
+        return Statement(
+            f"INSERT INTO {self._t_rows} (session_id, kind, row_id, run_id, step, ord, meta, body, sealed, "
+            f"written_fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (session_id, kind, row_id) "
+            f"DO UPDATE SET run_id = excluded.run_id, step = excluded.step, ord = excluded.ord, "
+            f"meta = excluded.meta, body = excluded.body, sealed = excluded.sealed, "
+            f"written_fence = excluded.written_fence",
+            (
+                session_id,
+                r.kind,
+                rid,
+                run_id,
+                step,
+                order,
+                _dump(r.meta),
+                None if r.body is None else _dump(r.body),
+                None if r.sealed is None else _dump(r.sealed),
+                fence,
+            ),
+        )
+
+    def release(self, lease: Lease, *, now_ms: int | None = None) -> None:
+        """Give the lock back without a checkpoint (a transient failure): the phase stays as it was."""
+        n, _ = self.backend.run(
+            f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
+            f"cancel_requested = NULL, updated_at = ? WHERE session_id = ? AND holder = ? AND fence = ?",
+            (self.now(now_ms), lease.session_id, lease.holder, lease.fence),
+        )
+        if n != 1:
+            raise self._fenced(lease, "release")
+
+    def _fenced(self, lease: Lease, what: str) -> FencedOut:
+        return FencedOut(
+            f"{what} refused: session {lease.session_id!r} lock fence {lease.fence} held by "
+            f"{lease.holder!r} is no longer current"
+        )
+
+    # -- recovery ---------------------------------------------------------------------------
+    def recover(self, holder: str, *, now_ms: int | None = None) -> list[str]:
+        """Startup of router ``holder``: free the locks its previous incarnation held; their runs resume from phase.
+
+        Locks of other routers are left alone: they are taken over only once
+        their lease expires.  Returns the sessions freed.
+        """
+        _, rows = self.backend.run(
+            f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
+            f"cancel_requested = NULL, updated_at = ? WHERE holder = ? RETURNING session_id",
+            (self.now(now_ms), holder),
+        )
+        return sorted(r[0] for r in rows)
+
+    def recover_all(self, *, now_ms: int | None = None) -> list[str]:
+        """The seed's startup rule: free every lock.  Only safe when one router process uses the store."""
+        _, rows = self.backend.run(
+            f"UPDATE {self._t_state} SET holder = NULL, started_at = NULL, lease_expires_at = NULL, "
+            f"cancel_requested = NULL, updated_at = ? WHERE holder IS NOT NULL RETURNING session_id",
+            (self.now(now_ms),),
+        )
+        return sorted(r[0] for r in rows)
+
+    # -- sweeping ---------------------------------------------------------------------------
+    def sweep(self, *, now_ms: int | None = None) -> Swept:
+        """Free expired leases and end paused runs whose pause expired, emptying their clear bundle.
+
+        Safe beside routers and other sweepers on the same database, and
+        idempotent; see :mod:`loopfsm.router.store.sweep`.
+        """
+        from .sweep import sweep
+
+        return sweep(self, now_ms=now_ms)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(
+    url: str,
+    *,
+    prefix: str = "loopfsm_",
+    create: bool = False,
+    clock: Callable[[], int] = wall_clock_ms,
+    lease_ms: int | None = None,
+    fault: Callable[[str], None] | None = None,
+) -> RunStore:
+    """Open the store a URL names: ``sqlite:///runs.db`` (the embedded default) or ``postgresql://...``.
+
+    With ``create`` the tables are made if missing (what ``loopfsm store init``
+    does); otherwise a missing or other-version schema raises StoreError.
+    """
+    store = RunStore(connect(url, create=create), prefix=prefix, clock=clock, lease_ms=lease_ms, fault=fault)
+    try:
+        if create:
+            store.init()
+        else:
+            store.check_schema()
+    except BaseException:
+        store.close()
+        raise
+    return store
