@@ -6,37 +6,52 @@ register the guards and actions it names, and catch the errors it raises.
 
 from loopfsm.core.catalog import load_machine
 from loopfsm.core.compiler import CompiledMachine, compile_file, compile_spec
+from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.errors import (
     ActionError,
-    ClientError,
     ConfigError,
     DecisionError,
     FeedArgumentError,
-    FencedOut,
     FeedRefused,
-    GraphvizMissing,
     IllegalFeed,
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
-    ProtocolError,
-    ProviderError,
     RegistryError,
-    RenderError,
     ScriptError,
-    SealError,
-    SealedStateError,
     SnapshotError,
     SpecError,
-    StoreError,
-    StreamEventError,
-    StreamFailed,
-    StreamProtocolError,
     UnknownFeed,
 )
 from loopfsm.core.loader import load, parse
 from loopfsm.core.registry import Registry
 from loopfsm.core.runtime import MachineInstance
+
+# The other layers' errors, importable from here too, each from the package that raises it.  Imported on
+# first use (PEP 562): ``loopfsm.machines`` imports every shipped machine, which ``import loopfsm`` must not.
+_ERRORS_ELSEWHERE = {
+    "FencedOut": "loopfsm.machines.errors",
+    "StreamFailed": "loopfsm.machines.errors",
+    "StreamProtocolError": "loopfsm.machines.errors",
+    "ClientError": "loopfsm.router.errors",
+    "ProtocolError": "loopfsm.router.errors",
+    "ProviderError": "loopfsm.router.errors",
+    "SealError": "loopfsm.router.errors",
+    "SealedStateError": "loopfsm.router.errors",
+    "StoreError": "loopfsm.router.errors",
+    "StreamEventError": "loopfsm.router.errors",
+    "GraphvizMissing": "loopfsm.review.errors",
+    "RenderError": "loopfsm.review.errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _ERRORS_ELSEWHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'loopfsm' has no attribute {name!r}")
+    from importlib import import_module  # noqa: PLC0415
+
+    return getattr(import_module(module), name)
 
 __all__ = [
     "CompiledMachine",
@@ -47,6 +62,7 @@ __all__ = [
     "parse",
     "Registry",
     "MachineInstance",
+    "DeclaredMachine",
     "LoopFsmError",
     "SpecError",
     "IllegalFeed",

@@ -7,7 +7,8 @@ import pytest
 
 from loopfsm.review.cli import main
 from loopfsm.router.client import Client
-from loopfsm.core.errors import ClientError, ConfigError
+from loopfsm.router.errors import ClientError
+from loopfsm.core.errors import ConfigError
 
 
 def _client(tmp_path, handler, stream):

@@ -363,7 +363,7 @@ def test_the_client_gives_up_naming_the_address_without_its_password(tmp_path):
     import httpx
 
     from loopfsm.router.client import Client
-    from loopfsm.core.errors import ClientError
+    from loopfsm.router.errors import ClientError
 
     port = free_port()
     events = []

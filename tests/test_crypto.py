@@ -22,7 +22,8 @@ from loopfsm.router.crypto import (  # noqa: E402
     key_id_for,
     split_ref,
 )
-from loopfsm.core.errors import LoopFsmError, SealError  # noqa: E402
+from loopfsm.core.errors import LoopFsmError  # noqa: E402
+from loopfsm.router.errors import SealError  # noqa: E402
 
 RING = Keyring.generate()
 REF = content_ref("message", "0194")

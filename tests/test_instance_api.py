@@ -143,7 +143,7 @@ def test_load_machine_by_path_keeps_the_typed_class(tmp_path):
 def test_builtin_registries_are_entry_points_and_importing_one_compiles_nothing():
     """Run in a fresh interpreter: resolving every registry must leave every machine class uncompiled."""
     code = textwrap.dedent("""
-        from loopfsm.registries import known_registries, registry_named
+        from loopfsm.core.registries import known_registries, registry_named
         from loopfsm.core.runtime import _CompiledOnFirstUse
         names = known_registries()
         assert {"turnstile", "engine_brain", "tool_breaker", "fallback_breaker"} <= set(names), names
@@ -156,7 +156,7 @@ def test_builtin_registries_are_entry_points_and_importing_one_compiles_nothing(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.stdout.strip() == "ok", out.stderr
     assert "turnstile" in known_registries() and registry_named("turnstile").instance_class is Turnstile
-    assert "_BUILTIN" not in vars(sys.modules["loopfsm.registries"])
+    assert "_BUILTIN" not in vars(sys.modules["loopfsm.core.registries"])
 
 
 def test_edit_to_the_shipped_brain_is_reported_once_at_its_line(tmp_path):

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from loopfsm.core.errors import LoopFsmError, ProviderError, ScriptError
+from loopfsm.core.errors import LoopFsmError, ScriptError
+from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message, ToolCall
 from loopfsm.router.providers import FAILURE_CLASSES, ModelRequest, ToolSpec
 from loopfsm.router.providers.scripted import ScriptedProvider

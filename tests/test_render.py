@@ -105,15 +105,15 @@ def test_live_instance_highlights_its_state():
 
     b = ToolBreaker()
     b.feed("force_open", now=1)
-    src = b.diagram("dot")
+    src = render_instance(b, "dot")
     lines = [ln for ln in src.splitlines() if "#ffe08a" in ln]
     assert len(lines) == 1 and lines[0].lstrip().startswith("ForcedOpen ")
     assert "now in ForcedOpen" in src
-    assert b.diagram("mermaid").rstrip().endswith("class ForcedOpen current")
+    assert render_instance(b, "mermaid").rstrip().endswith("class ForcedOpen current")
     svg = render_instance(b)
     assert svg.lstrip().startswith("<?xml") or "<svg" in svg
     with pytest.raises(ValueError):
-        b.diagram("png")
+        render_instance(b, "png")
 
 
 def test_decision_chart_is_a_ladder_with_every_rule_in_order():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from loopfsm.core.errors import ProviderError
+from loopfsm.router.errors import ProviderError
 from loopfsm.router.providers.scripted import ScriptedProvider
 
 from router_support import client, make

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from loopfsm.router.crypto import Keyring
-from loopfsm.core.errors import ConfigError, SealError
+from loopfsm.core.errors import ConfigError
+from loopfsm.router.errors import SealError
 from loopfsm.router.atrest import create_key_file, load_router_key
 from loopfsm.router.store import open_store
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopfsm.router.crypto import Keyring
-from loopfsm.core.errors import StoreError
+from loopfsm.router.errors import StoreError
 from loopfsm.router.store import SCHEMA_VERSION, open_store
 
 from router_support import TOOLS_SCRIPT, client, make

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from loopfsm.router.crypto import Keyring
-from loopfsm.core.errors import SealError
+from loopfsm.router.errors import SealError
 
 from router_support import PLAN_SCRIPT, TOOLS_SCRIPT, client, make
 from store_support import store_url  # noqa: F401 - fixture

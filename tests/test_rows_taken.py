@@ -265,7 +265,7 @@ def test_stream_usage_mid_stream_and_a_repeated_message_start_after_stop():
     assert s.state == "Stopped"
     rec, _ = traced(s, "restate_message", "msg_1", "assistant")
     assert rec.branch == "restate_message/Stopped[0]" and s.state == "Stopped"
-    from loopfsm.core.errors import StreamProtocolError
+    from loopfsm.machines.errors import StreamProtocolError
 
     with pytest.raises(StreamProtocolError):
         s.restate_message("msg_2")  # another message's start is refused

@@ -7,7 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loopfsm import NoBranchMatched
-from loopfsm.core.errors import FencedOut, IllegalFeed
+from loopfsm.machines.errors import FencedOut
+from loopfsm.core.errors import IllegalFeed
 from loopfsm.machines.run_lock import RUN_LOCK, RunLock
 
 

@@ -9,6 +9,7 @@ import pytest
 from loopfsm.review.cli import main
 from loopfsm.core.errors import ScriptError
 from loopfsm.router.providers.scripted import ScriptedProvider
+from loopfsm.review import router_commands
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTED_MODEL = "(this is a scripted model: loopfsm router serve --store URL --script FILE)"
@@ -39,6 +40,9 @@ def test_run_names_the_command_a_script_is_for(machine, example, hint, capsys):
 def test_a_scripted_model_file_that_is_a_run_script_names_its_driver(example, machine):
     with pytest.raises(ScriptError) as info:
         ScriptedProvider.from_file(EXAMPLES / example)
+    assert str(info.value) == "a script file is a mapping with a 'replies' list"  # the router knows no drivers
+    with pytest.raises(ScriptError) as info:
+        router_commands._provider("scripted", None, str(EXAMPLES / example))  # router serve --script FILE
     assert str(info.value) == f"a script file is a mapping with a 'replies' list {for_machine(machine)}"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopfsm.review.cli import main
-from loopfsm.core.errors import StoreError
+from loopfsm.router.errors import StoreError
 from loopfsm.router.store import open_store
 
 

@@ -9,14 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopfsm.core.errors import (
-    FeedArgumentError,
-    IllegalFeed,
-    LoopFsmError,
-    StreamEventError,
-    StreamFailed,
-    StreamProtocolError,
-)
+from loopfsm.core.errors import FeedArgumentError, IllegalFeed, LoopFsmError
+from loopfsm.router.errors import StreamEventError
+from loopfsm.machines.errors import StreamFailed, StreamProtocolError
 from loopfsm.machines.json_prefix import classify
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import COMPACT_EVERY
@@ -512,7 +507,7 @@ def test_real_usage_shapes_with_words_and_nested_counts_are_kept():
 
 
 def test_openai_error_object_mid_stream_fails_the_stream_and_bad_indices_are_named():
-    from loopfsm.core.errors import StreamFailed
+    from loopfsm.machines.errors import StreamFailed
 
     chat = OpenAIChatStream()
     chat.feed({"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]})

@@ -27,7 +27,8 @@ from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, g
 from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
-from .registry import Codec, Registry, registry_named
+from .registries import registry_named
+from .registry import Codec, Registry
 from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing

@@ -141,43 +141,12 @@ class ActionError(LoopFsmError):
     """A registered action broke the table's contract (for example left a state's data unset)."""
 
 
-class SealError(LoopFsmError):
-    """Sealed content could not be made or opened: wrong key, tampered or moved ciphertext, bad envelope or keyring.
-
-    The message names which check failed and never includes key material or plaintext.
-    """
-
-
-class SealedStateError(SealError):
-    """A run's sealed state cannot be opened (a router key it was not sealed under, or a damaged row).
-
-    The message says which key the row needs and what to do; never key
-    material, never content.
-    """
-
-
 class ConfigError(LoopFsmError):
     """A project's ``[tool.loopfsm]`` settings or a ``--registry`` option is malformed."""
 
 
-class RenderError(LoopFsmError):
-    """Rendering failed, usually because the Graphviz ``dot`` program is missing."""
-
-
-class GraphvizMissing(RenderError):
-    """An SVG was asked for and the Graphviz ``dot`` program is not installed (every other format needs none)."""
-
-
 class ScriptError(LoopFsmError):
     """A run script (or a scripted model's script) is malformed or ran out of scripted replies."""
-
-
-class FencedOut(LoopFsmError):
-    """A lock holder's fence is no longer current: another grant happened since, so its writes are refused."""
-
-
-class StoreError(LoopFsmError):
-    """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""
 
 
 class FeedRefused(IllegalFeed):
@@ -189,50 +158,3 @@ class FeedRefused(IllegalFeed):
     def __init__(self, machine: str, state: str, feed: str, legal_states: Sequence[str], reason: str):
         super().__init__(machine, state, feed, legal_states, reason=reason)
         self.reason = reason
-
-
-class StreamProtocolError(IllegalFeed):
-    """A stream event breaks the provider's protocol (a delta for a closed block, a duplicate start...).
-
-    Raised by stream assembly instead of the lenient repair the SDK accumulators
-    make; the reason names the rule, and nothing was changed.
-    """
-
-
-class StreamEventError(LoopFsmError):
-    """A stream event is not shaped as its provider documents it (a missing field, a wrong type)."""
-
-
-class StreamFailed(LoopFsmError):
-    """The provider reported an error mid-stream; ``kind`` is its error type."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        self.provider_message = message
-        super().__init__(f"the provider ended the stream with {kind}: {message}")
-
-
-class ProviderError(LoopFsmError):
-    """A model call failed; ``outcome`` is the failure class the model fallback breaker records.
-
-    ``retry_after_ms`` is what the provider asked the caller to wait, when it said.
-    The message names the provider and the class, never the prompt.
-    """
-
-    def __init__(self, provider: str, outcome: str, detail: str = "", retry_after_ms: int | None = None):
-        self.provider = provider
-        self.outcome = outcome
-        self.retry_after_ms = retry_after_ms
-        why = f": {detail}" if detail else ""
-        super().__init__(f"{provider}: model call failed ({outcome}){why}")
-
-
-class ProtocolError(LoopFsmError):
-    """A router protocol message is malformed or does not fit the pause it answers; nothing changed.
-
-    The message names the rule and the place (a JSON path), never the content.
-    """
-
-
-class ClientError(LoopFsmError):
-    """The reference client could not reach the router after its retries, or got an answer it cannot act on."""

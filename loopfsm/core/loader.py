@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import speccache
 from .errors import Problem, RegistryError, SpecError, did_you_mean
-from .registry import Registry, registry_named
+from .registries import registry_named
+from .registry import Registry
 from .resources import schema_path
 from .spec import Spec, build_spec
 

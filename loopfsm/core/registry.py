@@ -293,10 +293,3 @@ class Registry:
 
 
 EMPTY = Registry("empty")
-
-
-def registry_named(name: str | None) -> Registry:
-    """The registry a machine file names, among those loopfsm ships or installed packages publish."""
-    from .registries import registry_named as named  # the resolver builds on this module
-
-    return named(name)

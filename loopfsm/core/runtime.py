@@ -8,18 +8,14 @@ and a snapshot is just those values as JSON.
 from __future__ import annotations
 
 import sys
-import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from . import tracing as _tracing
 from .binding import all_hold
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .compiler import CompiledMachine
-    from .registry import Registry
+from .spec import Spec
 
 SNAPSHOT_FORMAT = 1
 
@@ -82,36 +78,64 @@ class QueryData:
         self.args: dict[str, Any] = args if args is not None else {}
 
 
-_compile_lock = threading.Lock()
+class Tables(Protocol):
+    """What an instance reads of its compiled machine (:class:`~loopfsm.core.compiler.CompiledMachine`).
 
-
-class _CompiledOnFirstUse:
-    """``cls.compiled`` of a class declared with ``machine=...``: compiled on first use, then a plain attribute.
-
-    Importing a module that declares a machine class (and its registry) must
-    not read or compile the machine file: a registry is looked up while that
-    very file is being checked, and an edit to it must be reported as itself.
+    Named here, not imported: the compiler builds instance classes on this
+    module, so this module must not import the compiler.
     """
 
-    def __get__(self, obj: object, owner: type[MachineInstance]) -> CompiledMachine:
-        with _compile_lock:
-            found = owner.__dict__.get("compiled")
-            if isinstance(found, _CompiledOnFirstUse) or found is None:
-                source = owner.__dict__.get("_machine_source")
-                if source is None:
-                    raise TypeError(
-                        f"{owner.__name__} is not bound to a machine: declare it with "
-                        "class X(MachineInstance, machine=..., registry=...)"
-                    )
-                from .compiler import compile_file
-                from .resources import machine_path
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> Spec: ...
+    @property
+    def fingerprint(self) -> str: ...
+    @property
+    def initial(self) -> str: ...
+    @property
+    def terminal_states(self) -> frozenset[str]: ...
+    @property
+    def Data(self) -> type: ...
+    @property
+    def Policy(self) -> type: ...
+    @property
+    def default_policy(self) -> Any: ...
+    @property
+    def feed_table(self) -> Mapping[str, Any]: ...
+    @property
+    def events(self) -> Mapping[str, Any]: ...
+    @property
+    def binders(self) -> Mapping[str, Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]]: ...
+    @property
+    def decisions(self) -> Mapping[str, Any]: ...
+    @property
+    def decision_binders(self) -> Mapping[str, Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]]: ...
+    @property
+    def data_encoders(self) -> Mapping[str, Callable[[Any], Any]]: ...
+    @property
+    def data_decoders(self) -> Mapping[str, Callable[[Any], Any]]: ...
+    @property
+    def state_encoders(self) -> Mapping[str, Mapping[str, Callable[[Any], Any]]]: ...
+    @property
+    def state_decoders(self) -> Mapping[str, Mapping[str, Callable[[Any], Any]]]: ...
 
-                machine, registry = source
-                compile_file(machine_path(machine), registry, bind=owner)
-            return owner.__dict__["compiled"]  # type: ignore[no-any-return]
+    def policy(self, value: Any = None) -> Any: ...
+    def decision_rules(self, decision: str, state: str, policy: Any) -> tuple[Any, ...]: ...
+    def check_snapshot(self, snap: Any) -> None: ...
 
 
-class MachineInstance:
+class _NotBound:
+    """``cls.compiled`` of a class no machine was compiled for: a clear error instead of an AttributeError."""
+
+    def __get__(self, obj: object, owner: type) -> Tables:
+        raise TypeError(
+            f"{owner.__name__} is not bound to a machine: compile one (compile_file, load_machine) or declare it "
+            "with class X(DeclaredMachine, machine=..., registry=...)"
+        )
+
+
+class MachineInstance(_tracing.Traced):
     """Base of every compiled machine's instance class: the one API all machines share.
 
     ``state`` is the state's name, ``state_data`` the typed values it carries
@@ -121,28 +145,14 @@ class MachineInstance:
     them for that one call.  ``can(feed)`` and ``allowed_feeds()`` ask the
     table what the current state accepts.
 
-    A machine that ships with typed Python methods is declared as
-    ``class Turnstile(MachineInstance, machine="turnstile", registry=REGISTRY)``;
-    it is compiled from its YAML on first use, not on import.
+    A machine with typed Python methods is declared on
+    :class:`~loopfsm.core.declared.DeclaredMachine`, a subclass of this one.
+    Diagrams of an instance come from :func:`loopfsm.review.render.render_instance`.
     """
 
-    __slots__ = ("_state", "state_data", "data", "_sinks")
-    compiled: ClassVar[CompiledMachine] = _CompiledOnFirstUse()  # type: ignore[assignment]
-    _sinks: tuple[Any, ...]  # trace sinks of this instance only (tracing.attach); never snapshotted
+    __slots__ = ("_state", "state_data", "data")
+    compiled: ClassVar[Tables] = _NotBound()  # type: ignore[assignment]
     policy_class_name: ClassVar[str | None] = None
-
-    def __init_subclass__(
-        cls, machine: str | None = None, registry: Registry | None = None, policy: str | None = None, **kw: Any
-    ) -> None:
-        super().__init_subclass__(**kw)
-        if machine is not None:
-            if registry is None:
-                raise TypeError(f"{cls.__name__}: machine={machine!r} needs registry=")
-            cls._machine_source = (machine, registry)  # type: ignore[attr-defined]
-            cls.compiled = _CompiledOnFirstUse()  # type: ignore[assignment]
-            registry.instance_class = cls
-        if policy is not None:
-            cls.policy_class_name = policy
 
     def __init__(self) -> None:
         c = self.compiled
@@ -273,12 +283,6 @@ class MachineInstance:
         inst.state_data = state_data
         inst.data = data
         return inst
-
-    def diagram(self, format: str = "svg", *, detailed: bool = False) -> str:
-        """This machine's state diagram with the current state highlighted (svg, dot or mermaid)."""
-        from loopfsm.review.render import render_instance
-
-        return render_instance(self, format, detailed=detailed)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle as a snapshot: unpickling restores (and so validates) it."""

@@ -25,13 +25,27 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .spec import Ref, Spec, _ref
 
 if TYPE_CHECKING:  # pragma: no cover
     from .source import PathT  # the YAML reader is imported only when a file is parsed
-    from .runtime import MachineInstance
+
+
+class Traced:
+    """What tracing needs of an instance: a slot for its own sinks, its state and its machine.
+
+    :class:`~loopfsm.core.runtime.MachineInstance` derives from this class: the
+    runtime imports tracing, so tracing names what it uses instead of importing
+    the runtime.
+    """
+
+    __slots__ = ("_sinks",)
+    _sinks: tuple[Any, ...]  # trace sinks of this instance only (attach); never snapshotted
+    _state: str
+    compiled: ClassVar[Any]  # the instance's CompiledMachine: its ``name`` and ``trace_attributes``
+
 
 AttributeValue = str | int | float | bool
 Getter = Callable[[Any], Any]
@@ -147,7 +161,7 @@ def global_sink(sink: TraceSink) -> Iterator[TraceSink]:
         remove_global_sink(sink)
 
 
-def attach(instance: MachineInstance, sink: TraceSink) -> None:
+def attach(instance: Traced, sink: TraceSink) -> None:
     """Send the records of this one instance to ``sink`` (not carried by snapshots).
 
     Detach it (or use :func:`attached`) when done: while any instance has a
@@ -155,9 +169,7 @@ def attach(instance: MachineInstance, sink: TraceSink) -> None:
     """
     global _instance_sinks
     _check_sink(sink)
-    from .runtime import MachineInstance  # noqa: PLC0415 - the runtime imports this module
-
-    if not isinstance(instance, MachineInstance):
+    if not isinstance(instance, Traced):
         raise TypeError(f"trace sinks attach to a machine instance, got {type(instance).__name__}")
     with _lock:
         current = sinks_of(instance)
@@ -169,7 +181,7 @@ def attach(instance: MachineInstance, sink: TraceSink) -> None:
         _refresh()
 
 
-def detach(instance: MachineInstance, sink: TraceSink) -> None:
+def detach(instance: Traced, sink: TraceSink) -> None:
     global _instance_sinks
     with _lock:
         sinks = list(sinks_of(instance))
@@ -182,12 +194,12 @@ def detach(instance: MachineInstance, sink: TraceSink) -> None:
         _refresh()
 
 
-def sinks_of(instance: MachineInstance) -> tuple[TraceSink, ...]:
+def sinks_of(instance: Traced) -> tuple[TraceSink, ...]:
     return getattr(instance, "_sinks", None) or ()
 
 
 @contextmanager
-def attached(instance: MachineInstance, sink: TraceSink) -> Iterator[TraceSink]:
+def attached(instance: Traced, sink: TraceSink) -> Iterator[TraceSink]:
     attach(instance, sink)
     try:
         yield sink
@@ -195,7 +207,7 @@ def attached(instance: MachineInstance, sink: TraceSink) -> Iterator[TraceSink]:
         detach(instance, sink)
 
 
-def _deliver(instance: MachineInstance, record: TransitionRecord) -> None:
+def _deliver(instance: Traced, record: TransitionRecord) -> None:
     for sink in (*_global, *sinks_of(instance)):
         try:
             sink(record)
@@ -203,7 +215,7 @@ def _deliver(instance: MachineInstance, record: TransitionRecord) -> None:
             warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
-def _attributes(instance: MachineInstance, ctx: Any) -> Mapping[str, AttributeValue]:
+def _attributes(instance: Traced, ctx: Any) -> Mapping[str, AttributeValue]:
     getters = instance.compiled.trace_attributes
     if not getters:
         return _EMPTY
@@ -215,7 +227,7 @@ def _attributes(instance: MachineInstance, ctx: Any) -> Mapping[str, AttributeVa
     return MappingProxyType(out)
 
 
-def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
+def feed_done(instance: Traced, feed: str, ctx: Any) -> None:
     """Called by the runtime after a feed ran (``ctx`` is its ``FeedData``), only while :data:`ACTIVE`."""
     if not (_global or sinks_of(instance)):
         return
@@ -232,7 +244,7 @@ def feed_done(instance: MachineInstance, feed: str, ctx: Any) -> None:
     _deliver(instance, record)
 
 
-def refusal_done(instance: MachineInstance, feed: str, branch: str) -> None:
+def refusal_done(instance: Traced, feed: str, branch: str) -> None:
     """Called by a ``refuse:`` branch just before it raises, only while :data:`ACTIVE`.
 
     A refused feed changes nothing, so ordinary sinks hear nothing of it
@@ -252,7 +264,7 @@ def refusal_done(instance: MachineInstance, feed: str, branch: str) -> None:
             warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
-def decision_done(instance: MachineInstance, decision: str, rule: str, query: Any) -> None:
+def decision_done(instance: Traced, decision: str, rule: str, query: Any) -> None:
     """Called by the runtime after a decision answered, only while :data:`ACTIVE`."""
     if not (_global or sinks_of(instance)):
         return

@@ -39,7 +39,7 @@ from .errors import IllegalFeed, LoopFsmError, NoBranchMatched
 if TYPE_CHECKING:  # pragma: no cover
     from transitions import EventData, Machine
 
-    from .compiler import CompiledMachine
+    from .runtime import Tables
 
 
 class TransitionsModel:
@@ -52,7 +52,7 @@ class TransitionsModel:
 
     state: str
 
-    def __init__(self, compiled: CompiledMachine, policy: Any):
+    def __init__(self, compiled: Tables, policy: Any):
         self.compiled = compiled
         self.policy = policy
         self.state_data: dict[str, Any] = {}
@@ -97,7 +97,7 @@ def _guard_name(guard: Guard) -> str:
 
 
 def to_transitions(
-    compiled: CompiledMachine, policy: Any = None, machine_class: type[Machine] | None = None, **options: Any
+    compiled: Tables, policy: Any = None, machine_class: type[Machine] | None = None, **options: Any
 ) -> Machine:
     """A new ``transitions.Machine`` with a fresh :class:`TransitionsModel` in the initial state.
 

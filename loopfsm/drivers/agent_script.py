@@ -17,46 +17,14 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
+from . import schemas
 from .scriptfile import read_script, wrong_script_hint
 from loopfsm.core.errors import FeedArgumentError, LoopFsmError, ScriptError, did_you_mean, shown
 from loopfsm.core.tracing import TransitionRecord, attached
 
 _HASHED = {"tool_proposed", "approval_required", "approval_decided"}
 
-SCRIPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["run", "steps"],
-    "additionalProperties": False,
-    "properties": {
-        "run": {
-            "type": "object",
-            "required": ["run_id", "owner"],
-            "additionalProperties": False,
-            "properties": {
-                "run_id": {"type": "string"},
-                "owner": {"type": "string"},
-                "deadline_at": {"type": ["integer", "null"], "minimum": INT_MIN, "maximum": INT_MAX},
-            },
-        },
-        "policy": {"type": "object"},
-        "steps": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "required": ["at"],
-                "properties": {
-                    "at": {"type": "integer", "minimum": INT_MIN, "maximum": INT_MAX},
-                    "feed": {"type": "string"},
-                    "resume": {"const": True},
-                    "arguments": {},
-                },
-                "oneOf": [{"required": ["feed"]}, {"required": ["resume"]}],
-            },
-        },
-    },
-}
+SCRIPT_SCHEMA = schemas.AGENT_LOOP
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
 
 

@@ -14,70 +14,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from loopfsm.core.fieldtypes import INT_MAX
+from . import schemas
 from .scriptfile import read_script, wrong_script_hint
 from loopfsm.core.errors import LoopFsmError, ScriptError
 
-SCRIPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["steps"],
-    "additionalProperties": False,
-    "properties": {
-        "session": {"type": "string", "minLength": 1, "maxLength": 200},
-        "store": {"type": "string", "description": "store URL (default: SQLite in memory)"},
-        "lease_ms": {"type": "integer", "minimum": 1, "maximum": INT_MAX},
-        "steps": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 1000,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "request": {
-                        "enum": [
-                            "execute",
-                            "decrypted",
-                            "approval_decisions",
-                            "tool_results",
-                            "sealed",
-                            "inject",
-                            "break",
-                        ]
-                    },
-                    "request_id": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "holder": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "at": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
-                    "outcome": {"enum": ["needs_decrypt", "gate", "tools", "completed"]},
-                    "encrypted": {"type": "boolean"},
-                    "aborted": {"type": "boolean"},
-                    "reason": {"enum": ["user", "failed", "expired"]},
-                    "calls": {
-                        "type": "array",
-                        "maxItems": 100,
-                        "items": {
-                            "type": "object",
-                            "required": ["tool"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "tool": {"type": "string", "minLength": 1, "maxLength": 200},
-                                "permission": {"enum": ["allow", "ask", "deny", None]},
-                                "changes_files": {"type": "boolean"},
-                            },
-                        },
-                    },
-                    "approvals": {
-                        "type": "array",
-                        "maxItems": 100,
-                        "items": {"enum": ["disclosure", "cost_ceiling", "plan"]},
-                    },
-                    "hold": {"type": "boolean", "description": "admit and process, but never checkpoint"},
-                    "recover": {"type": "string", "description": "this step is a router restart: recover(holder)"},
-                },
-            },
-        },
-    },
-}
+SCRIPT_SCHEMA = schemas.ROUTER_RUN
 
 
 class _Mediator:

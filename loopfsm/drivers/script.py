@@ -15,61 +15,11 @@ from collections.abc import Callable, Iterator
 
 from jsonschema import Draft202012Validator
 
-from loopfsm.core.fieldtypes import INT_MAX
+from . import schemas
 from .scriptfile import read_script, wrong_script_hint
 from loopfsm.core.errors import LoopFsmError, ScriptError
 
-SCRIPT_SCHEMA = {
-    "type": "object",
-    "required": ["input", "model"],
-    "additionalProperties": False,
-    "properties": {
-        "input": {"type": "string"},
-        "tools": {"type": "array", "items": {"type": "string"}},
-        "policy": {"type": "object"},
-        "context_tokens": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
-        "model": {
-            "type": "array",
-            "minItems": 1,
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["context_tokens"],
-                "properties": {
-                    "text": {"type": "string"},
-                    "context_tokens": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
-                    "tool_calls": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "required": ["id", "name"],
-                            "additionalProperties": False,
-                            "properties": {
-                                "id": {"type": "string"},
-                                "name": {"type": "string"},
-                                "arguments": {"type": "object"},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-        "tool_outputs": {"type": "object", "additionalProperties": {"type": "string"}},
-        "compactions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["after"],
-                "additionalProperties": False,
-                "properties": {
-                    "after": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
-                    "summary": {"type": "string"},
-                },
-            },
-        },
-        "cancel_after_turn": {"type": "integer", "minimum": 0, "maximum": INT_MAX},
-    },
-}
+SCRIPT_SCHEMA = schemas.ENGINE_BRAIN
 _VALIDATOR = Draft202012Validator(SCRIPT_SCHEMA)
 
 
@@ -192,21 +142,8 @@ def _short(value: object, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def run_script(machine: str, path: Path) -> int:
-    if machine == "agent_loop":
-        from .agent_script import run_agent_script
-
-        return run_agent_script(path)
-    if machine == "router_run":
-        from .router_script import run_router_script
-
-        return run_router_script(path)
-    if machine != "engine_brain":
-        print(
-            f"loopfsm run: only engine_brain, agent_loop and router_run can be driven by a script (got {machine!r})",
-            file=sys.stderr,
-        )
-        return 2
+def run_brain_script(path: Path) -> int:
+    """``loopfsm run engine_brain --script FILE``: 0, or 1 after saying what is wrong with the file."""
     script, code = read_script(path)
     if code:
         return code

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .schemas import driver_hint
+
 
 def read_script(path: Path) -> tuple[Any, int]:
     """``(document, 0)``, or ``(None, exit code)`` after telling the user why: 2 unreadable, 1 not a valid file.
@@ -33,31 +35,15 @@ def read_script(path: Path) -> tuple[Any, int]:
         return None, 1
 
 
-def written_for(doc: Any) -> list[str]:
-    """The machines whose ``run --script`` driver would take ``doc`` as it is (to name in an error).
-
-    A script handed to the wrong driver otherwise fails on that driver's first
-    missing key, which says nothing about the real mistake.
-    """
-    from jsonschema import Draft202012Validator
-
-    from .agent_script import SCRIPT_SCHEMA as AGENT_LOOP
-    from .router_script import SCRIPT_SCHEMA as ROUTER_RUN
-    from .script import SCRIPT_SCHEMA as ENGINE_BRAIN
-
-    schemas = {"agent_loop": AGENT_LOOP, "engine_brain": ENGINE_BRAIN, "router_run": ROUTER_RUN}
-    return [name for name, schema in schemas.items() if Draft202012Validator(schema).is_valid(doc)]
-
-
 def wrong_script_hint(doc: Any) -> str:
     """`` (this is a script for ...: COMMAND)`` when ``doc`` is another command's script, else ``""``.
 
     Besides the three ``run --script`` drivers, a mapping with ``replies`` is
     a scripted model for ``router serve --script``, which no driver takes.
     """
-    others = written_for(doc)
-    if others:
-        return f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)"
+    hint = driver_hint(doc)
+    if hint:
+        return hint
     if isinstance(doc, dict) and "replies" in doc:
         return " (this is a scripted model: loopfsm router serve --store URL --script FILE)"
     return ""

@@ -18,7 +18,8 @@ from typing import Any, Literal
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 from .args import checked_new_run, listed
 
 __all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use
@@ -364,7 +365,7 @@ def deadline_remaining(m: Any, ctx: Any) -> int | None:
 Outcome = Literal["approve", "deny", "revise"]
 
 
-class AgentLoop(MachineInstance, machine="agent_loop", registry=REGISTRY, policy="AgentLoopPolicy"):
+class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy="AgentLoopPolicy"):
     """Seed 003's agent loop; compiled from ``machines/agent_loop.yaml`` on first use.
 
     Every feed takes ``now`` (ms): time is fed in, never read.

@@ -16,7 +16,8 @@ from collections.abc import Iterable
 
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.registry import DataField, Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 from .engine_values import (
     ERROR_KINDS,
     LOOP_ERROR_SCHEMA,
@@ -358,7 +359,7 @@ def compact_in_flight(m: Any, q: Any) -> Compact:
 # -- the typed API ------------------------------------------------------------------------------
 
 
-class LoopMachine(MachineInstance, machine="engine_brain", registry=REGISTRY, policy="MachinePolicy"):
+class LoopMachine(DeclaredMachine, machine="engine_brain", registry=REGISTRY, policy="MachinePolicy"):
     """The engine brain, with a typed method per feed; compiled from ``machines/engine_brain.yaml`` on first use."""
 
     __slots__ = ()

@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, shown
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 
@@ -173,7 +174,7 @@ def _refused(breaker: Any, why: str) -> FeedArgumentError:
     return FeedArgumentError(f"fallback_breaker: record {why}")
 
 
-class FallbackBreaker(MachineInstance, machine="fallback_breaker", registry=REGISTRY, policy="FallbackBreakerPolicy"):
+class FallbackBreaker(DeclaredMachine, machine="fallback_breaker", registry=REGISTRY, policy="FallbackBreakerPolicy"):
     """The model fallback breaker; compiled from ``machines/fallback_breaker.yaml`` on first use.
 
     ``name`` is carried by every Route it issues, so a route recorded on the wrong breaker is refused.

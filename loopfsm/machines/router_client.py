@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from loopfsm.core.registry import Registry
 from .args import listed
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 
 REGISTRY = Registry("router_client")
 
@@ -72,7 +73,7 @@ MessageType = Literal["execute", "tool_results", "approval_decisions", "decrypte
 Status = Literal["completed", "awaiting_tool", "awaiting_approval", "awaiting_decrypt", "idle", "error"]
 
 
-class RouterClient(MachineInstance, machine="router_client", registry=REGISTRY, policy="RouterClientPolicy"):
+class RouterClient(DeclaredMachine, machine="router_client", registry=REGISTRY, policy="RouterClientPolicy"):
     """The protocol client; compiled from ``machines/router_client.yaml`` on first use."""
 
     __slots__ = ()

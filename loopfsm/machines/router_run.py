@@ -14,7 +14,8 @@ from typing import Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 
 REGISTRY = Registry("router_run")
 
@@ -292,7 +293,7 @@ def _pause(pause: Any) -> Any:
     return {} if pause is None else pause
 
 
-class RouterRun(MachineInstance, machine="router_run", registry=REGISTRY, policy="RouterRunPolicy"):
+class RouterRun(DeclaredMachine, machine="router_run", registry=REGISTRY, policy="RouterRunPolicy"):
     """Compiled from ``machines/router_run.yaml`` on first use, never on import; a typed method per feed."""
 
     __slots__ = ()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from loopfsm.core.errors import FencedOut
+from loopfsm.machines.errors import FencedOut
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 
 REGISTRY = Registry("run_lock")
 
@@ -77,7 +78,7 @@ def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
     ctx.reply = list(ctx.reply or []) + list(events)
 
 
-class RunLock(MachineInstance, machine="run_lock", registry=REGISTRY, policy="RunLockPolicy"):
+class RunLock(DeclaredMachine, machine="run_lock", registry=REGISTRY, policy="RunLockPolicy"):
     """Compiled from ``machines/run_lock.yaml`` on first use, never on import; a typed method per feed."""
 
     __slots__ = ()

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from loopfsm.core.errors import FeedArgumentError, IllegalFeed, StreamFailed, StreamProtocolError
+from loopfsm.core.errors import FeedArgumentError, IllegalFeed
+from loopfsm.machines.errors import StreamFailed, StreamProtocolError
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
 __all__ = [
@@ -285,7 +287,7 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
 # -- the typed API --------------------------------------------------------------------------------
 
 
-class StreamAssembly(MachineInstance, machine="stream_assembly", registry=REGISTRY, policy="StreamAssemblyPolicy"):
+class StreamAssembly(DeclaredMachine, machine="stream_assembly", registry=REGISTRY, policy="StreamAssemblyPolicy"):
     """Stream assembly with typed feeds; a refused one raises :class:`StreamProtocolError` naming the rule.
 
     Compiled from ``machines/stream_assembly.yaml`` on first use.

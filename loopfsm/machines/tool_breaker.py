@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import SNAPSHOT_FORMAT, MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
     from loopfsm.core.compiler import CompiledMachine
@@ -277,7 +278,7 @@ def _record(
         raise
 
 
-class ToolBreaker(MachineInstance, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
+class ToolBreaker(DeclaredMachine, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
     """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
     __slots__ = ()

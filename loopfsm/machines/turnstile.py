@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance, PolicyArg
+from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.runtime import PolicyArg
 
 REGISTRY = Registry("turnstile")
 
@@ -31,7 +32,7 @@ def count_passage(m: Any, ctx: Any) -> None:
     m.data.passages += 1
 
 
-class Turnstile(MachineInstance, machine="turnstile", registry=REGISTRY, policy="TurnstilePolicy"):
+class Turnstile(DeclaredMachine, machine="turnstile", registry=REGISTRY, policy="TurnstilePolicy"):
     """The coin-operated gate; compiled from ``machines/turnstile.yaml`` on first use."""
 
     __slots__ = ()

@@ -15,7 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from loopfsm.core import loader
-from loopfsm.core.errors import ConfigError, GraphvizMissing, LoopFsmError, Problem, RenderError, SpecError
+from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
+from loopfsm.review.errors import GraphvizMissing, RenderError
 from .project import FileResult, Project, find_project, load_machines, parse_registry_option, shown
 from loopfsm.core.registries import Registries
 from .render import FORMATS, parse_formats, render
@@ -453,7 +454,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return replay(Path(args.events))
     if args.script is None:
         raise _UsageError(f"run {args.machine} needs --script")
-    from loopfsm.drivers.script import run_script
+    from loopfsm.drivers.run import run_script
 
     return run_script(args.machine, Path(args.script))
 

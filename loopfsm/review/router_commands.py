@@ -52,7 +52,7 @@ def _session(text: str) -> str:
     """A session id the router accepts (1-64 letters, digits, '_', '.' or '-'), checked before anything is sent."""
     import re  # noqa: PLC0415
 
-    from loopfsm.router import SESSION_ID_PATTERN  # noqa: PLC0415
+    from loopfsm.router.session_id import SESSION_ID_PATTERN  # noqa: PLC0415
 
     if not re.fullmatch(SESSION_ID_PATTERN, text):
         raise argparse.ArgumentTypeError(f"a session id is 1-64 letters, digits, '_', '.' or '-', got {text[:80]!r}")
@@ -202,13 +202,19 @@ KEY_VARIABLES = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "op
 
 def _provider(kind: str, model: str | None, script: str | None, role: str = "provider") -> Any:
     """The model client for ``--provider`` (or ``--fallback-provider``); every setup problem is a ConfigError."""
-    from loopfsm.core.errors import ConfigError
+    from loopfsm.core.errors import ConfigError, ScriptError
 
     if kind == "scripted":
-        from loopfsm.router.providers.scripted import ScriptedProvider
+        from loopfsm.drivers.schemas import driver_hint
+        from loopfsm.router.providers.scripted import NotAScriptedModel, ScriptedProvider
         from loopfsm.router.service import DEMO_SCRIPT
 
-        return ScriptedProvider.from_file(script) if script else ScriptedProvider(DEMO_SCRIPT)
+        if not script:
+            return ScriptedProvider(DEMO_SCRIPT)
+        try:
+            return ScriptedProvider.from_file(script)
+        except NotAScriptedModel as err:
+            raise ScriptError(f"{err}{driver_hint(err.document)}") from None
     flag = "--provider" if role == "provider" else "--fallback-provider"
     if not model:
         raise ConfigError(f"{flag} {kind} needs {'--model' if role == 'provider' else '--fallback-model'}")
@@ -298,7 +304,8 @@ def cmd_keygen(path: str, *, rotate: bool = False) -> int:
     what the old ones sealed.
     """
     from loopfsm.router.crypto import Keyring
-    from loopfsm.core.errors import ConfigError, SealError
+    from loopfsm.core.errors import ConfigError
+    from loopfsm.router.errors import SealError
     from loopfsm.router.atrest import create_key_file
 
     if rotate:

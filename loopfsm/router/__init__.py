@@ -13,15 +13,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .session_id import SESSION_ID_PATTERN as SESSION_ID_PATTERN
+
 # Imported on first use (PEP 562): the command line imports loopfsm.review.router_commands for every
 # command, and only ``router serve`` needs the service, the store and the providers behind it.
 _EXPORTS = {"Router": "service", "DEMO_SCRIPT": "service", "Request": "protocol", "parse_request": "protocol"}
 
 __all__ = ["Router", "Request", "parse_request", "DEMO_SCRIPT"]
 
-#: A session id: 1-64 letters, digits, '_', '.' or '-' (matched whole).  Here, where importing it
-#: costs nothing, so the command line checks an id before it loads the service.
-SESSION_ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
 
 if TYPE_CHECKING:
     from .protocol import Request as Request, parse_request as parse_request

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from .crypto import Keyring
-from loopfsm.core.errors import ConfigError, SealedStateError, SealError
+from loopfsm.core.errors import ConfigError
+from loopfsm.router.errors import SealedStateError, SealError
 from .store import Row, StoredRow
 
 KEY_FILE_NAME = "router.key"

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopfsm.core.errors import SealError
+from loopfsm.router.errors import SealError
 
 VERSION = 1
 ALGORITHM = "xchacha20poly1305"

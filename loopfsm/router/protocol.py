@@ -21,7 +21,7 @@ from functools import lru_cache, cache
 from pathlib import Path
 from typing import Any
 
-from loopfsm.core.errors import ProtocolError
+from loopfsm.router.errors import ProtocolError
 from loopfsm.core.resources import _find
 
 REQUEST_TYPES = ("execute", "tool_results", "approval_decisions", "decrypted", "sealed", "inject", "break")

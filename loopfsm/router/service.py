@@ -55,14 +55,9 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from .crypto import Keyring
-from loopfsm.core.errors import (
-    FencedOut,
-    ProtocolError,
-    ProviderError,
-    ScriptError,
-    StreamEventError,
-    StreamProtocolError,
-)
+from loopfsm.machines.errors import FencedOut, StreamProtocolError
+from loopfsm.router.errors import ProtocolError, ProviderError, StreamEventError
+from loopfsm.core.errors import ScriptError
 from loopfsm.machines.engine_brain import LoopMachine
 from loopfsm.machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
 from loopfsm.machines.breaker_values import Route
@@ -74,7 +69,7 @@ from .providers import ModelReply, ModelRequest, Provider
 from .store import Lease, Row, RunStore, ids, open_store
 from .store.runstore import RunRecord, wall_clock_ms
 from .store.serve import feed_phase
-from . import SESSION_ID_PATTERN
+from .session_id import SESSION_ID_PATTERN
 from . import protocol as P
 from .atrest import SealedState, SealedStateError
 from .tools import (

@@ -12,7 +12,7 @@ import textwrap
 
 import graphviz
 
-from loopfsm.core.errors import GraphvizMissing
+from loopfsm.review.errors import GraphvizMissing
 from loopfsm.core.spec import Decision, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label
 from .overview import ANY, overview

@@ -39,7 +39,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from loopfsm.router.crypto import Keyring
-from loopfsm.core.errors import ClientError, ConfigError
+from loopfsm.router.errors import ClientError
+from loopfsm.core.errors import ConfigError
 from loopfsm.machines.router_client import RouterClient
 from loopfsm.router import protocol as P
 from .workspace import Workspace

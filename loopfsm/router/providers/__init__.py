@@ -20,7 +20,8 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from loopfsm.core.errors import ConfigError, ProviderError
+from loopfsm.core.errors import ConfigError
+from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
 
 FailureClass = Literal[

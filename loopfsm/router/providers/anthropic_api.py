@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from loopfsm.core.errors import ProviderError
+from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
 from loopfsm.router.streams.anthropic import AnthropicStream
 from . import sse

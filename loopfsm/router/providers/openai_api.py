@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loopfsm.core.errors import ProviderError
+from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
 from loopfsm.router.streams.openai_chat import OpenAIChatStream
 from . import sse

@@ -21,7 +21,8 @@ from typing import Any, cast
 
 import yaml
 
-from loopfsm.core.errors import ProviderError, ScriptError
+from loopfsm.router.errors import ProviderError
+from loopfsm.core.errors import ScriptError
 from loopfsm.machines.messages import Message, ToolCall
 from . import FAILURE_CLASSES, ModelReply, ModelRequest, StopReason
 
@@ -69,6 +70,18 @@ def _reply(i: int, raw: object) -> ModelReply | ProviderError:
     return ModelReply(Message.assistant(text, calls), cast(StopReason, stop), usage[0], usage[1])
 
 
+class NotAScriptedModel(ScriptError):
+    """A file given as a scripted model that is not one; ``document`` is what it holds (never shown).
+
+    The command line, which knows the ``run --script`` drivers, names the one
+    such a file was written for; this layer only says what a scripted model is.
+    """
+
+    def __init__(self, document: Any):
+        super().__init__("a script file is a mapping with a 'replies' list")
+        self.document = document
+
+
 class ScriptedProvider:
     """Serves its replies in order; asks for one more than it has and it says so (:class:`ScriptError`)."""
 
@@ -101,11 +114,7 @@ class ScriptedProvider:
             where = f" at {mark.line + 1}:{mark.column + 1}" if mark is not None else ""
             raise ScriptError(f"script is not valid YAML{where}") from None
         if not isinstance(doc, Mapping) or "replies" not in doc:
-            from loopfsm.drivers.scriptfile import written_for  # noqa: PLC0415 - the drivers' schemas, only for this error
-
-            others = written_for(doc)
-            hint = f" (this is a script for {others[0]}: loopfsm run {others[0]} --script FILE)" if others else ""
-            raise ScriptError(f"a script file is a mapping with a 'replies' list{hint}")
+            raise NotAScriptedModel(doc)
         unknown = sorted(str(k)[:32] for k in doc if k not in ("replies", "remote"))
         if unknown:
             raise ScriptError(f"unknown keys {unknown} in a script file (known: remote, replies)")

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from loopfsm.core.errors import ProviderError, StreamEventError
+from loopfsm.router.errors import ProviderError, StreamEventError
 
 if TYPE_CHECKING:
     from loopfsm.machines.stream_values import StreamResult

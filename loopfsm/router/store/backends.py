@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from loopfsm.core.errors import StoreError, shown
+from loopfsm.router.errors import StoreError
+from loopfsm.core.errors import shown
 from .sql import POSTGRES, SQLITE, Dialect
 
 

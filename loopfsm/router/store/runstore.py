@@ -27,7 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from loopfsm.core.errors import FencedOut, StoreError
+from loopfsm.machines.errors import FencedOut
+from loopfsm.router.errors import StoreError
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.machines.run_lock import RUN_LOCK
 from . import ids

@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopfsm.core.errors import FencedOut, LoopFsmError
+from loopfsm.machines.errors import FencedOut
+from loopfsm.core.errors import LoopFsmError
 from . import ids
 from .runstore import Admission, Lease, Row, RunStore
 

@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from loopfsm.core.errors import LoopFsmError, StreamEventError, shown
+from loopfsm.core.errors import LoopFsmError, shown
+from loopfsm.router.errors import StreamEventError
 from loopfsm.machines.stream_assembly import StreamAssembly
 from loopfsm.machines.stream_values import StreamResult, usage_of
 

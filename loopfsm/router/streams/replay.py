@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from loopfsm.core.errors import LoopFsmError, StreamEventError
+from loopfsm.core.errors import LoopFsmError
+from loopfsm.router.errors import StreamEventError
 from .anthropic import AnthropicStream
 from .openai_chat import OpenAIChatStream
 

@@ -1,0 +1,54 @@
+"""Errors of the router product: its store, providers, streams, protocol, client and sealing."""
+
+from __future__ import annotations
+
+from loopfsm.core.errors import LoopFsmError
+
+
+class SealError(LoopFsmError):
+    """Sealed content could not be made or opened: wrong key, tampered or moved ciphertext, bad envelope or keyring.
+
+    The message names which check failed and never includes key material or plaintext.
+    """
+
+
+class SealedStateError(SealError):
+    """A run's sealed state cannot be opened (a router key it was not sealed under, or a damaged row).
+
+    The message says which key the row needs and what to do; never key
+    material, never content.
+    """
+
+
+class StoreError(LoopFsmError):
+    """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""
+
+
+class StreamEventError(LoopFsmError):
+    """A stream event is not shaped as its provider documents it (a missing field, a wrong type)."""
+
+
+class ProviderError(LoopFsmError):
+    """A model call failed; ``outcome`` is the failure class the model fallback breaker records.
+
+    ``retry_after_ms`` is what the provider asked the caller to wait, when it said.
+    The message names the provider and the class, never the prompt.
+    """
+
+    def __init__(self, provider: str, outcome: str, detail: str = "", retry_after_ms: int | None = None):
+        self.provider = provider
+        self.outcome = outcome
+        self.retry_after_ms = retry_after_ms
+        why = f": {detail}" if detail else ""
+        super().__init__(f"{provider}: model call failed ({outcome}){why}")
+
+
+class ProtocolError(LoopFsmError):
+    """A router protocol message is malformed or does not fit the pause it answers; nothing changed.
+
+    The message names the rule and the place (a JSON path), never the content.
+    """
+
+
+class ClientError(LoopFsmError):
+    """The reference client could not reach the router after its retries, or got an answer it cannot act on."""
