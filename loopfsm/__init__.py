@@ -34,6 +34,7 @@ _ERRORS_ELSEWHERE = {
     "StreamFailed": "loopfsm.machines.errors",
     "StreamProtocolError": "loopfsm.machines.errors",
     "ClientError": "loopfsm.router.errors",
+    "NotAScriptedModel": "loopfsm.router.errors",
     "ProtocolError": "loopfsm.router.errors",
     "ProviderError": "loopfsm.router.errors",
     "SealError": "loopfsm.router.errors",
@@ -89,4 +90,5 @@ __all__ = [
     "ProviderError",
     "ProtocolError",
     "ClientError",
+    "NotAScriptedModel",
 ]

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import loopfsm
 from loopfsm.core import errors
+from loopfsm.machines import errors as machine_errors
+from loopfsm.review import errors as review_errors
+from loopfsm.router import errors as router_errors
 from loopfsm.core.compiler import _ENVELOPE
 from loopfsm.machines.engine_values import LoopError
 
@@ -18,11 +21,16 @@ SECTION = README.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
 FIRST = SECTION.split("\n\n", 1)[0]
 
 
+#: Each layer's own errors module: the only places an error class is defined.
+ERROR_MODULES = (errors, machine_errors, router_errors, review_errors)
+
+
 def error_classes() -> dict[str, type]:
     return {
         n: c
-        for n, c in vars(errors).items()
-        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == errors.__name__
+        for m in ERROR_MODULES
+        for n, c in vars(m).items()
+        if inspect.isclass(c) and issubclass(c, BaseException) and c.__module__ == m.__name__
     }
 
 
@@ -39,13 +47,14 @@ def test_every_error_class_is_exported_and_rooted():
 
 def test_stated_relations_hold():
     for sub, parent in re.findall(r"`(\w+)` \(an? `(\w+)`", FIRST):
-        assert issubclass(getattr(errors, sub), getattr(errors, parent)), (sub, parent)
+        classes = error_classes()
+        assert issubclass(classes[sub], classes[parent]), (sub, parent)
     assert issubclass(errors.NoBranchMatched, errors.IllegalFeed)
     assert issubclass(errors.UnknownFeed, errors.FeedArgumentError)
 
 
 def test_no_module_defines_an_error_class_of_its_own():
-    """Outside loopfsm.core.errors only private helpers and the LoopError values (how a run ended) exist."""
+    """Outside the layers' errors modules only private helpers and the LoopError values (how a run ended) exist."""
     stray = []
     for info in pkgutil.walk_packages(loopfsm.__path__, "loopfsm."):
         if info.name.endswith("__main__"):
@@ -59,7 +68,7 @@ def test_no_module_defines_an_error_class_of_its_own():
                 inspect.isclass(obj)
                 and issubclass(obj, BaseException)
                 and obj.__module__ == info.name
-                and info.name != errors.__name__
+                and info.name not in {m.__name__ for m in ERROR_MODULES}
                 and not name.startswith("_")
                 and not issubclass(obj, (LoopError, Warning))
             ):

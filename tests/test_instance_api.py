@@ -144,7 +144,7 @@ def test_builtin_registries_are_entry_points_and_importing_one_compiles_nothing(
     """Run in a fresh interpreter: resolving every registry must leave every machine class uncompiled."""
     code = textwrap.dedent("""
         from loopfsm.core.registries import known_registries, registry_named
-        from loopfsm.core.runtime import _CompiledOnFirstUse
+        from loopfsm.core.declared import _CompiledOnFirstUse
         names = known_registries()
         assert {"turnstile", "engine_brain", "tool_breaker", "fallback_breaker"} <= set(names), names
         for n in names:

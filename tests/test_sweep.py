@@ -19,7 +19,7 @@ from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.machines.run_lock import RunLock
 from loopfsm.router.store import Row, RunRecord, ids, open_store
 from loopfsm.router.store.serve import Outcome, serve
-from loopfsm.router.store.sweep import PeriodicSweep
+from loopfsm.router.store.sweep import PeriodicSweep, sweep
 
 from router_helpers import OUTCOME_OF, pause_for
 from router_support import TOOLS_SCRIPT, client, free_port, make, wait_until_up
@@ -58,9 +58,9 @@ def test_a_pause_past_its_ttl_is_ended_and_its_bundle_emptied(store, phase):
     serve(store, "s", "execute", "first", holder="A", process=Outcome(rows=[keep]), now_ms=500)
     run = abandon(store, "s", phase)
     before = store.load("s")
-    assert store.sweep(now_ms=1000 + TTL - 1).runs_expired == []  # one ms short of the TTL: kept
+    assert sweep(store, now_ms=1000 + TTL - 1).runs_expired == []  # one ms short of the TTL: kept
     assert store.load("s") == before and store.row("s", "input", f"b-{run}").body == {"prompt": "the-clear-secret"}
-    swept = store.sweep(now_ms=1000 + TTL)  # the boundary instant counts, as for admission
+    swept = sweep(store, now_ms=1000 + TTL)  # the boundary instant counts, as for admission
     assert (swept.runs_expired, swept.leases_freed, swept.bundles_emptied) == (["s"], [], 1)
     rec = store.load("s")
     assert rec.phase == "Idle" and rec.version == before.version + 1 and rec.holder is None
@@ -71,7 +71,7 @@ def test_a_pause_past_its_ttl_is_ended_and_its_bundle_emptied(store, phase):
     assert events(store, "s")[-2:] == ["run.expired", "run.broken"]
     # idempotent: nothing left to do, nothing written
     rows = store.rows("s")
-    again = store.sweep(now_ms=1000 + 3 * TTL)
+    again = sweep(store, now_ms=1000 + 3 * TTL)
     assert again.runs_expired == again.leases_freed == [] and again.bundles_emptied == 0
     assert store.load("s") == rec and store.rows("s") == rows
 
@@ -79,9 +79,9 @@ def test_a_pause_past_its_ttl_is_ended_and_its_bundle_emptied(store, phase):
 def test_an_expired_lease_is_freed_and_its_holder_fenced_out(store):
     adm = store.admit("d", "execute", "r1", holder="dead-router", now_ms=1000)
     lease = adm.lease
-    assert store.sweep(now_ms=1000 + LEASE - 1).leases_freed == []
+    assert sweep(store, now_ms=1000 + LEASE - 1).leases_freed == []
     assert store.load("d").holder == "dead-router"
-    swept = store.sweep(now_ms=1000 + LEASE)
+    swept = sweep(store, now_ms=1000 + LEASE)
     assert (swept.leases_freed, swept.runs_expired) == (["d"], [])
     rec = store.load("d")
     assert rec.holder is None and rec.lease_expires_at is None and rec.phase == "Idle"
@@ -93,7 +93,7 @@ def test_an_expired_lease_is_freed_and_its_holder_fenced_out(store):
         store.checkpoint(lease, rec.phase_machine(), request_id="r1", response={}, now_ms=1000 + LEASE + 1)
     fresh = store.admit("d", "execute", "r2", holder="live-router", now_ms=1000 + LEASE + 2)
     assert fresh.outcome == "admitted" and fresh.lease.fence == lease.fence + 1 and not fresh.took_over
-    assert store.sweep(now_ms=1000 + LEASE + 3).leases_freed == []  # a live lease is left alone
+    assert sweep(store, now_ms=1000 + LEASE + 3).leases_freed == []  # a live lease is left alone
 
 
 def test_a_running_turn_is_never_swept_and_its_lease_expiry_ends_both_at_once(store):
@@ -101,8 +101,8 @@ def test_a_running_turn_is_never_swept_and_its_lease_expiry_ends_both_at_once(st
     adm = store.admit("t", "tool_results", "r2", holder="slow-router", now_ms=1000 + TTL - 10)
     assert adm.outcome == "admitted"
     late = 1000 + TTL + 5  # the pause is past its TTL, but the turn's lease is live
-    assert store.sweep(now_ms=late).runs_expired == [] and store.load("t").holder == "slow-router"
-    swept = store.sweep(now_ms=adm.lease.lease_expires_at)
+    assert sweep(store, now_ms=late).runs_expired == [] and store.load("t").holder == "slow-router"
+    swept = sweep(store, now_ms=adm.lease.lease_expires_at)
     assert (swept.leases_freed, swept.runs_expired) == (["t"], ["t"])
     assert events(store, "t")[-3:] == ["lock.expired", "run.expired", "run.broken"]
     assert store.row("t", "input", f"b-{run}").body is None
@@ -138,7 +138,7 @@ def test_concurrent_sweepers_on_one_database_each_end_a_run_once(store_url):  # 
     def sweeper() -> None:
         with open_store(url, prefix=prefix) as s:
             barrier.wait(timeout=30)
-            results.append(s.sweep(now_ms=1000 + TTL))
+            results.append(sweep(s, now_ms=1000 + TTL))
 
     threads = [threading.Thread(target=sweeper) for _ in range(4)]
     for t in threads:
@@ -153,7 +153,7 @@ def test_concurrent_sweepers_on_one_database_each_end_a_run_once(store_url):  # 
     with open_store(url, prefix=prefix) as s:
         assert all(_expired_count(s, sid) == 1 and s.load(sid).version == 2 for sid in sids)
         assert all(s.load(sid).holder is None and events(s, sid) == ["lock.expired"] for sid in dead)
-        assert s.sweep(now_ms=1000 + 2 * TTL).runs_expired == []
+        assert sweep(s, now_ms=1000 + 2 * TTL).runs_expired == []
 
 
 def test_sweep_processes_beside_a_router_serving_the_same_sessions(store_url):  # noqa: F811
@@ -242,11 +242,11 @@ def test_an_abandoned_encrypted_run_leaves_no_plaintext_after_a_sweep(store_url,
     assert _scan(s, needles) == []
     [bundle] = s.rows("enc", "input")
     assert bundle.sealed is not None and bundle.body is None
-    assert s.sweep(now_ms=clock["now"] + TTL - 1).runs_expired == []
+    assert sweep(s, now_ms=clock["now"] + TTL - 1).runs_expired == []
     last = c.sent[-1]  # the execute that paused: re-sent, it is replayed from the sealed bundle
     replayed = tc.post("/v1/sessions/enc/execute", json=last).json()
     assert replayed["status"] == "awaiting_tool" and replayed["data"]["tool_requests"][0]["name"] == "shell"
-    swept = s.sweep(now_ms=clock["now"] + TTL)
+    swept = sweep(s, now_ms=clock["now"] + TTL)
     assert swept.runs_expired == ["enc"] and swept.bundles_emptied == 1
     assert _scan(s, needles) == []
     # re-sent after the sweep, its response is gone with the bundle: the README's error `expired`

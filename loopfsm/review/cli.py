@@ -462,13 +462,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_store(args: argparse.Namespace) -> int:
     """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row;
     ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.router.store.sweep`)."""
-    from loopfsm.router.store import SCHEMA_VERSION, open_store
+    from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
     if args.store_command == "sweep":
         if (args.url is None) == (args.store_url is None):
             raise _UsageError("store sweep needs the store's URL, once: --store URL (or as an argument)")
         with open_store(args.url or args.store_url, prefix=args.prefix) as store:
-            print(f"swept: {store.sweep().summary()}")
+            print(f"swept: {sweep(store).summary()}")
         return EXIT_OK
     if args.store_command == "init":
         with open_store(args.url, prefix=args.prefix, create=True) as store:

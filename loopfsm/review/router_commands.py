@@ -206,7 +206,8 @@ def _provider(kind: str, model: str | None, script: str | None, role: str = "pro
 
     if kind == "scripted":
         from loopfsm.drivers.schemas import driver_hint
-        from loopfsm.router.providers.scripted import NotAScriptedModel, ScriptedProvider
+        from loopfsm.router.errors import NotAScriptedModel
+        from loopfsm.router.providers.scripted import ScriptedProvider
         from loopfsm.router.service import DEMO_SCRIPT
 
         if not script:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from loopfsm.core.errors import LoopFsmError
+from typing import Any
+
+from loopfsm.core.errors import LoopFsmError, ScriptError
 
 
 class SealError(LoopFsmError):
@@ -52,3 +54,15 @@ class ProtocolError(LoopFsmError):
 
 class ClientError(LoopFsmError):
     """The reference client could not reach the router after its retries, or got an answer it cannot act on."""
+
+
+class NotAScriptedModel(ScriptError):
+    """A file given as a scripted model that is not one; ``document`` is what it holds (never shown).
+
+    The command line, which knows the ``run --script`` drivers, names the one
+    such a file was written for; this layer only says what a scripted model is.
+    """
+
+    def __init__(self, document: Any):
+        super().__init__("a script file is a mapping with a 'replies' list")
+        self.document = document

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import yaml
 
-from loopfsm.router.errors import ProviderError
+from loopfsm.router.errors import NotAScriptedModel, ProviderError
 from loopfsm.core.errors import ScriptError
 from loopfsm.machines.messages import Message, ToolCall
 from . import FAILURE_CLASSES, ModelReply, ModelRequest, StopReason
@@ -68,18 +68,6 @@ def _reply(i: int, raw: object) -> ModelReply | ProviderError:
             raise ScriptError(f"{where}.{key}: a non-negative integer")
         usage.append(value)
     return ModelReply(Message.assistant(text, calls), cast(StopReason, stop), usage[0], usage[1])
-
-
-class NotAScriptedModel(ScriptError):
-    """A file given as a scripted model that is not one; ``document`` is what it holds (never shown).
-
-    The command line, which knows the ``run --script`` drivers, names the one
-    such a file was written for; this layer only says what a scripted model is.
-    """
-
-    def __init__(self, document: Any):
-        super().__init__("a script file is a mapping with a 'replies' list")
-        self.document = document
 
 
 class ScriptedProvider:

@@ -14,7 +14,7 @@ crash recovery.
 from . import ids
 from .runstore import REQUESTS, Admission, Lease, Row, RunRecord, RunStore, StoredRow, open_store
 from .sql import SCHEMA_VERSION
-from .sweep import Swept
+from .sweep import Swept, sweep
 
 __all__ = [
     "open_store",
@@ -27,5 +27,6 @@ __all__ = [
     "REQUESTS",
     "SCHEMA_VERSION",
     "Swept",
+    "sweep",
     "ids",
 ]

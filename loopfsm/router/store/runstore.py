@@ -25,7 +25,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from loopfsm.machines.errors import FencedOut
 from loopfsm.router.errors import StoreError
@@ -34,9 +34,6 @@ from loopfsm.machines.run_lock import RUN_LOCK
 from . import ids
 from .backends import Backend, Statement, connect
 from .sql import ROW_KINDS, SCHEMA_VERSION, check_prefix, ddl, drop
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .sweep import Swept
 
 REQUESTS = ("execute", "decrypted", "approval_decisions", "tool_results", "sealed", "inject", "break")
 
@@ -662,17 +659,6 @@ class RunStore:
             (self.now(now_ms),),
         )
         return sorted(r[0] for r in rows)
-
-    # -- sweeping ---------------------------------------------------------------------------
-    def sweep(self, *, now_ms: int | None = None) -> Swept:
-        """Free expired leases and end paused runs whose pause expired, emptying their clear bundle.
-
-        Safe beside routers and other sweepers on the same database, and
-        idempotent; see :mod:`loopfsm.router.store.sweep`.
-        """
-        from .sweep import sweep
-
-        return sweep(self, now_ms=now_ms)
 
     def close(self) -> None:
         self.backend.close()

@@ -60,7 +60,11 @@ class Swept:
 
 
 def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
-    """One pass over the store as of ``now_ms`` (the store's clock when None)."""
+    """One pass over the store as of ``now_ms`` (the store's clock when None): free expired leases and end
+    paused runs whose pause expired, emptying their clear bundle.
+
+    Safe beside routers and other sweepers on the same database, and idempotent.
+    """
     now = store.now(now_ms)
     _, rows = store.backend.run(
         f"SELECT session_id FROM {store._t_state} WHERE holder IS NOT NULL OR phase <> 'Idle' ORDER BY session_id"
@@ -192,7 +196,7 @@ class PeriodicSweep:
             try:
                 if store is None:
                     store = open_store(self.url, prefix=self.prefix, clock=self.clock)
-                swept = store.sweep()
+                swept = sweep(store)
                 self.passes += 1
                 if swept.leases_freed or swept.runs_expired or swept.conflicts:
                     log.info("sweep: %s", swept.summary())
