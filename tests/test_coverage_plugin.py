@@ -119,7 +119,7 @@ def test_without_the_option_nothing_listens(pytester):
         pytester,
         extra="""
 def test_quiet():
-    from loopfsm import tracing
+    from loopfsm.core import tracing
     assert not tracing.ACTIVE
 """,
     )

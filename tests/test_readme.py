@@ -316,7 +316,7 @@ def test_words_that_cite_an_admission_rule_by_number_cite_the_row_that_answers_s
         and rows["2"] == "`request_id_reused`, whatever the request's type and body: never processed again"
     )
     cited = [(w, n, "README.md") for w, n in re.findall(r"`(\w+)` \(rule (\d+)\)", text)]
-    sweep = (ROOT / "loopfsm" / "store" / "sweep.py").read_text()
+    sweep = (ROOT / "loopfsm" / "router" / "store" / "sweep.py").read_text()
     cited += [(w, n, "sweep.py") for w, n in re.findall(r"``(\w+)`` \(rule (\d+)", sweep)]
     assert cited, "no citation found: the pattern is stale"
     wrong = [(w, n, where) for w, n, where in cited if f"`{w}`" not in rows.get(n, "")]
