@@ -54,6 +54,7 @@ def __getattr__(name: str) -> object:
 
     return getattr(import_module(module), name)
 
+
 __all__ = [
     "CompiledMachine",
     "compile_file",

@@ -174,11 +174,12 @@ def test_collector_counts_by_stable_name():
     assert [r.name for r in cov.excused_but_taken] == ["knock/open[0]"]
 
 
-def test_readme_fixture_example_runs(pytester):
-    from pathlib import Path
+def test_fixture_example_runs(pytester):
+    from docs_pages import page
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("Fixtures for testing your own machines")[1].split("```python\n")[1].split("```")[0]
+    block = (
+        page("docs/cli.md").split("Fixtures for testing your own machines")[1].split("```python\n")[1].split("```")[0]
+    )
     pytester.makepyfile(test_readme_example=block)
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(passed=1)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_pages import page
 from loopfsm.review.cli import main
 from loopfsm.review.diff import diff_specs, load_for_diff
 
@@ -161,20 +162,26 @@ def test_bad_input_exits_2(tmp_path, capsys, bad):
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_git_diff_driver_recipe(tmp_path):
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+    """docs/cli.md's recipe, run as written, with this interpreter's loopfsm first on PATH."""
+    repo, bin_dir = tmp_path / "repo", tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "loopfsm").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m loopfsm "$@"\n')
+    (bin_dir / "loopfsm").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
 
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout
+
+    (repo / "machines").mkdir(parents=True)
     git("init", "-q")
     git("config", "user.email", "t@example.invalid")
     git("config", "user.name", "t")
-    (tmp_path / "machines").mkdir()
-    shutil.copy(ROOT / "machines" / "turnstile.yaml", tmp_path / "machines" / "turnstile.yaml")
-    (tmp_path / ".gitattributes").write_text("machines/*.yaml diff=loopfsm\n")
-    # The README's recipe, with this interpreter's loopfsm rather than whichever is on PATH.
-    git("config", "diff.loopfsm.command", f"{sys.executable} -m loopfsm diff --git")
+    shutil.copy(ROOT / "machines" / "turnstile.yaml", repo / "machines" / "turnstile.yaml")
+    recipe = page("docs/cli.md").split("external diff driver:\n")[1].split("```sh\n")[1].split("```")[0]
+    subprocess.run(["bash", "-c", "set -e\n" + recipe], cwd=repo, env=env, check=True)
     git("add", ".")
     git("commit", "-qm", "one")
-    f = tmp_path / "machines" / "turnstile.yaml"
+    f = repo / "machines" / "turnstile.yaml"
     f.write_text(f.read_text().replace("default: 1\n", "default: 2\n", 1))
     out = git("diff")
     assert "machines/turnstile.yaml:" in out and "policy fare (read by coin from locked): default 1 -> 2" in out
@@ -186,7 +193,7 @@ def test_git_diff_driver_recipe(tmp_path):
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_git_log_and_show_use_the_driver_only_with_ext_diff(tmp_path):
-    """The README says `git diff` uses the driver as is and `git log -p` / `git show` need --ext-diff: so they do."""
+    """docs/cli.md says `git diff` uses the driver as is and `git log -p` / `git show` need --ext-diff: so they do."""
 
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout
@@ -204,10 +211,10 @@ def test_git_log_and_show_use_the_driver_only_with_ext_diff(tmp_path):
     f.write_text(f.read_text().replace("default: 1\n", "default: 2\n", 1))
     git("commit", "-qam", "two")
     words = "policy fare (read by coin from locked): default 1 -> 2"
-    readme = (ROOT / "README.md").read_text()
+    cli = page("docs/cli.md")
     for command in (["diff", "HEAD~1"], ["log", "-p", "--ext-diff", "-1"], ["show", "--ext-diff"]):
         assert words in git(*command), command
-        assert f"`git {' '.join(c for c in command if c not in ('HEAD~1', '-1'))}`" in readme, command
+        assert f"`git {' '.join(c for c in command if c not in ('HEAD~1', '-1'))}`" in cli, command
     for command in (["log", "-p", "-1"], ["show"]):  # without --ext-diff: git's own text diff
         out = git(*command)
         assert words not in out and "+    default: 2" in out, command

@@ -1,4 +1,4 @@
-"""The README's Errors section, held to the code: every class it names, every relation it states."""
+"""docs/errors.md, held to the code: every class it names, every relation it states."""
 
 from __future__ import annotations
 
@@ -6,18 +6,17 @@ import importlib
 import inspect
 import pkgutil
 import re
-from pathlib import Path
 
 import loopfsm
+from docs_pages import page
 from loopfsm.core import errors
+from loopfsm.core.compiler import _ENVELOPE
 from loopfsm.machines import errors as machine_errors
 from loopfsm.review import errors as review_errors
 from loopfsm.router import errors as router_errors
-from loopfsm.core.compiler import _ENVELOPE
 from loopfsm.machines.engine_values import LoopError
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-SECTION = README.split("\n## Errors\n", 1)[1].split("\n## ", 1)[0]
+SECTION = page("docs/errors.md").split("# Errors\n\n", 1)[1]
 FIRST = SECTION.split("\n\n", 1)[0]
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_pages import page
 from loopfsm.review.cli import main
 from loopfsm.review.project import find_project
 from loopfsm.core.registries import Registries
@@ -114,8 +115,11 @@ def test_check_without_registry_says_what_it_could_not_check(door, capsys):
         '(add door = "MODULE:ATTR" to [tool.loopfsm] registries in pyproject.toml, '
         "or pass --registry door=MODULE:ATTR); not checked: guards code_ok; actions count_wrong"
     ) in err
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    pasted = next(line for line in readme.splitlines() if line.startswith("machines/door.yaml:3:11: registry: [note]"))
+    pasted = next(
+        line
+        for line in page("docs/cli.md").splitlines()
+        if line.startswith("machines/door.yaml:3:11: registry: [note]")
+    )
     assert pasted in err.splitlines()
     code, out, err = run(capsys, "check", "--require-registry")
     assert code == 1 and "[note]" not in err and "registry 'door' is not declared" in err

@@ -1,4 +1,4 @@
-"""The README's commands and examples are the ones that work."""
+"""The commands and examples of the README and docs/ are the ones that work."""
 
 from __future__ import annotations
 
@@ -12,10 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from docs_pages import all_pages, page, section
 from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+README = page("README.md")
+PERFORMANCE = page("docs/performance.md")
 
 
 def code_blocks(lang: str) -> list[str]:
@@ -45,7 +47,7 @@ def test_main_job_command_builds():
 
 
 def test_driven_run_example_runs_and_fits_in_40_lines(capsys):
-    block = README.split("<!-- readme-example: driven-run -->")[1].split("```python\n")[1].split("```")[0]
+    block = example("driven-run")
     assert len(block.strip().splitlines()) < 40
     exec(compile(block, "README-driven-run", "exec"), {})
     out = capsys.readouterr().out.splitlines()
@@ -56,7 +58,7 @@ def test_driven_run_example_runs_and_fits_in_40_lines(capsys):
 
 
 def quickstart() -> str:
-    return README.split("## Quickstart\n", 1)[1].split("\n## ", 1)[0]
+    return section(README, "## Quickstart")
 
 
 def quickstart_edit(machine_file: str) -> str:
@@ -109,7 +111,8 @@ def test_quickstart_works_when_followed(tmp_path):
 
 
 def test_pasted_trace_is_what_the_command_prints(monkeypatch):
-    pasted = README.split("$ loopfsm run engine_brain --script examples/summarize.yaml\n")[1].split("```")[0]
+    brain = page("docs/machines/engine_brain.md")
+    pasted = brain.split("$ loopfsm run engine_brain --script examples/summarize.yaml\n")[1].split("```")[0]
     monkeypatch.chdir(ROOT)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -140,7 +143,7 @@ def test_run_refuses_a_bad_script(tmp_path, capsys):
 
 
 def test_benchmark_output_is_pasted():
-    """The README shows the benchmark's current output: every floor line the script prints, with its floor."""
+    """docs/performance.md shows the benchmark's current output: every floor line the script prints, with its floor."""
     bench = (ROOT / "benchmarks" / "bench.py").read_text()
     for label in (
         "turnstile feed (alternating coin / push)",
@@ -153,12 +156,12 @@ def test_benchmark_output_is_pasted():
         "compile linear (per state 5000 / 100)",
     ):
         assert label in bench, label
-        assert label in README, label
-    assert README.count("floor <= ") >= 7 and "floors (issue 25):" in README
+        assert label in PERFORMANCE, label
+    assert PERFORMANCE.count("floor <= ") >= 7 and "floors (issue 25):" in PERFORMANCE
 
 
-def example(name: str) -> str:
-    return README.split(f"<!-- readme-example: {name} -->")[1].split("```python\n")[1].split("```")[0]
+def example(name: str, text: str = README) -> str:
+    return text.split(f"<!-- example: {name} -->")[1].split("```python\n")[1].split("```")[0]
 
 
 def test_tool_breaker_example_trips_on_a_real_failing_command(capsys):
@@ -195,7 +198,7 @@ def test_one_api_example_runs():
 
 
 def test_to_transitions_example_runs():
-    exec(compile(example("to-transitions"), "README-to-transitions", "exec"), {})
+    exec(compile(example("to-transitions", page("docs/transitions.md")), "docs-to-transitions", "exec"), {})
 
 
 def walkthrough() -> list[tuple[str, ...]]:
@@ -268,9 +271,9 @@ def test_walkthrough_excerpts_are_what_new_writes(tmp_path, monkeypatch, capsys)
     """The YAML and Python pasted in "Your first machine" are verbatim parts of the generated files."""
     monkeypatch.chdir(tmp_path)
     assert main(["new", "job"]) == 0
-    section = README.split("## Your first machine")[1].split("\n## ")[0]
-    yaml_part = section.split("```yaml\n")[1].split("```")[0]
-    py_part = section.split("```python\n")[1].split("```")[0]
+    first = section(README, "## Your first machine")
+    yaml_part = first.split("```yaml\n")[1].split("```")[0]
+    py_part = first.split("```python\n")[1].split("```")[0]
     assert yaml_part in (tmp_path / "machines" / "job.yaml").read_text()
     assert py_part in (tmp_path / "job.py").read_text()
 
@@ -285,7 +288,8 @@ def test_stream_driver_example_feeds_a_recording_into_the_brain(capsys, monkeypa
 
 
 def test_pasted_stream_replay_is_what_the_command_prints(monkeypatch):
-    pasted = README.split("$ loopfsm run stream_assembly --events examples/weather_anthropic.jsonl\n")[1]
+    stream = page("docs/machines/stream_assembly.md")
+    pasted = stream.split("$ loopfsm run stream_assembly --events examples/weather_anthropic.jsonl\n")[1]
     pasted = pasted.split("```")[0]
     monkeypatch.chdir(ROOT)
     out = io.StringIO()
@@ -297,25 +301,25 @@ def test_pasted_stream_replay_is_what_the_command_prints(monkeypatch):
 def test_ci_gates_types_lint_and_format():
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     for gate in ("python3 -m mypy", "python3 -m ruff check .", "python3 -m ruff format --check ."):
-        assert gate in ci and gate in README
+        assert gate in ci and gate in page("docs/development.md")
 
 
 def test_stream_benchmark_output_is_pasted():
-    assert "1 MB of JSON tool arguments" in README and (ROOT / "benchmarks" / "stream.py").exists()
+    assert "1 MB of JSON tool arguments" in PERFORMANCE and (ROOT / "benchmarks" / "stream.py").exists()
 
 
 def test_words_that_cite_an_admission_rule_by_number_cite_the_row_that_answers_so():
-    """``expire`` (rule 7): a rule number quoted in prose names the README's admission row with that answer.
+    """``expire`` (rule 7): a rule number quoted in prose names the admission row with that answer.
 
     Rule 2 (``request_id_reused``) was inserted into the table and the sweep's words went on citing rule 6.
     """
-    text = (ROOT / "README.md").read_text()
+    text = page("docs/machines/router_run.md")
     rows = dict(re.findall(r"^\| (\d+) \| [^|]+ \| ([^\n]+) \|$", text.split("**Admission**", 1)[1], re.M)[:20])
     assert (
         rows["7"].startswith("`expire`")
         and rows["2"] == "`request_id_reused`, whatever the request's type and body: never processed again"
     )
-    cited = [(w, n, "README.md") for w, n in re.findall(r"`(\w+)` \(rule (\d+)\)", text)]
+    cited = [(w, n, p) for p in all_pages() for w, n in re.findall(r"`(\w+)` \(rule (\d+)\)", page(p))]
     sweep = (ROOT / "loopfsm" / "router" / "store" / "sweep.py").read_text()
     cited += [(w, n, "sweep.py") for w, n in re.findall(r"``(\w+)`` \(rule (\d+)", sweep)]
     assert cited, "no citation found: the pattern is stale"

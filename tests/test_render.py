@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from docs_pages import page
 from loopfsm.core import loader
 from loopfsm.review.render import dot, mermaid, render, render_instance
 from loopfsm.review.render.overview import ANY, overview, short
@@ -124,10 +125,14 @@ def test_decision_chart_is_a_ladder_with_every_rule_in_order():
     assert g.source.count("rank=same") == 7
 
 
-def test_readme_live_diagram_example_runs():
-    readme = (ROOT / "README.md").read_text()
-    block = readme.split("A live instance draws itself")[1].split("```python\n")[1].split("```")[0]
-    exec(compile(block, "README-live-diagram", "exec"), {})
+def test_live_diagram_example_runs():
+    block = (
+        page("docs/cli.md")
+        .split("draws a live instance with its current state highlighted")[1]
+        .split("```python\n")[1]
+        .split("```")[0]
+    )
+    exec(compile(block, "docs-cli-live-diagram", "exec"), {})
 
 
 def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 
+from docs_pages import page
 from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,6 +22,18 @@ def test_shipped_machine_starts_with_the_schema_modeline(path):
     first = path.read_text().splitlines()[0]
     assert first == MODELINE, f"{path.name}: make its first line `{MODELINE}` so editors validate and complete it"
     assert (path.parent / first.split("=", 1)[1]).resolve() == (ROOT / "spec" / "machine.schema.json")
+
+
+def test_the_pages_pre_commit_config_and_modeline_are_the_shipped_ones():
+    """docs/cli.md's pre-commit config names the hooks this repository ships; its modeline is the machines'."""
+    text = page("docs/cli.md").split("## pre-commit, editors and CI\n")[1]
+    config_block, modeline_block = (b.split("```")[0] for b in text.split("```yaml\n")[1:3])
+    shipped = {h["id"] for h in yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())}
+    (repo,) = yaml.safe_load(config_block)["repos"]
+    named = {h["id"] for h in repo["hooks"]} | set(re.findall(r"# - id: (\S+)", config_block))
+    assert named == shipped
+    assert modeline_block.splitlines() == [MODELINE, "machine: turnstile"]
+    assert (ROOT / "machines" / "turnstile.yaml").read_text().splitlines()[:2] == [MODELINE, "machine: turnstile"]
 
 
 def test_schema_explains_what_an_editor_completes():

@@ -1,4 +1,4 @@
-"""The README's two-minute demo, as commands: `loopfsm router serve`, then `loopfsm client run`."""
+"""The two-minute demo (README.md, docs/router.md), as commands: `loopfsm router serve`, then `loopfsm client run`."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from docs_pages import all_pages, page
 from loopfsm.review.cli import build_parser, main
 
 from router_support import free_port, wait_until_up
 
 LOOPFSM = [sys.executable, "-m", "loopfsm"]
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+DOCS = "\n".join(page(p) for p in all_pages())
 
 
 def test_serve_then_client_run_is_the_demo(tmp_path):
@@ -162,7 +163,7 @@ def test_what_the_readme_demo_leaves_in_the_clone_is_ignored(tmp_path, monkeypat
     from loopfsm.router.store import open_store
     from loopfsm.router.store.serve import Outcome, serve
 
-    commands = [line[2:] for line in README.splitlines() if line.startswith("$ loopfsm ") or line.startswith("$ mkdir")]
+    commands = [line[2:] for line in DOCS.splitlines() if line.startswith("$ loopfsm ") or line.startswith("$ mkdir")]
     stores = {m for c in commands for m in re.findall(r"--store sqlite:///(\S+)", c)}
     workspaces = {m for c in commands for m in re.findall(r"--workspace (\S+)", c)}
     assert stores == {"runs.db"} and workspaces == {"demo"}  # what the rest of this test makes

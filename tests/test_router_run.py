@@ -38,7 +38,8 @@ SEED_EDGES = [
 ]
 PHASES = ["Idle", "AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"]
 LIVE = PHASES[1:]
-#: The trace events router_run writes (README "Trace events"); every other name has the router as its one writer.
+#: The trace events router_run writes (docs/machines/router_run.md, "Trace events"); every other name has
+#: the router as its one writer.
 RUN_MOVES = {
     "run.started",
     "run.injected",
@@ -186,7 +187,7 @@ def test_snapshot_round_trip_in_every_phase():
         assert r.snapshot() == m.snapshot() and r.state == phase
 
 
-# -- the rebuilt admission table, against an oracle written from the README's table ------------
+# -- the rebuilt admission table, against an oracle written from the docs' table ------------
 
 
 def oracle(phase, request, lock, replay):

@@ -1,6 +1,6 @@
 """Each fact is traced once: the trace rows of scripted runs, counted against the rebuilt trace-event table.
 
-The table is README "Trace events" (seed 002's lost table of where each event
+The table is "Trace events" in docs/machines/router_run.md (seed 002's lost table of where each event
 is written): router_run writes the run's moves, the router each item of a
 step.  Each test derives the counts the table promises from the script and the
 requests and responses of the run, and compares them with the stored rows.

@@ -448,7 +448,7 @@ events:
     with pytest.raises(ActionError, match="raised ValueError: mid-feed failure") as err:
         m.feed("act")
     assert isinstance(err.value.__cause__, ValueError)
-    assert m.state == "a" and m.data.n == 100  # the README says so: what ran before the raise stays
+    assert m.state == "a" and m.data.n == 100  # docs/errors.md says so: what ran before the raise stays
 
 
 def test_a_refused_fingerprint_is_printed_like_the_local_one(C):

@@ -1,6 +1,6 @@
 """A hypothesis state machine drives the store and the router machines together against a simple model.
 
-The model is written here from the README's tables, independently of the
+The model is written here from the tables of docs/machines/router_run.md, independently of the
 YAML: a phase name, a lock (holder, expiry, fence), a version and the last
 request id.  Every rule asks the store and checks its answer and its saved row
 against the model.

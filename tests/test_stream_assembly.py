@@ -223,7 +223,7 @@ def test_openai_second_choice_is_refused():
     ids=["gap", "out of order"],
 )
 def test_openai_tool_index_gap_and_out_of_order_headers_are_protocol_errors(calls, rule):
-    """The README's rule for a block announced at the wrong index: StreamProtocolError, nothing changed."""
+    """The stream assembly page's rule for a block at the wrong index: StreamProtocolError, nothing changed."""
     s = OpenAIChatStream()
     s.feed(_chunk({"role": "assistant", "content": "hi"}))
     refused(s, _chunk({"tool_calls": calls}), rule)

@@ -249,7 +249,7 @@ def test_an_abandoned_encrypted_run_leaves_no_plaintext_after_a_sweep(store_url,
     swept = sweep(s, now_ms=clock["now"] + TTL)
     assert swept.runs_expired == ["enc"] and swept.bundles_emptied == 1
     assert _scan(s, needles) == []
-    # re-sent after the sweep, its response is gone with the bundle: the README's error `expired`
+    # re-sent after the sweep, its response is gone with the bundle: docs/machines/router_run.md's error `expired`
     gone = tc.post("/v1/sessions/enc/execute", json=last).json()
     assert gone["status"] == "error" and gone["data"]["code"] == "expired"
     assert gone["allowed_continuations"] == ["execute", "inject"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.machines.turnstile import Turnstile
+from docs_pages import page
+from loopfsm import load_machine
+from loopfsm.core.compiler import compile_file
+from loopfsm.machines.turnstile import REGISTRY, Turnstile
 from loopfsm.review.render.matrix import review_sheet
 
 # Current state, event, new state: the seed's table, row by row.
@@ -49,3 +52,12 @@ def test_review_sheet_shows_the_four_rows():
     md = review_sheet(Turnstile.compiled.spec)
     assert "| `locked` | if `fare_paid(fare=1 (policy.fare))` → `unlocked`" in md
     assert "| `unlocked` | stay | → `locked` / `count_passage` |" in md
+
+
+def test_the_format_pages_annotated_turnstile_is_the_shipped_table(tmp_path):
+    """docs/format.md's annotated turnstile differs from machines/turnstile.yaml only in comments and wording:
+    it compiles, with the shipped registry, to the same fingerprint (which covers everything but descriptions)."""
+    block = page("docs/format.md").split("## The turnstile, annotated\n")[1].split("```yaml\n")[1].split("```")[0]
+    (tmp_path / "turnstile.yaml").write_text(block)
+    annotated = compile_file(tmp_path / "turnstile.yaml", REGISTRY)
+    assert annotated.spec.fingerprint == load_machine("turnstile").spec.fingerprint

@@ -17,7 +17,7 @@ with no positional defaults.  Anything else gets ``functools.partial``.
 
 Kept because removing it costs more than the 15% the engine allows a trick to
 save.  Measured with ``benchmarks/bench.py --quick --only breaker,turnstile``
-(CPython 3.11.7, the shared 2-vCPU machine of the README's figures), the same
+(CPython 3.11.7, the shared 2-vCPU machine of docs/performance.md's figures), the same
 engine with ``functools.partial`` instead: the breaker's acquire + record
 3.15x the hand-written breaker against 2.47x with this (floor 2.5x), the
 turnstile feed 15.5x the hand-written gate against 12.9x (then, with a

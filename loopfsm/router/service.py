@@ -9,7 +9,7 @@ breakers, and the step is checkpointed (rows, next phase, response, release)
 in one transaction.  No run is held in memory between requests: what a
 paused run needs to continue is its *run-input bundle*, one ``input`` row.
 
-Rules chosen where the seed is silent (README "Router service" repeats them):
+Rules chosen where the seed is silent (docs/router.md repeats them):
 
 - The run-input bundle (brain snapshot, the tool breakers of the run, pending
   calls, content awaiting its seal) is kept while the run lives and is

@@ -7,8 +7,8 @@
         ...  # process with no transaction open; store.renew(adm.lease) while it takes long
         store.checkpoint(adm.lease, phase, request_id=request_id, response=response, rows=rows, trace=events)
 
-See :mod:`loopfsm.router.store.runstore` for the protocol and README "Router run" for
-crash recovery.
+See :mod:`loopfsm.router.store.runstore` for the protocol and docs/machines/router_run.md
+("Crash recovery") for crash recovery.
 """
 
 from . import ids
