@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ...errors import ProtocolError
+from ...errors import ProtocolError, SnapshotError
 from ...machines.engine_brain import LoopMachine
 from ...machines.fallback_breaker import FallbackBreaker
 from ...machines.tool_breaker import ToolHealth
@@ -143,5 +143,5 @@ class Ctx:
 def restore(run: RunBundle) -> tuple[LoopMachine, ToolHealth]:
     """The brain and the tool breakers a paused run kept."""
     if run.brain is None or run.health is None:  # pragma: no cover - a paused run always kept both
-        raise ProtocolError("the live run's bundle holds no brain")
+        raise SnapshotError("the live run's bundle holds no brain")
     return LoopMachine.restore(run.brain), ToolHealth.restore(run.health)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ...errors import ProtocolError
+from ...errors import ProtocolError, SnapshotError
 from ...machines.engine_brain import LoopMachine
 from ...machines.messages import Message
 from ...machines.tool_breaker import ToolHealth
@@ -76,7 +76,7 @@ def decrypted(ctx: Ctx) -> Resume:
     brain.commit_pending()
     prompt, run.prompt = run.prompt, None
     if prompt is None:  # pragma: no cover - only a damaged bundle lacks the held prompt
-        raise ProtocolError("the live run's bundle holds no prompt")
+        raise SnapshotError("the live run's bundle holds no prompt")
     brain.accept_input(prompt)
     ctx.event("context.resolved")
     return Resume(brain, ToolHealth())
