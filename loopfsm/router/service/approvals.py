@@ -10,6 +10,7 @@ approval grants.  A plan approval is raised by the tool-call mediation
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import ProtocolError
@@ -23,11 +24,13 @@ from .context import Ctx, Outcome, Resume, restore
 from .sealing import pending_seal, take_seals, write_sealed
 
 
+@dataclass
 class Asked:
     """One approval being raised: its record, what the client is shown, and the figures it gates."""
 
-    def __init__(self, approval: Approval, shown: dict[str, Any], details: dict[str, Any]):
-        self.approval, self.shown, self.details = approval, shown, details
+    approval: Approval
+    shown: dict[str, Any]
+    details: dict[str, Any]
 
 
 def remote_providers(ctx: Ctx) -> list[str]:

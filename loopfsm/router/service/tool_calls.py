@@ -15,7 +15,7 @@ from typing import Any
 from ...errors import ProtocolError
 from ...machines.breaker_values import Allow
 from ...machines.engine_brain import LoopMachine
-from ...machines.messages import Message
+from ...machines.messages import Message, ToolCall
 from ...machines.tool_breaker import ToolHealth, ToolOutcome
 from ...store import ids
 from .. import protocol as P
@@ -101,7 +101,7 @@ def mediate(ctx: Ctx, brain: LoopMachine, health: ToolHealth, aref: str) -> Outc
 
 
 def _to_client(
-    ctx: Ctx, generation: int | None, call: Any, cid: str, ref: str, base: dict[str, Any], permission: str
+    ctx: Ctx, generation: int | None, call: ToolCall, cid: str, ref: str, base: dict[str, Any], permission: str
 ) -> PendingCall:
     """A call the client runs (allow or ask): its row, the diff it proposes, its entry in the pause."""
     h = P.args_hash(call.name, call.arguments)
