@@ -1,3 +1,5 @@
+"""``python -m loopfsm``: the same command line as ``loopfsm``."""
+
 import sys
 
 from loopfsm.review.cli import main

@@ -158,3 +158,24 @@ def test_the_checker_knows_every_public_name_of_an_instance():
 
     for cls in (MachineInstance, DeclaredMachine):
         assert INSTANCE_API == {n for n in dir(cls) if not n.startswith("_")} | {"compiled"}
+
+
+def test_no_module_is_over_700_lines_and_each_says_what_it_is_for():
+    long, silent = {}, []
+    for path in PACKAGE.rglob("*.py"):
+        text = path.read_text()
+        if (n := len(text.splitlines())) > MAX_LINES:
+            long[str(path.relative_to(PACKAGE))] = n
+        if not ast.get_docstring(ast.parse(text)):
+            silent.append(str(path.relative_to(PACKAGE)))
+    assert long == {} and silent == []
+
+
+def test_the_router_service_is_split_by_concern_into_small_modules():
+    service = PACKAGE / "router" / "service"
+    names = {p.stem for p in service.glob("*.py")}
+    assert {"admission", "turn", "approvals", "tool_calls", "sealing", "responses", "bundle"} <= names
+    for path in service.glob("*.py"):
+        assert len(path.read_text().splitlines()) < 400, path.name
+    graph = import_graph()
+    assert not any("loopfsm.router.service" in graph[f"loopfsm.router.service.{n}"] for n in names - {"__init__"})

@@ -17,203 +17,51 @@ How a request is served against it (the seed's acquire / process / release):
 Time is read from ``clock`` (ms) unless a call passes ``now_ms``.  Safety never
 depends on clocks agreeing: the fence alone decides whose writes land; a
 clock only decides when an unresponsive holder's lease may be taken over.
+
+The values it reads and writes (:class:`RunRecord`, :class:`Lease`,
+:class:`Admission`, :class:`Row`, :class:`StoredRow`) are in
+:mod:`loopfsm.router.store.records`, and are importable from here too.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from loopfsm.machines.errors import FencedOut
 from loopfsm.router.errors import StoreError
 from loopfsm.machines.router_run import ROUTER_RUN
-from loopfsm.machines.run_lock import RUN_LOCK
 from . import ids
 from .backends import Backend, Statement, connect
+from .records import (
+    ROW_COLS,
+    STATE_COLS,
+    Admission,
+    Lease,
+    Row,
+    RunRecord,
+    StoredRow,
+    dump,
+    run_record,
+    stored_row,
+    wall_clock_ms,
+)
 from .sql import ROW_KINDS, SCHEMA_VERSION, check_prefix, ddl, drop
 
+__all__ = [
+    "REQUESTS",
+    "Admission",
+    "Lease",
+    "Row",
+    "RunRecord",
+    "RunStore",
+    "StoredRow",
+    "open_store",
+    "wall_clock_ms",
+]
+
 REQUESTS = ("execute", "decrypted", "approval_decisions", "tool_results", "sealed", "inject", "break")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """The saved row of one session, as read."""
-
-    session_id: str
-    phase: str
-    snapshot: dict[str, Any]
-    version: int
-    fence: int
-    holder: str | None
-    started_at: int | None
-    lease_expires_at: int | None
-    cancel_requested: str | None
-    last_request_id: str | None
-    last_response: Any
-    updated_at: int
-
-    def lock_state(self, now_ms: int) -> Literal["free", "held", "expired"]:
-        """The lock as of ``now_ms``, as run_lock decides it: its sweeper feed ``expire`` frees a lease that ran out.
-
-        The machine is asked rather than the rule restated here; the store's
-        conditional UPDATEs repeat the comparison in SQL only so that deciding
-        and taking the lock stay one atomic statement.
-        """
-        if self.holder is None or self.lease_expires_at is None:
-            return "free"
-        return "expired" if self.lock_machine().expire(now_ms) else "held"
-
-    def phase_machine(self) -> Any:
-        """The router_run instance this row holds (restored from its snapshot)."""
-        return ROUTER_RUN.restore(self.snapshot)
-
-    def lock_machine(self) -> Any:
-        """The run_lock instance equivalent to this row's lock columns (for checking against the model)."""
-        snap: dict[str, Any] = {
-            "format": 1,
-            "machine": "run_lock",
-            "fingerprint": RUN_LOCK.fingerprint,
-            "data": {"fence": self.fence, "last_now": self.updated_at},
-        }
-        if self.holder is None:
-            snap.update(state="Free", state_data={})
-        else:
-            snap.update(
-                state="Held",
-                state_data={
-                    "holder": self.holder,
-                    "started_at": self.started_at,
-                    "lease_expires_at": self.lease_expires_at,
-                    "cancel_requested": self.cancel_requested,
-                },
-            )
-        return RUN_LOCK.restore(snap)
-
-
-@dataclass(frozen=True)
-class Lease:
-    """Proof of holding a run's lock: every later write names this fence."""
-
-    session_id: str
-    holder: str
-    fence: int
-    version: int  # the run_state version the holder read; its checkpoint commits version + 1
-    started_at: int
-    lease_expires_at: int
-    cancel_requested: str | None = None
-
-    @property
-    def step(self) -> int:
-        """The step number this lease's checkpoint commits (rows are written under it)."""
-        return self.version + 1
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What ``admit`` decided.
-
-    ``outcome`` is ``admitted`` (``lease`` set; ``took_over``/``preempted`` say
-    how; ``answer`` ``expire`` when the request only ends a pause that waited
-    too long), ``replayed`` (``response`` is the stored response of this
-    request_id, None when it was not stored)
-    or ``refused`` (``answer`` is busy, run_live, not_allowed or idle;
-    ``allowed_continuations`` what the phase accepts; ``retry_after_ms`` for busy).
-    ``rule`` names the admission rule that answered.
-    """
-
-    outcome: Literal["admitted", "replayed", "refused"]
-    answer: str
-    rule: str
-    record: RunRecord
-    lease: Lease | None = None
-    response: Any = None
-    took_over: bool = False
-    preempted: bool = False
-    retry_after_ms: int | None = None
-    allowed_continuations: list[str] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Row:
-    """A row a step writes.  ``slot`` names its place in the step (its id is derived from it).
-
-    ``body`` is clear JSON (plaintext sessions, and the short-lived clear kinds);
-    ``sealed`` a ciphertext envelope; never both.  ``meta`` is non-secret.
-    """
-
-    kind: str
-    slot: str
-    meta: dict[str, Any]
-    body: Any = None
-    sealed: Any = None
-    row_id: str | None = None  # a ref minted earlier (message:<id> handed to the client) keeps its id
-
-
-@dataclass(frozen=True)
-class StoredRow:
-    session_id: str
-    kind: str
-    row_id: str
-    run_id: str
-    step: int
-    ord: int
-    meta: dict[str, Any]
-    body: Any
-    sealed: Any
-    written_fence: int
-
-
-_ROW_COLS = "session_id, kind, row_id, run_id, step, ord, meta, body, sealed, written_fence"
-
-
-def _stored_row(r: tuple[Any, ...]) -> StoredRow:
-    """A row as selected with ``_ROW_COLS``: meta always JSON, body and sealed JSON or NULL."""
-    return StoredRow(
-        r[0],
-        r[1],
-        r[2],
-        r[3],
-        r[4],
-        r[5],
-        json.loads(r[6]),
-        None if r[7] is None else json.loads(r[7]),
-        None if r[8] is None else json.loads(r[8]),
-        r[9],
-    )
-
-
-_COLS = (
-    "session_id, phase, snapshot, version, fence, holder, started_at, lease_expires_at, cancel_requested, "
-    "last_request_id, last_response, updated_at"
-)
-
-
-def _record(r: Sequence[Any]) -> RunRecord:
-    return RunRecord(
-        r[0],
-        r[1],
-        json.loads(r[2]),
-        r[3],
-        r[4],
-        r[5],
-        r[6],
-        r[7],
-        r[8],
-        r[9],
-        None if r[10] is None else json.loads(r[10]),
-        r[11],
-    )
-
-
-def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 class RunStore:
@@ -334,8 +182,8 @@ class RunStore:
         return self.clock() if now_ms is None else now_ms
 
     def load(self, session_id: str) -> RunRecord | None:
-        _, rows = self.backend.run(f"SELECT {_COLS} FROM {self._t_state} WHERE session_id = ?", (session_id,))
-        return _record(rows[0]) if rows else None
+        _, rows = self.backend.run(f"SELECT {STATE_COLS} FROM {self._t_state} WHERE session_id = ?", (session_id,))
+        return run_record(rows[0]) if rows else None
 
     def ensure(self, session_id: str, *, now_ms: int | None = None) -> RunRecord:
         """The session's row, created Idle with a free lock if it does not exist yet."""
@@ -352,28 +200,28 @@ class RunStore:
         self.backend.run(
             f"INSERT INTO {self._t_state} (session_id, phase, snapshot, updated_at) "
             f"VALUES (?, 'Idle', ?, ?) ON CONFLICT (session_id) DO NOTHING",
-            (session_id, _dump(ROUTER_RUN.new().snapshot()), self.now(now_ms)),
+            (session_id, dump(ROUTER_RUN.new().snapshot()), self.now(now_ms)),
         )
 
     def rows(self, session_id: str, kind: str | None = None) -> list[StoredRow]:
         """The session's rows in history order (step, then order within the step)."""
-        sql = f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ?"
+        sql = f"SELECT {ROW_COLS} FROM {self._t_rows} WHERE session_id = ?"
         params: list[Any] = [session_id]
         if kind is not None:
             sql += " AND kind = ?"
             params.append(kind)
         _, rows = self.backend.run(sql + " ORDER BY step, ord, kind, row_id", params)
-        return [_stored_row(r) for r in rows]
+        return [stored_row(r) for r in rows]
 
     def row(self, session_id: str, kind: str, row_id: str) -> StoredRow | None:
         """One stored row by its id, or None."""
         _, rows = self.backend.run(
-            f"SELECT {_ROW_COLS} FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
+            f"SELECT {ROW_COLS} FROM {self._t_rows} WHERE session_id = ? AND kind = ? AND row_id = ?",
             (session_id, kind, row_id),
         )
         if not rows:
             return None
-        return _stored_row(rows[0])
+        return stored_row(rows[0])
 
     def request_used(self, session_id: str, request_id: str) -> bool:
         """Whether a committed step of the session used ``request_id`` (the last one or an older one)."""
@@ -469,14 +317,14 @@ class RunStore:
         One statement, so admission costs one read (a round trip on PostgreSQL), not two.
         """
         sql = (
-            f"SELECT {_COLS}, EXISTS (SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?) "
+            f"SELECT {STATE_COLS}, EXISTS (SELECT 1 FROM {self._t_requests} WHERE session_id = ? AND request_id = ?) "
             f"FROM {self._t_state} WHERE session_id = ?"
         )
         _, rows = self.backend.run(sql, (session_id, request_id, session_id))
         if not rows:  # a new session: created, then read as any other
             self._create(session_id, now_ms)
             _, rows = self.backend.run(sql, (session_id, request_id, session_id))
-        return _record(rows[0][:12]), bool(rows[0][12])
+        return run_record(rows[0][:12]), bool(rows[0][12])
 
     # -- holding the lock -------------------------------------------------------------------
     def renew(self, lease: Lease, *, now_ms: int | None = None, lease_ms: int | None = None) -> Lease:
@@ -545,9 +393,9 @@ class RunStore:
                 f"AND version = ? RETURNING version",
                 (
                     phase.state,
-                    _dump(snap),
+                    dump(snap),
                     request_id,
-                    _dump(response) if replayable else None,
+                    dump(response) if replayable else None,
                     now,
                     lease.session_id,
                     lease.holder,
@@ -589,7 +437,7 @@ class RunStore:
             None,
             None,
             request_id,
-            json.loads(_dump(response)) if replayable else None,
+            json.loads(dump(response)) if replayable else None,
             now,
         )
 
@@ -614,9 +462,9 @@ class RunStore:
                 run_id,
                 step,
                 order,
-                _dump(r.meta),
-                None if r.body is None else _dump(r.body),
-                None if r.sealed is None else _dump(r.sealed),
+                dump(r.meta),
+                None if r.body is None else dump(r.body),
+                None if r.sealed is None else dump(r.sealed),
                 fence,
             ),
         )

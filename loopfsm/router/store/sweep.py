@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .runstore import Row, RunRecord, wall_clock_ms
+from .records import Row, RunRecord, wall_clock_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runstore import RunStore
