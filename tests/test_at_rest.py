@@ -237,7 +237,7 @@ def test_sqlite_keeps_no_old_copy_of_what_a_step_overwrote(tmp_path):
     with open_store(f"sqlite:///{db}", create=True) as s:
         for value in (marker.decode() * 2000, "", "unrelated"):  # a large clear value, emptied, then another write
             with s.backend.transaction():
-                s._put_row("s1", "run", 1, 0, Row("input", "bundle", {}, body={"v": value}, row_id="b-run"), 1)
+                s.put_row("s1", "run", 1, 0, Row("input", "bundle", {}, body={"v": value}, row_id="b-run"), 1)
             if value == "":
                 s.backend.run("PRAGMA wal_checkpoint(PASSIVE)")
         assert (db.parent / "r.db-wal").exists()

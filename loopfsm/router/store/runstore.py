@@ -441,8 +441,21 @@ class RunStore:
             now,
         )
 
-    def _put_row(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> None:
-        """Write (or overwrite) one row inside the caller's transaction; its id derives from its slot."""
+    @property
+    def state_table(self) -> str:
+        """The run-state table's name (with the store's prefix), for the sweeper's statements."""
+        return self._t_state
+
+    @property
+    def rows_table(self) -> str:
+        """The rows table's name (with the store's prefix), for the sweeper's statements."""
+        return self._t_rows
+
+    def put_row(self, session_id: str, run_id: str, step: int, order: int, r: Row, fence: int) -> None:
+        """Write (or overwrite) one row inside the caller's transaction; its id derives from its slot.
+
+        Public for the sweeper, which writes the rows that end a run inside its own transaction.
+        """
         s = self._row_statement(session_id, run_id, step, order, r, fence)
         self.backend.run(s.sql, s.params)
 

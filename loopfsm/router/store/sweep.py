@@ -67,7 +67,7 @@ def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
     """
     now = store.now(now_ms)
     _, rows = store.backend.run(
-        f"SELECT session_id FROM {store._t_state} WHERE holder IS NOT NULL OR phase <> 'Idle' ORDER BY session_id"
+        f"SELECT session_id FROM {store.state_table} WHERE holder IS NOT NULL OR phase <> 'Idle' ORDER BY session_id"
     )
     freed: list[str] = []
     expired: list[str] = []
@@ -125,7 +125,7 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
     emptied = 0
     with store.backend.transaction():
         _, got = store.backend.run(
-            f"UPDATE {store._t_state} SET phase = ?, snapshot = ?, version = version + 1, holder = NULL, "
+            f"UPDATE {store.state_table} SET phase = ?, snapshot = ?, version = version + 1, holder = NULL, "
             f"started_at = NULL, lease_expires_at = NULL, cancel_requested = NULL, updated_at = ? "
             f"WHERE session_id = ? AND fence = ? AND version = ?{only_if_free} RETURNING version",
             params,
@@ -137,18 +137,18 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
         if run_expired:
             # The run's bundle (clear, or sealed in an encrypted session) goes with it, as when a request ends it.
             _, clear = store.backend.run(
-                f"SELECT kind, row_id, meta FROM {store._t_rows} "
+                f"SELECT kind, row_id, meta FROM {store.rows_table} "
                 f"WHERE session_id = ? AND kind = 'input' AND run_id = ? "
                 f"AND (body IS NOT NULL OR sealed IS NOT NULL) ORDER BY row_id",
                 (rec.session_id, run_id),
             )
             for kind, row_id, meta in clear:
                 gone = Row(kind, f"{kind}/{row_id}", dict(json.loads(meta), ended=True), row_id=row_id)
-                store._put_row(rec.session_id, run_id, step, order, gone, rec.fence)
+                store.put_row(rec.session_id, run_id, step, order, gone, rec.fence)
                 order += 1
                 emptied += 1
         for i, event in enumerate(events):
-            store._put_row(rec.session_id, run_id, step, order, Row("trace", f"trace/{i}", {"event": event}), rec.fence)
+            store.put_row(rec.session_id, run_id, step, order, Row("trace", f"trace/{i}", {"event": event}), rec.fence)
             order += 1
     return _Done(lease_freed=lock == "expired", run_expired=run_expired, emptied=emptied)
 
