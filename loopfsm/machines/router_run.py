@@ -107,25 +107,9 @@ def _now(m: Any, ctx: Any) -> int:
 
 
 @REGISTRY.guard
-def outcome_is(m: Any, ctx: Any, *, value: str) -> bool:
-    return bool(ctx.args["outcome"] == value)
-
-
-@REGISTRY.guard
-def encrypted_turn(m: Any, ctx: Any) -> bool:
-    """The request that starts the run says the session is encrypted."""
-    return bool(ctx.args["encrypted"])
-
-
-@REGISTRY.guard
 def run_encrypted(m: Any, ctx: Any) -> bool:
     """The live run belongs to an encrypted session."""
     return bool(m.data.encrypted)
-
-
-@REGISTRY.guard
-def aborted(m: Any, ctx: Any) -> bool:
-    return bool(ctx.args["aborted"])
 
 
 @REGISTRY.guard
