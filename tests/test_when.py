@@ -210,3 +210,10 @@ def test_diff_reports_a_changed_when_as_behaviour(tmp_path: Path):
     d = diff_specs(load_for_diff(str(old)), load_for_diff(str(new)))
     assert [c.text for c in d.changes] == ["verdict from held [0]: when score=3 -> score=4"]
     assert d.behaviour_changed and not d.snapshots_restore
+
+
+def test_the_readme_excerpt_is_router_run_as_shipped():
+    root = Path(__file__).resolve().parents[1]
+    section = (root / "README.md").read_text().split("### Conditions on an argument: `when`", 1)[1]
+    excerpt = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert "when: {outcome: gate}" in excerpt and excerpt in (root / "machines" / "router_run.yaml").read_text()
