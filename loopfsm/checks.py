@@ -306,7 +306,7 @@ class _Checker:
                     elif not b.guarded:
                         unguarded_at = i
                     for c in b.when:
-                        self.condition(ev, c)
+                        self.condition(f"feed '{ev.name}'", ev.args, c)
                     for g in leaf_refs(b.guards):
                         self.ref("guard", g)
                     for a in b.actions:
@@ -329,18 +329,19 @@ class _Checker:
                         key=True,
                     )
 
-    def condition(self, ev: EventDef, c: Condition) -> None:
-        """A ``when:`` entry names an argument of its feed, and every value it lists is one that argument can take.
+    def condition(self, owner: str, args: dict[str, FieldDef], c: Condition) -> None:
+        """A ``when:`` entry names an argument of its feed or decision (``owner``, with ``args``), and every
+        value it lists is one that argument can take.
 
         A value the argument can never hold would make the branch dead without
         a word, so it is an error, as a misspelt guard name is.
         """
-        f = ev.args.get(c.arg)
+        f = args.get(c.arg)
         if f is None:
-            takes = ", ".join(ev.args) or "no arguments"
+            takes = ", ".join(args) or "no arguments"
             self.error(
                 c.path,
-                f"feed '{ev.name}' has no argument '{c.arg}'{did_you_mean(c.arg, ev.args)} (it takes: {takes})",
+                f"{owner} has no argument '{c.arg}'{did_you_mean(c.arg, args)} (it takes: {takes})",
                 key=True,
             )
             return
@@ -349,7 +350,7 @@ class _Checker:
             self.error(
                 c.path,
                 f"'when' compares integer, number, string and boolean arguments; argument '{c.arg}' "
-                f"of '{ev.name}' is {what}: use a guard",
+                f"of {owner} is {what}: use a guard",
                 key=True,
             )
             return
@@ -362,12 +363,12 @@ class _Checker:
                 hint = did_you_mean(v, [str(x) for x in f.enum]) if isinstance(v, str) else ""
                 choices = ", ".join(x if isinstance(x, str) else json.dumps(x) for x in f.enum)
                 self.error(
-                    where, f"argument '{c.arg}' of '{ev.name}' is never {yaml_shown(v)} (it is one of {choices}){hint}"
+                    where, f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is one of {choices}){hint}"
                 )
             else:
                 self.error(
                     where,
-                    f"argument '{c.arg}' of '{ev.name}' is never {yaml_shown(v)} (it is "
+                    f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
                     f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
                 )
 
@@ -469,10 +470,12 @@ class _Checker:
                         f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
                         f"rules already answer in {', '.join(sorted(scope))}",
                     )
+                for c in r.when:
+                    self.condition(f"decision '{d.name}'", d.args, c)
                 for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
-                if not r.guards:
+                if not r.guarded:
                     covered |= scope
             missing = sorted(set(spec.states) - covered)
             if missing and d.otherwise is None:

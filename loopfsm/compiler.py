@@ -394,7 +394,9 @@ class CompiledMachine:
             rules: dict[str, list[Rule]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
                 rule = Rule(
-                    r.name, tuple(guard_of(registry, g) for g in r.guards), call_of(registry, "result", r.result)
+                    r.name,
+                    (*(condition_of(c) for c in r.when), *(guard_of(registry, g) for g in r.guards)),
+                    call_of(registry, "result", r.result),
                 )
                 for s in r.states or spec.states:
                     rules[s].append(rule)

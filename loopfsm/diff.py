@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .errors import SpecError
-from .spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Spec, build_spec, policy_ref
+from .spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, build_spec, policy_ref
 
 
 @dataclass(frozen=True)
@@ -281,7 +281,7 @@ def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:
     _wording(where, a.description, b.description, out)
 
 
-def _when(b: Branch) -> str:
+def _when(b: Branch | Rule) -> str:
     return " and ".join(b.conditions()) or "none"
 
 
@@ -347,6 +347,8 @@ def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
                 continue
             if q.states != r.states:
                 out.append(Change(f"{where}: states {_states_words(q.states)} -> {_states_words(r.states)}"))
+            if q.conditions() != r.conditions():
+                out.append(Change(f"{where}: when {_when(q)} -> {_when(r)}"))
             if [ref(g) for g in q.guards] != [ref(g) for g in r.guards]:
                 out.append(Change(f"{where}: guard {refs(q.guards, 'always')} -> {refs(r.guards, 'always')}"))
             if ref(q.result) != ref(r.result):
@@ -367,7 +369,7 @@ def _states_words(states: tuple[str, ...] | None) -> str:
 
 def _rule_words(r: Any) -> str:
     cond = [f"state in {'/'.join(r.states)}"] if r.states is not None else []
-    cond += [ref(g) for g in r.guards]
+    cond += [*r.conditions(), *(ref(g) for g in r.guards)]
     return f"{' and '.join(cond) or 'always'} => {ref(r.result)}"
 
 

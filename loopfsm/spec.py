@@ -158,7 +158,8 @@ class EventDef:
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of a decision: in which states it applies, its guards, and the result it answers."""
+    """One row of a decision: in which states it applies, its ``when:`` conditions and guards, and the result
+    it answers."""
 
     name: str
     states: tuple[str, ...] | None
@@ -166,6 +167,16 @@ class Rule:
     result: Ref
     description: str
     path: PathT
+    when: tuple[Condition, ...] = ()  # conditions on the decision's arguments, checked before the guards
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the rule can fail to hold in its states: it has a ``when:`` or a guard."""
+        return bool(self.guards or self.when)
+
+    def conditions(self) -> list[str]:
+        """The ``when:`` conditions as every view prints them, in the YAML's order."""
+        return [c.label() for c in self.when]
 
 
 @dataclass(frozen=True)
@@ -390,6 +401,7 @@ def build_spec(src: Source) -> Spec:
                     _ref(r["result"], rp + ("result",)),
                     r.get("description", ""),
                     rp,
+                    _when(r.get("when"), rp + ("when",)),
                 )
             )
         decisions[name] = Decision(

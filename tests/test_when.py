@@ -127,10 +127,10 @@ def test_the_transitions_machine_names_the_condition():
     "edit, message",
     [
         ("{verdit: approve}  # <-", "feed 'go' has no argument 'verdit'; did you mean 'verdict'?"),
-        ("{verdict: aprove}  # <-", "argument 'verdict' of 'go' is never string 'aprove' (it is one of"),
-        ("{urgent: 1}  # <-", "argument 'urgent' of 'go' is never integer 1 (it is boolean)"),
-        ("{score: -1}  # <-", "argument 'score' of 'go' is never integer -1 (it is integer, at least 0)"),
-        ("{score: null}  # <-", "argument 'score' of 'go' is never null (it is integer, at least 0)"),
+        ("{verdict: aprove}  # <-", "argument 'verdict' of feed 'go' is never string 'aprove' (it is one of"),
+        ("{urgent: 1}  # <-", "argument 'urgent' of feed 'go' is never integer 1 (it is boolean)"),
+        ("{score: -1}  # <-", "argument 'score' of feed 'go' is never integer -1 (it is integer, at least 0)"),
+        ("{score: null}  # <-", "argument 'score' of feed 'go' is never null (it is integer, at least 0)"),
         ("{tags: x}  # <-", "'when' compares integer, number, string and boolean arguments; argument 'tags'"),
         ("{extra: x}  # <-", "'when' compares integer, number, string and boolean arguments; argument 'extra'"),
     ],
@@ -216,4 +216,90 @@ def test_the_readme_excerpt_is_router_run_as_shipped():
     root = Path(__file__).resolve().parents[1]
     section = (root / "README.md").read_text().split("### Conditions on an argument: `when`", 1)[1]
     excerpt = section.split("```yaml\n", 1)[1].split("```", 1)[0]
-    assert "when: {outcome: gate}" in excerpt and excerpt in (root / "machines" / "router_run.yaml").read_text()
+    shipped = (root / "machines" / "router_run.yaml").read_text()
+    assert "when: {outcome: gate}" in excerpt and excerpt in shipped
+    quoted = "when: {request: [break, inject], lock: [held, expired]}"
+    assert (
+        quoted in section.split("### ", 1)[0] and quoted in shipped.split("\n  admit:", 1)[1].split("\n  respond:")[0]
+    )
+
+
+# -- decision rules ------------------------------------------------------------------------
+
+TRIAGE = dedent("""
+    machine: triage
+    description: which queue a ticket goes to
+    registry: triage
+    states:
+      open: {initial: true, description: taking tickets}
+    decisions:
+      queue:
+        description: the queue for a ticket
+        args:
+          kind: {type: string, enum: [bug, question, spam]}
+          paying: {type: boolean, default: false}
+        rules:
+          - name: drop
+            when: {kind: spam}
+            result: {name: answer, params: {value: trash}}
+          - name: priority
+            when: {kind: [bug, question], paying: true}
+            result: {name: answer, params: {value: priority}}
+          - name: engineers
+            when: {kind: bug}
+            guard: weekday
+            result: {name: answer, params: {value: engineers}}
+          - name: everyone
+            result: {name: answer, params: {value: support}}
+""")
+
+
+def triage(text: str = TRIAGE):
+    reg = Registry("triage")
+
+    @reg.guard
+    def weekday(m, ctx) -> bool:
+        ASKED.append("weekday")
+        return True
+
+    @reg.result
+    def answer(m, ctx, *, value: str) -> str:
+        return value
+
+    ASKED.clear()
+    return compile_spec(parse(text, "triage.yaml", reg), reg)
+
+
+def test_a_decision_rule_applies_only_when_its_arguments_have_their_values():
+    m = triage().new()
+    assert m.explain("queue", kind="spam", paying=True) == ("drop", "trash")
+    assert m.explain("queue", kind="question", paying=True) == ("priority", "priority")
+    assert m.explain("queue", kind="question") == ("everyone", "support") and ASKED == []  # bug only: no guard
+    assert m.explain("queue", kind="bug") == ("engineers", "engineers") and ASKED == ["weekday"]
+
+
+def test_a_rule_with_a_when_answers_no_state_outright():
+    text = TRIAGE.replace("      - name: everyone\n        result: {name: answer, params: {value: support}}\n", "")
+    with pytest.raises(SpecError, match="decision 'queue' has no answer in state"):
+        triage(text)
+
+
+def test_a_decision_when_is_checked_against_the_decisions_arguments():
+    with pytest.raises(SpecError) as err:
+        triage(TRIAGE.replace("when: {kind: spam}", "when: {knd: spam}"))
+    (problem,) = err.value.problems
+    assert problem.path == "decisions.queue.rules[0].when.knd"
+    assert "decision 'queue' has no argument 'knd'; did you mean 'kind'?" in problem.message
+
+
+def test_decision_views_and_diff_print_the_rules_condition(tmp_path: Path):
+    spec = triage().spec
+    d = spec.decisions["queue"]
+    assert '{"[priority] kind in [bug, question] and paying=true?"}' in mermaid.decision_flowchart(spec, d)
+    assert "kind=bug\\lweekday\\l" in dot.decision_graph(spec, d).source
+    assert "| 3 | `engineers` | any | kind=bug and weekday | `answer(value=engineers)` |" in matrix.review_sheet(spec)
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(TRIAGE)
+    new.write_text(TRIAGE.replace("when: {kind: spam}", "when: {kind: [spam, question]}"))
+    changes = [c.text for c in diff_specs(load_for_diff(str(old)), load_for_diff(str(new))).changes]
+    assert changes == ["decision queue rule drop: when kind=spam -> kind in [spam, question]"]

@@ -30,8 +30,8 @@ def guards_label(spec: Spec, guards: tuple[Ref, ...]) -> str:
     return " and ".join(ref_label(spec, g) for g in guards)
 
 
-def condition_label(spec: Spec, b: Branch) -> str:
-    """What must hold for ``b`` to be taken: its ``when:`` conditions, then its guards (empty: always)."""
+def condition_label(spec: Spec, b: Branch | Rule) -> str:
+    """What must hold for branch or rule ``b``: its ``when:`` conditions, then its guards (empty: always)."""
     return " and ".join([*b.conditions(), *(ref_label(spec, g) for g in b.guards)])
 
 
@@ -71,9 +71,9 @@ def chain_steps(spec: Spec, d: Decision) -> tuple[list[tuple[int, Rule, bool]], 
     steps: list[tuple[int, Rule, bool]] = []
     covered: set[str] = set()
     for i, r in enumerate(d.rules):
-        if not r.guards:
+        if not r.guarded:
             covered |= set(r.states or spec.states)
-        final = not r.guards and (r.states is None or covered == set(spec.states))
+        final = not r.guarded and (r.states is None or covered == set(spec.states))
         steps.append((i, r, final))
         if final:
             return steps, False

@@ -11,7 +11,7 @@ import json
 from ..coverage import rows_of
 from ..spec import MISSING, Branch, FieldDef, Spec
 from . import mermaid
-from .labels import condition_label, guards_label, ref_label, state_title
+from .labels import condition_label, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
 
@@ -130,7 +130,7 @@ def review_sheet(spec: Spec) -> str:
         for i, r in enumerate(d.rules, 1):
             states = ", ".join(r.states) if r.states else "any"
             out.append(
-                f"| {i} | `{r.name}` | {states} | {_esc(guards_label(spec, r.guards)) or 'always'} | "
+                f"| {i} | `{r.name}` | {states} | {_esc(condition_label(spec, r)) or 'always'} | "
                 f"`{_esc(ref_label(spec, r.result))}` |"
             )
         out += ["", "```mermaid", mermaid.decision_flowchart(spec, d).rstrip(), "```", ""]
