@@ -113,19 +113,8 @@ def run_encrypted(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
-def arg_in(m: Any, ctx: Any, *, name: str, values: list[Any]) -> bool:
-    """The argument ``name`` is one of ``values``."""
-    return ctx.args[name] in values
-
-
-@REGISTRY.guard
 def arg_at_least(m: Any, ctx: Any, *, name: str, value: int) -> bool:
     return bool(ctx.args[name] >= value)
-
-
-@REGISTRY.guard
-def arg_true(m: Any, ctx: Any, *, name: str) -> bool:
-    return ctx.args[name] is True
 
 
 @REGISTRY.guard
