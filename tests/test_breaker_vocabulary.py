@@ -31,8 +31,11 @@ def test_same_ideas_have_the_same_policy_names():
 def test_both_use_the_shared_guards_and_the_word_success():
     for cls in (ToolBreaker, FallbackBreaker):
         spec = cls.compiled.spec
-        guards = {g.name for ev in spec.events.values() for bs in ev.sources.values() for b in bs for g in b.guards}
-        assert {"cooldown_over", "stale", "outcome_in", "probe_successes_reach"} <= guards
+        branches = [b for ev in spec.events.values() for bs in ev.sources.values() for b in bs]
+        guards = {g.name for b in branches for g in b.guards}
+        assert {"cooldown_over", "stale", "probe_successes_reach"} <= guards
+        # both say which outcomes a branch is for in the table, with when:
+        assert {c.arg for b in branches for c in b.when} == {"outcome"}
         assert "success" in spec.events["record"].args["outcome"].enum
         assert "ok" not in spec.events["record"].args["outcome"].enum
     assert "open_elapsed" not in ToolBreaker.compiled.registry.entries["guard"]

@@ -197,10 +197,14 @@ GUARDS = [
 ]
 
 
+#: A branch's ``when:`` (empty: a guard alone), on the enum argument the feed narrows on and on an integer.
+WHENS = ["", "{kind: a}", "{kind: [b, null]}", "{x: %d}", "{x: [0, 2], kind: a}"]
+
+
 @st.composite
 def user_machines(draw: Any) -> str:
-    """A valid machine: a chain of states with data-carrying ones, feeds with guarded branches,
-    refusals, otherwise stay or raise, and terminal states that ignore or raise."""
+    """A valid machine: a chain of states with data-carrying ones, feeds with guarded branches
+    (``when:`` conditions among them), refusals, otherwise stay or raise, and terminal states that ignore or raise."""
     n = draw(st.integers(2, 5))
     states = [f"s{i}" for i in range(n)]
     lines = [
@@ -248,7 +252,13 @@ def user_machines(draw: Any) -> str:
                 guard = draw(st.sampled_from(GUARDS))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))), 1).replace("%s", draw(st.sampled_from("ab")))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))))
-                lines.append(f"        - guard: {guard}")
+                when = draw(st.sampled_from(WHENS)).replace("%d", str(draw(st.integers(-1, 3))))
+                if not when:
+                    lines.append(f"        - guard: {guard}")
+                else:
+                    lines.append(f"        - when: {when}")
+                    if draw(st.booleans()):
+                        lines.append(f"          guard: {guard}")
                 move = draw(st.sampled_from(["stay", "to", "refuse", "divide"]))
                 to = draw(st.sampled_from(states))
                 keep = "keep_x, " if to in carrying else ""

@@ -5,7 +5,7 @@ fixed (``by: 1``), some read from the policy (``fare: {policy: fare}``).  The
 compiler turns each reference into a :class:`Call` once (an ``any:`` guard into
 an :class:`AnyOf` of them); :func:`bind` and :func:`bind_guard` turn those into
 callables for one policy object.  This is the only place parameters are bound
-and ``negate`` and ``any:`` are implemented: feeds, decision chains, trace
+and ``negate``, ``any:`` and a branch's ``when:`` are implemented: feeds, decision chains, trace
 attributes and the ``transitions`` machine of :mod:`loopfsm.core.transitions_machine`
 all call what these two functions return.
 """
@@ -19,7 +19,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from .errors import RegistryError
 from .fastparams import with_params
 from .registry import Registry
-from .spec import Ref, policy_ref
+from .spec import Condition, Ref, policy_ref
 
 #: What :func:`bind` returns: called as ``fn(machine, ctx)``.
 Bound = Callable[[Any, Any], Any]
@@ -69,6 +69,32 @@ def guard_of(registry: Registry, ref: Ref) -> Guard:
     if ref.options:
         return AnyOf(tuple(tuple(guard_of(registry, g) for g in option) for option in ref.options))
     return call_of(registry, "guard", ref)
+
+
+def condition_of(condition: Condition) -> Call:
+    """A branch's ``when:`` entry as a guard that reads one feed argument (no registry involved).
+
+    It is registered-guard shaped on purpose: with ``reads`` naming its
+    argument, every path that runs branches (feeds, ``can``, the narrowing of
+    :class:`~loopfsm.core.backend.Feed` per enum value, the ``transitions`` machine)
+    treats it exactly as it treats the guards after it.
+    """
+    arg, values = condition.arg, condition.values
+
+    if len(values) == 1:
+        (only,) = values
+
+        def equals(machine: Any, ctx: Any) -> bool:
+            return bool(ctx.args[arg] == only)
+
+        fn: Callable[..., Any] = equals
+    else:
+
+        def one_of(machine: Any, ctx: Any) -> bool:
+            return ctx.args[arg] in values
+
+        fn = one_of
+    return Call(condition.label(), fn, {}, (), False, frozenset((arg,)))
 
 
 def bind(call: Call, policy: Any) -> Bound:

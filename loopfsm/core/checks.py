@@ -9,6 +9,7 @@ carries on, so a user sees every mistake in a file in one run.
 
 from __future__ import annotations
 
+import json
 import keyword
 from collections import deque
 from collections.abc import Iterable
@@ -22,10 +23,11 @@ from .fieldtypes import (
     fits_type,
     policy_value_problem,
     python_checker,
+    yaml_shown,
 )
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
-from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -59,6 +61,17 @@ def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | N
     if name in reserved:
         return f"{what} '{name}' cannot be used: it would collide with the instance API ({name})"
     return None
+
+
+# The argument types a ``when:`` compares by equality: a YAML scalar means the same value to each.
+_WHEN_TYPES = frozenset({"integer", "number", "string", "boolean"})
+
+
+def _bounds_words(f: FieldDef) -> str:
+    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
+        [f"at most {f.maximum}"] if f.maximum is not None else []
+    )
+    return f", {' and '.join(parts)}" if parts else ""
 
 
 def _kind(value: object) -> str:
@@ -294,6 +307,8 @@ class _Checker:
                         )
                     elif not b.guarded:
                         unguarded_at = i
+                    for c in b.when:
+                        self.condition(f"feed '{ev.name}'", ev.args, c)
                     for g in leaf_refs(b.guards):
                         self.ref("guard", g)
                     for a in b.actions:
@@ -315,6 +330,49 @@ class _Checker:
                         "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
                         key=True,
                     )
+
+    def condition(self, owner: str, args: dict[str, FieldDef], c: Condition) -> None:
+        """A ``when:`` entry names an argument of its feed or decision (``owner``, with ``args``), and every
+        value it lists is one that argument can take.
+
+        A value the argument can never hold would make the branch dead without
+        a word, so it is an error, as a misspelt guard name is.
+        """
+        f = args.get(c.arg)
+        if f is None:
+            takes = ", ".join(args) or "no arguments"
+            self.error(
+                c.path,
+                f"{owner} has no argument '{c.arg}'{did_you_mean(c.arg, args)} (it takes: {takes})",
+                key=True,
+            )
+            return
+        if f.list or f.type not in _WHEN_TYPES:
+            what = f"a list of {f.type}" if f.list else f.type
+            self.error(
+                c.path,
+                f"'when' compares integer, number, string and boolean arguments; argument '{c.arg}' "
+                f"of {owner} is {what}: use a guard",
+                key=True,
+            )
+            return
+        holds = python_checker(f, BUILTIN_CODECS[f.type])
+        for i, v in enumerate(c.values):
+            if holds(v):
+                continue
+            where = c.path + ((i,) if c.choice else ())
+            if f.enum is not None and fits_type(BUILTIN_CODECS[f.type].py_type, v):
+                hint = did_you_mean(v, [str(x) for x in f.enum]) if isinstance(v, str) else ""
+                choices = ", ".join(x if isinstance(x, str) else json.dumps(x) for x in f.enum)
+                self.error(
+                    where, f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is one of {choices}){hint}"
+                )
+            else:
+                self.error(
+                    where,
+                    f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
+                    f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
+                )
 
     def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
@@ -414,10 +472,12 @@ class _Checker:
                         f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
                         f"rules already answer in {', '.join(sorted(scope))}",
                     )
+                for c in r.when:
+                    self.condition(f"decision '{d.name}'", d.args, c)
                 for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
-                if not r.guards:
+                if not r.guarded:
                     covered |= scope
             missing = sorted(set(spec.states) - covered)
             if missing and d.otherwise is None:

@@ -23,7 +23,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 from collections.abc import Callable
 
 from .backend import Branch, Feed
-from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, guard_of
+from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, condition_of, guard_of
 from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
@@ -395,7 +395,9 @@ class CompiledMachine:
             rules: dict[str, list[Rule]] = {sys.intern(s): [] for s in spec.states}
             for r in d.rules:
                 rule = Rule(
-                    r.name, tuple(guard_of(registry, g) for g in r.guards), call_of(registry, "result", r.result)
+                    r.name,
+                    (*(condition_of(c) for c in r.when), *(guard_of(registry, g) for g in r.guards)),
+                    call_of(registry, "result", r.result),
                 )
                 for s in r.states or spec.states:
                     rules[s].append(rule)
@@ -437,7 +439,7 @@ class CompiledMachine:
 
     @staticmethod
     def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> Branch:
-        """A branch of the table with its guards and actions as the YAML names them."""
+        """A branch of the table with its guards and actions as the YAML names them, ``when:`` conditions first."""
         name = branch_name(event, b.path[3], b.path[4], b.name)
         if b.refusal is not None:  # a refusal runs nothing but itself
             actions: tuple[Call, ...] = (Call("refuse", _refusal(spec.name, event, legal, b.refusal, name), {}),)
@@ -447,7 +449,7 @@ class CompiledMachine:
             name=name,
             dest=b.dest,
             data_keys=frozenset(spec.states[b.dest].data) if b.dest else frozenset(),
-            guards=tuple(guard_of(registry, g) for g in b.guards),
+            guards=(*(condition_of(c) for c in b.when), *(guard_of(registry, g) for g in b.guards)),
             actions=actions,
             refusal=b.refusal,
         )

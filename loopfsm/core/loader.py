@@ -100,6 +100,11 @@ def _friendly(err: ValidationError) -> str | None:
     """Messages for the schema's few constraints whose generic wording helps nobody."""
     if err.validator == "oneOf" and err.schema is machine_schema()["$defs"]["branch"]:
         return "a branch needs exactly one of 'to: <State>' or 'stay: true'"
+    if err.validator == "anyOf" and err.schema is machine_schema()["$defs"]["when"]["additionalProperties"]:
+        return (
+            "a 'when' condition is a value (string, number, boolean or null) or a list of values, "
+            "one of which the argument must equal"
+        )
     return None
 
 

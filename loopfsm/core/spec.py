@@ -96,8 +96,32 @@ class StateDef:
 
 
 @dataclass(frozen=True)
+class Condition:
+    """One entry of a branch's ``when:``: the feed argument ``arg`` holds one of ``values``.
+
+    ``choice`` is True when the YAML gave a list (``outcome: [gate, tools]``),
+    so views can print it the way it was written.
+    """
+
+    arg: str
+    values: tuple[Any, ...]
+    choice: bool
+    path: PathT
+
+    def label(self) -> str:
+        """``outcome=gate`` or ``outcome in [gate, tools]``: how every view prints the condition."""
+        shown = [_literal(v) for v in self.values]
+        return f"{self.arg} in [{', '.join(shown)}]" if self.choice else f"{self.arg}={shown[0]}"
+
+
+def _literal(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+@dataclass(frozen=True)
 class Branch:
-    """One way a feed can go from a state: guards tried in order, then the destination and actions."""
+    """One way a feed can go from a state: its ``when:`` conditions and guards tried in order, then the
+    destination and actions."""
 
     guards: tuple[Ref, ...]
     dest: str | None  # None: stay
@@ -106,10 +130,16 @@ class Branch:
     path: PathT
     name: str | None = None  # optional stable name for traces; else feed/source[index]
     refusal: str | None = None  # a refusal branch: raise FeedRefused with these words, change nothing
+    when: tuple[Condition, ...] = ()  # conditions on the feed's arguments, checked before the guards
 
     @property
     def guarded(self) -> bool:
-        return bool(self.guards)
+        """Whether the branch can fail to hold: it has a ``when:`` or a guard."""
+        return bool(self.guards or self.when)
+
+    def conditions(self) -> list[str]:
+        """The ``when:`` conditions as every view prints them, in the YAML's order."""
+        return [c.label() for c in self.when]
 
 
 @dataclass(frozen=True)
@@ -128,7 +158,8 @@ class EventDef:
 
 @dataclass(frozen=True)
 class Rule:
-    """One row of a decision: in which states it applies, its guards, and the result it answers."""
+    """One row of a decision: in which states it applies, its ``when:`` conditions and guards, and the result
+    it answers."""
 
     name: str
     states: tuple[str, ...] | None
@@ -136,6 +167,16 @@ class Rule:
     result: Ref
     description: str
     path: PathT
+    when: tuple[Condition, ...] = ()  # conditions on the decision's arguments, checked before the guards
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the rule can fail to hold in its states: it has a ``when:`` or a guard."""
+        return bool(self.guards or self.when)
+
+    def conditions(self) -> list[str]:
+        """The ``when:`` conditions as every view prints them, in the YAML's order."""
+        return [c.label() for c in self.when]
 
 
 @dataclass(frozen=True)
@@ -264,6 +305,14 @@ def _guards(raw: Any, path: PathT) -> tuple[Ref, ...]:
     return (_guard(raw, path),)
 
 
+def _when(raw: dict[str, Any] | None, path: PathT) -> tuple[Condition, ...]:
+    out = []
+    for arg, value in (raw or {}).items():
+        choice = isinstance(value, list)
+        out.append(Condition(arg, tuple(value) if choice else (value,), choice, path + (arg,)))
+    return tuple(out)
+
+
 def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
     out: dict[str, FieldDef] = {}
     for name, f in (raw or {}).items():
@@ -325,6 +374,7 @@ def build_spec(src: Source) -> Spec:
                         p,
                         b.get("name"),
                         b.get("refuse"),
+                        _when(b.get("when"), p + ("when",)),
                     )
                 )
             sources[state] = tuple(bs)
@@ -351,6 +401,7 @@ def build_spec(src: Source) -> Spec:
                     _ref(r["result"], rp + ("result",)),
                     r.get("description", ""),
                     rp,
+                    _when(r.get("when"), rp + ("when",)),
                 )
             )
         decisions[name] = Decision(

@@ -9,9 +9,10 @@ subclass), so a user who knows ``transitions`` can drive it and hand it to
 * each feed is a trigger (``model.coin()``, ``model.trigger("acquire", now, call_id)``);
 * each YAML branch is a transition in the YAML's order; ``stay: true`` is an
   internal transition (``dest=None``);
-* its conditions are the registry's guards bound to their YAML parameters by
-  :mod:`loopfsm.core.binding` (the path feeds and decisions use), in the YAML's
-  order, a negated guard and an ``any:`` each one condition; its ``before``
+* its conditions are the branch's ``when:`` conditions (named
+  ``outcome=gate``), then the registry's guards bound to their YAML
+  parameters by :mod:`loopfsm.core.binding` (the path feeds and decisions use), in
+  the YAML's order, a negated guard and an ``any:`` each one condition; its ``before``
   callbacks are the branch's actions, then one that replaces the state data;
 * ``prepare_event`` binds and checks the trigger's arguments exactly as a feed
   does, before any guard runs; ``on_exception`` turns "no transition from this

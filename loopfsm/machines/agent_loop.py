@@ -184,11 +184,6 @@ def outcome_allowed(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
-def outcome_is(m: Any, ctx: Any, *, outcome: str) -> bool:
-    return bool(ctx.args["outcome"] == outcome)
-
-
-@REGISTRY.guard
 def attempts_left(m: Any, ctx: Any, *, max_attempts: int) -> bool:
     return bool(m.data.attempts < max_attempts)
 

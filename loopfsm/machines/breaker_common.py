@@ -28,10 +28,6 @@ def stale(m: Any, ctx: Any) -> bool:
     return bool(ctx.args["generation"] != m.data.generation)
 
 
-def outcome_in(m: Any, ctx: Any, *, outcomes: list[str]) -> bool:
-    return ctx.args["outcome"] in outcomes
-
-
 def cooldown_over(m: Any, ctx: Any) -> bool:
     """The wait the breaker is in (Open, Fallback) has ended: ``now >= until``."""
     return bool(now_of(m, ctx) >= m.state_data["until"])
@@ -96,7 +92,6 @@ def register_common(registry: Registry) -> None:
             "properties": {"call_id": {"type": "string"}, "expires_at": {"type": "integer"}},
         },
     )
-    registry.guard(outcome_in, reads=("outcome",))  # decided by the outcome alone: narrowed per outcome
     for guard in (stale, cooldown_over, probe_successes_reach):
         registry.guard(guard)
     for action in (clamp_clock, count, count_probe_success):

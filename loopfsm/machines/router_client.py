@@ -18,36 +18,15 @@ REGISTRY = Registry("router_client")
 
 
 @REGISTRY.guard
-def message_is(m: Any, ctx: Any, *, types: list[str]) -> bool:
-    """The message being sent is one of ``types``."""
-    return bool(ctx.args["type"] in types)
-
-
-@REGISTRY.guard
 def advertised(m: Any, ctx: Any) -> bool:
     """The last response listed this message among its allowed_continuations: the client never leads."""
     return bool(ctx.args["type"] in m.data.allowed)
 
 
 @REGISTRY.guard
-def status_is(m: Any, ctx: Any, *, statuses: list[str]) -> bool:
-    return bool(ctx.args["status"] in statuses)
-
-
-@REGISTRY.guard
 def answers_outstanding(m: Any, ctx: Any) -> bool:
     """The response answers the request still on the wire (not one a break or inject superseded)."""
     return bool(ctx.args["request_id"] == m.data.outstanding)
-
-
-@REGISTRY.guard
-def has_to_encrypt(m: Any, ctx: Any) -> bool:
-    return bool(ctx.args["has_to_encrypt"])
-
-
-@REGISTRY.guard
-def retryable(m: Any, ctx: Any) -> bool:
-    return bool(ctx.args["retryable"])
 
 
 @REGISTRY.action

@@ -108,41 +108,14 @@ def _now(m: Any, ctx: Any) -> int:
 
 
 @REGISTRY.guard
-def outcome_is(m: Any, ctx: Any, *, value: str) -> bool:
-    return bool(ctx.args["outcome"] == value)
-
-
-@REGISTRY.guard
-def encrypted_turn(m: Any, ctx: Any) -> bool:
-    """The request that starts the run says the session is encrypted."""
-    return bool(ctx.args["encrypted"])
-
-
-@REGISTRY.guard
 def run_encrypted(m: Any, ctx: Any) -> bool:
     """The live run belongs to an encrypted session."""
     return bool(m.data.encrypted)
 
 
 @REGISTRY.guard
-def aborted(m: Any, ctx: Any) -> bool:
-    return bool(ctx.args["aborted"])
-
-
-@REGISTRY.guard
-def arg_in(m: Any, ctx: Any, *, name: str, values: list[Any]) -> bool:
-    """The argument ``name`` is one of ``values``."""
-    return ctx.args[name] in values
-
-
-@REGISTRY.guard
 def arg_at_least(m: Any, ctx: Any, *, name: str, value: int) -> bool:
     return bool(ctx.args[name] >= value)
-
-
-@REGISTRY.guard
-def arg_true(m: Any, ctx: Any, *, name: str) -> bool:
-    return ctx.args[name] is True
 
 
 @REGISTRY.guard

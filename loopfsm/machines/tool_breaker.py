@@ -95,6 +95,14 @@ def holds_lease(m: Any, ctx: Any) -> bool:
     return any(lease["call_id"] == ctx.args["call_id"] for lease in m.data.leases)
 
 
+def outcome_in(m: Any, ctx: Any, *, outcomes: list[str]) -> bool:
+    """The outcome is one of ``outcomes``: the branches say ``when:``; this is for an ``any:`` alternative."""
+    return ctx.args["outcome"] in outcomes
+
+
+REGISTRY.guard(outcome_in, reads=("outcome",))  # decided by the outcome alone: narrowed per outcome
+
+
 def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
 

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopfsm.core.errors import SpecError
-from loopfsm.core.spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Spec, build_spec, policy_ref
+from loopfsm.core.spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, build_spec, policy_ref
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,11 @@ def _sig(b: Branch) -> tuple[Any, ...]:
     """What identifies a branch across versions: its name if it has one, else its guard names and target."""
     if b.name:
         return ("name", b.name)
-    return (tuple((ref(g), g.negate) if g.options else (g.name, g.negate) for g in b.guards), b.dest)
+    return (
+        tuple(b.conditions()),
+        tuple((ref(g), g.negate) if g.options else (g.name, g.negate) for g in b.guards),
+        b.dest,
+    )
 
 
 def _target(b: Branch) -> str:
@@ -228,8 +232,13 @@ def _dest(b: Branch) -> str:
     return b.dest or "stay"
 
 
+def conditions(b: Branch) -> str:
+    """The branch's ``when:`` conditions and guards, as the other views print them ("none": always)."""
+    return " and ".join([*b.conditions(), *(ref(g) for g in b.guards)]) or "none"
+
+
 def branch_words(b: Branch) -> str:
-    guard = f"if {' and '.join(ref(g) for g in b.guards)} " if b.guards else ""
+    guard = f"if {conditions(b)} " if b.guarded else ""
     return f"{guard}{_target(b)}" + (f" / {refs(b.actions)}" if b.actions else "")
 
 
@@ -263,11 +272,17 @@ def _branch(where: str, a: Branch, b: Branch, out: list[Change]) -> None:
         out.append(Change(f"{where}: trace name {a.name or '(by position)'} -> {b.name or '(by position)'}"))
     if a.dest != b.dest or a.refusal != b.refusal:
         out.append(Change(f"{where}: target {_dest(a)} -> {_dest(b)}"))
+    if a.conditions() != b.conditions():
+        out.append(Change(f"{where}: when {_when(a)} -> {_when(b)}"))
     if [ref(g) for g in a.guards] != [ref(g) for g in b.guards]:
         out.append(Change(f"{where}: guard {refs(a.guards)} -> {refs(b.guards)}"))
     if [ref(x) for x in a.actions] != [ref(x) for x in b.actions]:
         out.append(Change(f"{where}: actions {refs(a.actions)} -> {refs(b.actions)}"))
     _wording(where, a.description, b.description, out)
+
+
+def _when(b: Branch | Rule) -> str:
+    return " and ".join(b.conditions()) or "none"
 
 
 def _sources(spec: Spec, ev: EventDef) -> dict[str, tuple[Branch, ...]]:
@@ -332,6 +347,8 @@ def _decisions(o: Spec, n: Spec, out: list[Change]) -> None:
                 continue
             if q.states != r.states:
                 out.append(Change(f"{where}: states {_states_words(q.states)} -> {_states_words(r.states)}"))
+            if q.conditions() != r.conditions():
+                out.append(Change(f"{where}: when {_when(q)} -> {_when(r)}"))
             if [ref(g) for g in q.guards] != [ref(g) for g in r.guards]:
                 out.append(Change(f"{where}: guard {refs(q.guards, 'always')} -> {refs(r.guards, 'always')}"))
             if ref(q.result) != ref(r.result):
@@ -352,7 +369,7 @@ def _states_words(states: tuple[str, ...] | None) -> str:
 
 def _rule_words(r: Any) -> str:
     cond = [f"state in {'/'.join(r.states)}"] if r.states is not None else []
-    cond += [ref(g) for g in r.guards]
+    cond += [*r.conditions(), *(ref(g) for g in r.guards)]
     return f"{' and '.join(cond) or 'always'} => {ref(r.result)}"
 
 

@@ -153,7 +153,7 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
         lines = [f"{i + 1}. {r.name}"]
         if r.states is not None:
             lines.append("state in " + ", ".join(r.states))
-        lines += [ref_label(spec, gd) for gd in r.guards]
+        lines += [*r.conditions(), *(ref_label(spec, gd) for gd in r.guards)]
         label = "".join(t.replace("\\", "\\\\") + "\\l" for t in _wrap_each(lines, 60))
         with g.subgraph() as row:
             row.attr(rank="same")

@@ -30,6 +30,11 @@ def guards_label(spec: Spec, guards: tuple[Ref, ...]) -> str:
     return " and ".join(ref_label(spec, g) for g in guards)
 
 
+def condition_label(spec: Spec, b: Branch | Rule) -> str:
+    """What must hold for branch or rule ``b``: its ``when:`` conditions, then its guards (empty: always)."""
+    return " and ".join([*b.conditions(), *(ref_label(spec, g) for g in b.guards)])
+
+
 def branch_label(spec: Spec, event: str, b: Branch) -> str:
     """``event [guard] / action, action`` — the UML transition label.
 
@@ -37,8 +42,8 @@ def branch_label(spec: Spec, event: str, b: Branch) -> str:
     in full): a trip action's five policy numbers would bury the graph.
     """
     text = event
-    if b.guards:
-        text += f" [{guards_label(spec, b.guards)}]"
+    if b.guarded:
+        text += f" [{condition_label(spec, b)}]"
     actions = spec.actions_of(event, b)
     if actions:
         text += " / " + ", ".join(a.name for a in actions)
@@ -66,9 +71,9 @@ def chain_steps(spec: Spec, d: Decision) -> tuple[list[tuple[int, Rule, bool]], 
     steps: list[tuple[int, Rule, bool]] = []
     covered: set[str] = set()
     for i, r in enumerate(d.rules):
-        if not r.guards:
+        if not r.guarded:
             covered |= set(r.states or spec.states)
-        final = not r.guards and (r.states is None or covered == set(spec.states))
+        final = not r.guarded and (r.states is None or covered == set(spec.states))
         steps.append((i, r, final))
         if final:
             return steps, False

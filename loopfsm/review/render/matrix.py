@@ -11,7 +11,7 @@ import json
 from loopfsm.review.coverage import rows_of
 from loopfsm.core.spec import MISSING, Branch, FieldDef, Spec
 from . import mermaid
-from .labels import guards_label, ref_label, state_title
+from .labels import condition_label, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
 
@@ -31,14 +31,14 @@ def _cell(spec: Spec, event: str, state: str, sources: dict[str, tuple[Branch, .
     parts = []
     for b in sources[state]:
         move = f"→ `{b.dest}`" if b.dest else ("refused" if b.refusal is not None else "stay")
-        if b.guards:
-            move = f"if `{guards_label(spec, b.guards)}` {move}"
+        if b.guarded:
+            move = f"if `{condition_label(spec, b)}` {move}"
         elif len(sources[state]) > 1:
             move = f"else {move}"
         if b.actions:
             move += " / " + ", ".join(f"`{ref_label(spec, a)}`" for a in b.actions)
         parts.append(move)
-    if all(b.guards for b in sources[state]):
+    if all(b.guarded for b in sources[state]):
         parts.append("none holds: " + ("stay" if ev.otherwise == "stay" else "raises `NoBranchMatched`"))
     return "; ".join(parts)
 
@@ -130,7 +130,7 @@ def review_sheet(spec: Spec) -> str:
         for i, r in enumerate(d.rules, 1):
             states = ", ".join(r.states) if r.states else "any"
             out.append(
-                f"| {i} | `{r.name}` | {states} | {_esc(guards_label(spec, r.guards)) or 'always'} | "
+                f"| {i} | `{r.name}` | {states} | {_esc(condition_label(spec, r)) or 'always'} | "
                 f"`{_esc(ref_label(spec, r.result))}` |"
             )
         out += ["", "```mermaid", mermaid.decision_flowchart(spec, d).rstrip(), "```", ""]

@@ -84,7 +84,7 @@ def _guard_name(g: Ref) -> str:
 def _question(r: Rule) -> str:
     # Guard names without their numbers: the table beside the chart has them in full.
     conds = ["state in " + "/".join(r.states)] if r.states is not None else []
-    conds += [_guard_name(g) for g in r.guards]
+    conds += [*r.conditions(), *(_guard_name(g) for g in r.guards)]
     return f"[{r.name}] {' and '.join(conds)}?"
 
 

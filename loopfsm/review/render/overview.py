@@ -111,8 +111,8 @@ def short(text: str, limit: int = SHORT) -> str:
 def branch_words(b: Branch) -> str:
     if b.description:
         return short(b.description)
-    if b.guards:
-        return short(" and ".join(guard_words(g) for g in b.guards))
+    if b.guarded:
+        return short(" and ".join([*b.conditions(), *(guard_words(g) for g in b.guards)]))
     return ""
 
 
