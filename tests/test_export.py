@@ -279,3 +279,53 @@ def test_render_command_writes_the_exports_only_when_asked(tmp_path, capsys):
     assert (out / "turnstile.md").exists()
     assert main(["render", "--format", "yaml", "-o", str(out)]) == 2
     assert "choose from svg, dot, mermaid, md, xstate, scxml" in capsys.readouterr().err
+
+
+DOC = (ROOT / "docs" / "export.md").read_text()
+
+
+def _blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", DOC, re.S)
+
+
+def test_the_docs_command_writes_both_exports_and_build_writes_neither(tmp_path, monkeypatch):
+    (command,) = _blocks("sh")
+    (tmp_path / "machines").mkdir()
+    (tmp_path / "machines" / "turnstile.yaml").write_text((ROOT / "machines" / "turnstile.yaml").read_text())
+    monkeypatch.chdir(tmp_path)
+    words = command.split()
+    assert words[0] == "loopfsm" and main(words[1:]) == 0
+    assert sorted(p.name for p in (tmp_path / "exported").iterdir()) == ["turnstile.scxml", "turnstile.xstate.json"]
+    listed = (ROOT / "diagrams" / ".loopfsm-generated").read_text().split()
+    assert not [n for n in listed if n.endswith((".scxml", ".json"))]
+
+
+def test_the_docs_xstate_excerpt_is_the_turnstiles(monkeypatch):
+    (excerpt,) = _blocks("json")
+    assert json.loads(excerpt) == machine_config(spec("turnstile"))["states"]["locked"]["on"]["coin"]
+
+
+def test_the_docs_python_example_runs(monkeypatch):
+    (example,) = _blocks("python")
+    monkeypatch.chdir(ROOT)
+    exec(compile(example, "docs/export.md", "exec"), {})
+
+
+def test_the_docs_tag_example_is_the_agent_loops():
+    import yaml  # noqa: PLC0415
+
+    (block,) = _blocks("yaml")
+    shown = yaml.safe_load(block)["states"]["executing_tool"]
+    real = spec("agent_loop").source.doc["states"]["executing_tool"]
+    assert {k: real[k] for k in shown} == shown
+
+
+def test_scxml_keeps_tags_policy_and_refusals():
+    root = ET.fromstring(render(spec("agent_loop"), ["scxml"])["agent_loop.scxml"])
+    assert json.loads(root.get(f"{L}policy")) == {"max_attempts": 3}
+    states = {el.get("id"): el for el in root}
+    assert states["executing_tool"].get(f"{L}tags") == "calls_tools"
+    other = next(t for t in states["awaiting_tool"] if t.get(f"{L}branch") == "other_action")
+    assert other.get("cond") == "not same_action" and other.get("target") is None
+    assert other.get(f"{L}refuse") == "the action named is not the tool call awaiting a decision"
+    assert other.get(f"{L}actions") is None  # a refusal runs nothing else
