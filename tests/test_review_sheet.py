@@ -112,3 +112,18 @@ def test_traced_rows_say_where_each_attribute_is_recorded_and_traces_agree():
         assert ("agent_loop.policy_reason" in r.attributes) == (r.to_state == "awaiting_approval"), r
         assert "agent_loop.attempts" in r.attributes
     assert records[-1].attributes["error.type"] == "bad_request"
+
+
+def test_a_refused_or_illegal_feed_makes_no_record_as_the_traced_section_says():
+    from loopfsm import IllegalFeed  # noqa: PLC0415
+    from loopfsm.core.errors import FeedRefused  # noqa: PLC0415
+
+    assert "(a feed that is refused or illegal makes none)" in section(sheet("agent_loop"), "Traced")
+    records: list[tracing.TransitionRecord] = []
+    m = AgentLoop.new_run("r", "o", 1_000)
+    with tracing.attached(m, records.append):
+        with pytest.raises(IllegalFeed):
+            m.dispatch(1)
+        with pytest.raises(FeedRefused):
+            m.tool_proposed("refund", "sha256:nothex", True, 1)
+    assert records == []

@@ -222,12 +222,9 @@ def traced(spec: Spec) -> list[str]:
     out = [
         "## Traced",
         "",
-        "Each feed makes one record (`"
-        + TRANSITION_EVENT
-        + "` in OpenTelemetry) and each decision one (`"
-        + DECISION_EVENT
-        + "`): the machine, the state left, the feed or decision, the branch or rule taken, and the state "
-        "entered (a refused feed makes none).",
+        f"Each feed makes one record (`{TRANSITION_EVENT}` in OpenTelemetry) and each decision one "
+        f"(`{DECISION_EVENT}`): the machine, the state left, the feed or decision, the branch or rule taken, "
+        "and the state entered (a feed that is refused or illegal makes none).",
         "",
     ]
     attrs = trace_attributes(spec)
