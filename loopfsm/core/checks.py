@@ -283,6 +283,12 @@ class _Checker:
                 self.error(
                     s.path + ("terminal",), f"initial state '{s.name}' is terminal: the machine could never move"
                 )
+            if s.terminal and s.tags:  # every tag says what a live state does; the review would read it as true
+                self.error(
+                    s.path + ("tags",),
+                    f"terminal state '{s.name}' is tagged {', '.join(s.tags)}: a finished run calls no tools, "
+                    "waits for no approval and retries nothing",
+                )
             self.fields(s.data)
 
     def events(self) -> None:

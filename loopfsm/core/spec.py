@@ -93,6 +93,7 @@ class StateDef:
     data: dict[str, FieldDef]
     description: str
     path: PathT
+    tags: tuple[str, ...] = ()  # facts for the design review (calls_tools, ...); never behaviour
 
 
 @dataclass(frozen=True)
@@ -263,7 +264,7 @@ class Spec:
 
         Rewording a description must not orphan saved runs; changing a state,
         branch, guard order or field must.  The trace table only describes, so it is left out too,
-        and so are coverage excuses (``untested:``).
+        and so are coverage excuses (``untested:``) and state tags.
         """
 
         def strip(node: Any) -> Any:
@@ -274,6 +275,8 @@ class Spec:
             return node
 
         doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
+        # A state's tags only inform the design review: adding one must not orphan saved runs.
+        doc["states"] = {n: {k: v for k, v in s.items() if k != "tags"} for n, s in doc["states"].items()}
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
 
@@ -355,6 +358,7 @@ def build_spec(src: Source) -> Spec:
             _fields(s.get("data"), ("states", name, "data")),
             s["description"],
             ("states", name),
+            tuple(s.get("tags") or ()),
         )
         for name, s in doc["states"].items()
     }

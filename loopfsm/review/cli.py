@@ -19,7 +19,7 @@ from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
 from loopfsm.review.errors import GraphvizMissing, RenderError
 from .project import FileResult, Project, find_project, load_machines, parse_registry_option, shown
 from loopfsm.core.registries import Registries
-from .render import FORMATS, parse_formats, render
+from .render import EXPORTS, FORMATS, parse_formats, render
 from loopfsm.core.spec import Spec
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -543,10 +543,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("render", parents=[regs], help="render machines to SVG, DOT, Mermaid and Markdown")
+    s = sub.add_parser(
+        "render",
+        parents=[regs],
+        help="render machines to SVG, DOT, Mermaid and Markdown, or export them to XState and SCXML",
+    )
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
     s.add_argument("-o", "--output", help="output directory (default: the project's diagrams folder)")
-    s.add_argument("--format", default=",".join(FORMATS), help=f"comma-separated subset of {','.join(FORMATS)}")
+    s.add_argument(
+        "--format",
+        default=",".join(FORMATS),
+        help=f"comma-separated subset of {','.join(FORMATS + EXPORTS)} (default: {','.join(FORMATS)})",
+    )
     s.add_argument(
         "--detailed", action="store_true", help="also write NAME.detailed.*: every branch with its guards and actions"
     )

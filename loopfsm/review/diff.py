@@ -208,6 +208,8 @@ def _states(o: Spec, n: Spec, out: list[Change]) -> None:
             out.append(Change(f"state {name} {'is now' if s.terminal else 'is no longer'} terminal"))
         _fields(f"state {name} data", t.data, s.data, out)
         _wording(f"state {name}", t.description, s.description, out)
+        if t.tags != s.tags:  # what the design review says of the state, not what it does
+            out.append(Change(f"state {name} tags [{', '.join(t.tags)}] -> [{', '.join(s.tags)}]", False))
 
 
 def _sig(b: Branch) -> tuple[Any, ...]:

@@ -10,25 +10,29 @@ from typing import Any
 
 from loopfsm.core.spec import Spec
 
-FORMATS = ("svg", "dot", "mermaid", "md")
+FORMATS = ("svg", "dot", "mermaid", "md")  # the review views: what render writes by default and build keeps fresh
+EXPORTS = ("xstate", "scxml")  # the table for other tools, written when asked for
 
 
 def parse_formats(text: str | list[str] | tuple[str, ...]) -> list[str]:
     """``"svg,md"`` (or a list) as a checked list of formats; ValueError names the bad ones."""
     fmts = [f.strip() for f in (text.split(",") if isinstance(text, str) else text) if f.strip()]
-    bad = [f for f in fmts if f not in FORMATS]
+    known = FORMATS + EXPORTS
+    bad = [f for f in fmts if f not in known]
     if bad or not fmts:
-        raise ValueError(f"unknown format(s) {', '.join(bad) or '(none)'}; choose from {', '.join(FORMATS)}")
+        raise ValueError(f"unknown format(s) {', '.join(bad) or '(none)'}; choose from {', '.join(known)}")
     return fmts
 
 
 def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detailed: bool = False) -> dict[str, str]:
     """File name -> content for each requested format, for the machine and each decision chain.
 
-    ``detailed`` adds ``NAME.detailed.{dot,svg,mmd}``: every branch as its own
-    line with guards and parameters, for checking the table row by row.
+    ``xstate`` writes ``NAME.xstate.json`` and ``scxml`` ``NAME.scxml``: one file
+    per machine, decisions left out (see :mod:`.export`).  ``detailed`` adds
+    ``NAME.detailed.{dot,svg,mmd}``: every branch as its own line with guards
+    and parameters, for checking the table row by row.
     """
-    from . import dot, matrix, mermaid  # noqa: PLC0415
+    from . import dot, matrix, mermaid, scxml, xstate  # noqa: PLC0415
 
     formats = parse_formats(formats)
     out: dict[str, str] = {}
@@ -49,6 +53,10 @@ def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detail
             out[f"{spec.name}.{d.name}.mmd"] = mermaid.decision_flowchart(spec, d)
     if "md" in formats:
         out[f"{spec.name}.md"] = matrix.review_sheet(spec)
+    if "xstate" in formats:
+        out[f"{spec.name}.xstate.json"] = xstate.machine_json(spec)
+    if "scxml" in formats:
+        out[f"{spec.name}.scxml"] = scxml.document(spec)
     return out
 
 

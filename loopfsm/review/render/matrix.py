@@ -10,7 +10,7 @@ import json
 
 from loopfsm.review.coverage import rows_of
 from loopfsm.core.spec import MISSING, Branch, FieldDef, Spec
-from . import mermaid
+from . import mermaid, review
 from .labels import condition_label, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
@@ -72,9 +72,13 @@ def review_sheet(spec: Spec) -> str:
     ]
     out += ["## States", "", "| state | kind | description |", "| --- | --- | --- |"]
     for s in spec.states.values():
-        kind = "initial" if s.initial else ("terminal" if s.terminal else "")
+        kind = ", ".join(["initial"] * s.initial + ["terminal"] * s.terminal + [f"`{t}`" for t in s.tags])
         out.append(f"| `{state_title(spec, s.name)}` | {kind} | {_esc(s.description)} |")
     out.append("")
+    # Each feed's sources are worked out once, for the review and the matrix alike
+    # (once per cell made the sheet of a 5,000-state machine quadratic).
+    sources = {e: spec.expanded_sources(ev) for e, ev in spec.events.items()}
+    out += review.design_review(spec, sources)
     events = list(spec.events)
     if events:
         out += [
@@ -83,7 +87,6 @@ def review_sheet(spec: Spec) -> str:
             "| Was in | " + " | ".join(f"`{e}`" for e in events) + " |",
             "| --- |" + " --- |" * len(events),
         ]
-        sources = {e: spec.expanded_sources(spec.events[e]) for e in events}
         for state in spec.states:
             out.append(f"| `{state}` | " + " | ".join(_esc(_cell(spec, e, state, sources[e])) for e in events) + " |")
         out.append("")
@@ -149,5 +152,6 @@ def review_sheet(spec: Spec) -> str:
         out += ["## Rows excused from transition coverage", "", "| row | why no test takes it |", "| --- | --- |"]
         out += [f"| {r.kind} `{r.name}` | {_esc(r.excuse or '')} |" for r in excused]
         out.append("")
+    out += review.traced(spec)
     out += ["## State diagram", "", "```mermaid", mermaid.state_diagram(spec).rstrip(), "```", ""]
     return "\n".join(out)
