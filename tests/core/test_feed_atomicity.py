@@ -128,6 +128,7 @@ def test_bad_brain_feeds_change_nothing(data, state, feed):
     LoopMachine.restore(json.loads(json.dumps(m.snapshot())))  # whatever was accepted can be saved
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("LOOPFSM_FUZZ", 200)), deadline=None)
 @given(data=st.data(), which=st.sampled_from(["tool", "fallback", "health"]), n=st.integers(1, 4))
 def test_bad_breaker_feeds_change_nothing(data, which, n):

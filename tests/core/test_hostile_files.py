@@ -116,6 +116,7 @@ def test_an_alias_cannot_nest_past_the_depth_limit():
     assert "nests values deeper" in problem.message and problem.line == len(text.splitlines())
 
 
+@pytest.mark.slow
 def test_value_budget_is_refused_at_its_line():
     """A dense list within the size limit: refused where its values cross the budget."""
     text = GOOD + "x:\n" + "- 0\n" * (MAX_VALUES + 10)
@@ -227,6 +228,7 @@ def chain_machine(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_a_5000_state_machine_loads_checks_compiles_and_renders_by_default(tmp_path, capsys, monkeypatch):
     """Within the default budgets: about 410 KiB and 55,000 values (SVG left out: Graphviz takes
     about 20 seconds to lay out 5,000 states, and it is Graphviz's time, not ours)."""
@@ -322,6 +324,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow
 def test_hostile_corpus_stays_within_memory(tmp_path):
     """Each input up to 5 MiB; the whole corpus loads in one process within 200 MB peak."""
     for i, (name, text) in enumerate(HOSTILE.items()):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 
+import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,6 +14,8 @@ from loopfsm import SpecError, parse
 from loopfsm.machines.engine_brain import REGISTRY as BRAIN
 from loopfsm.machines.tool_breaker import REGISTRY as BREAKER
 from loopfsm.resources import machine_path
+
+pytestmark = pytest.mark.slow  # fuzzes machine files and snapshots
 
 DOCS = {
     name: (yaml.safe_load(machine_path(name).read_text()), reg)

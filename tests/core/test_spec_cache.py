@@ -226,6 +226,7 @@ def _mutations(doc, rng, n):
         yield out
 
 
+@pytest.mark.slow
 def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
     import random
 
@@ -249,6 +250,7 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
     assert agreed == checked  # and the fast check's schema (annotations dropped, const as enum) means the same
 
 
+@pytest.mark.slow
 def test_checking_a_cached_file_on_the_command_line_loads_only_what_checking_needs(cache):
     """``loopfsm check`` runs on every save and every commit: a cached file parses nothing and draws nothing."""
     code = (

@@ -137,6 +137,7 @@ def drive_both(compiled: Any, feeds: list[tuple[str, tuple[Any, ...]]], policy: 
         assert model.data == inst.data, where
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 def test_every_shipped_machine_runs_the_same_on_transitions(name: str) -> None:
     compiled = load_machine(name)
@@ -270,6 +271,7 @@ def user_machines(draw: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(user_machines(), st.data())
 def test_generated_user_machines_run_the_same_on_transitions(text: str, data: Any) -> None:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # runs mypy --strict over the package
+
 mypy_api = pytest.importorskip("mypy.api")
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -41,6 +41,7 @@ print(json.dumps({"count": len(own), "not_made": not_made}))
 """
 
 
+@pytest.mark.slow
 def test_every_value_class_is_a_whole_standard_dataclass_before_its_first_use(tmp_path: Any) -> None:
     env = {**os.environ, "LOOPFSM_CACHE_DIR": str(tmp_path)}
     for _ in range(2):  # the first run fills the spec cache; the second loads every machine from it

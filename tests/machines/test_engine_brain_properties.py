@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,8 @@ from loopfsm.machines.engine_brain import (
 )
 
 from tests.support.brain_helpers import answers
+
+pytestmark = pytest.mark.slow  # a long hypothesis run
 
 policies = st.builds(
     MachinePolicy,

@@ -102,6 +102,7 @@ OPS = st.lists(
 )
 
 
+@pytest.mark.slow
 @given(OPS)
 def test_fence_never_decreases_and_one_holder_at_most(ops):
     m = RunLock()

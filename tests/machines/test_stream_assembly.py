@@ -275,6 +275,7 @@ def test_empty_arguments_mean_an_empty_object():
     assert result.message.tool_calls[0].arguments == {}
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
@@ -413,6 +414,7 @@ def test_fragments_are_kept_not_copied():
     assert all(a is b for a, b in zip(m.data.slots[0].parts, pieces, strict=True))
 
 
+@pytest.mark.slow
 def test_memory_stays_near_the_size_of_the_text():
     text = json.dumps({"data": ["x" * 50] * 6_000})  # about 330 kB
     events = anthropic_events(Reply((Block("tool", text, "t", "f"),), "tool_use"), every(8))
@@ -550,6 +552,7 @@ def _deep(levels: int) -> dict:
     return {"a": inner}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,kind,words",
     [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,8 @@ from loopfsm.streams import assemble_anthropic, assemble_openai_chat
 from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
 
 from tests.support.stream_oracles import anthropic_sdk, loads_or_none, openai_sdk
+
+pytestmark = pytest.mark.slow  # hypothesis runs compared against both SDKs
 
 ANTHROPIC_STOPS = ["end_turn", "max_tokens", "stop_sequence", "tool_use", "pause_turn", "refusal"]
 OPENAI_STOPS = ["stop", "length", "tool_calls", "content_filter", "function_call"]

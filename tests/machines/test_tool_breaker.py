@@ -301,6 +301,7 @@ class FakeClock:
         return datetime.datetime(2026, 1, 1, tzinfo=tz) + datetime.timedelta(milliseconds=self.t)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     steps=st.lists(st.tuples(st.integers(0, 700), st.booleans()), min_size=1, max_size=40),
@@ -362,6 +363,7 @@ ops = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(ops=ops, max_probes=st.integers(1, 3))
 def test_never_more_probes_than_allowed_and_never_stuck_half_open(ops, max_probes):

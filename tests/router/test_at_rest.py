@@ -177,6 +177,7 @@ def served(store_url, tmp_path):  # noqa: F811
                 proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_no_plaintext_of_an_encrypted_session_in_any_store_file(served, tmp_path):
     from loopfsm.client import Client
 

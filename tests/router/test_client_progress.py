@@ -70,6 +70,7 @@ def _client(url, session, ws, **kw):
     )
 
 
+@pytest.mark.slow
 def test_progress_arrives_while_the_turn_runs(store_url, tmp_path):  # noqa: F811
     from loopfsm.router.http import create_app
 
@@ -196,6 +197,7 @@ def _client_run(url, session, ws, *extra):
     )
 
 
+@pytest.mark.slow
 def test_client_run_shows_progress_and_keeps_json_and_quiet_clean(tmp_path):
     proc, url = _serve(f"sqlite:///{tmp_path / 'runs.db'}")
     ws = tmp_path / "ws"
@@ -291,6 +293,7 @@ def test_progress_lines_show_names_only():
     assert progress_line("\x1b[31m", {}) == "- ?"
 
 
+@pytest.mark.slow
 def test_the_stream_keeps_a_long_turn_alive(store_url, tmp_path, monkeypatch):  # noqa: F811
     import httpx
 
@@ -310,6 +313,7 @@ def test_the_stream_keeps_a_long_turn_alive(store_url, tmp_path, monkeypatch):  
     assert lines.index(": keep-alive") < lines.index("event: response")
 
 
+@pytest.mark.slow
 def test_an_unreachable_router_is_one_line_then_an_error_that_says_what_to_do(tmp_path):
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     run = _client_run(url, "s1", tmp_path, "--yes", "tidy up")
@@ -324,6 +328,7 @@ def test_an_unreachable_router_is_one_line_then_an_error_that_says_what_to_do(tm
     assert run.returncode == 1 and run.stderr.splitlines() == lines[1:]
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_unreachable_line_is_rewritten_in_place(tmp_path):
     """stderr on a real pseudo-terminal: one line, rewritten attempt by attempt, then the error on its own line."""
     import os

@@ -40,6 +40,7 @@ def test_envelope_has_the_seed_shape_and_round_trips() -> None:
     assert RING.open(parsed, session_id="s1", ref=REF) == b"the assistant turn"
 
 
+@pytest.mark.slow
 @given(st.binary(max_size=2048), st.text(min_size=1, max_size=20).filter(lambda s: ":" not in s))
 def test_any_content_round_trips_and_nonces_differ(data: bytes, row: str) -> None:
     ref = content_ref("tool_call", row)

@@ -400,6 +400,7 @@ def test_remember_denied_by_the_session_writes_nothing(store_at, tmp_path):
     router.close()
 
 
+@pytest.mark.slow
 def test_cli_through_uvicorn_asks_for_every_kind_and_seals_memory(store_at, tmp_path):
     """`loopfsm router serve --script examples/approvals.yaml` and `loopfsm client run` as separate processes."""
     import os

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 
+@pytest.mark.slow
 def test_serve_then_client_run_is_the_demo(tmp_path):
 
     port = free_port()

@@ -25,6 +25,8 @@ from loopfsm.store import open_store
 from tests.support.router_support import START_S, TOOLS_SCRIPT, free_port, wait_until_up
 from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # real router processes over sockets, and a schemathesis run against one
+
 SUPPORT = Path(__file__).resolve().parents[1] / "support"  # router_proc.py
 
 

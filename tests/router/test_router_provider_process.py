@@ -27,6 +27,8 @@ from loopfsm.streams.synthetic import Block, Reply, anthropic_events, openai_chu
 from tests.support.provider_streams import anthropic_body, openai_body  # noqa: E402
 from tests.support.router_support import free_port, wait_until_up  # noqa: E402
 
+pytestmark = pytest.mark.slow  # each test starts `loopfsm router serve` as a process
+
 ANTHROPIC_KEY = "sk-ant-test-3b9e5d21-never-echoed"
 OPENAI_KEY = "sk-oai-test-7c41aa90-never-echoed"
 

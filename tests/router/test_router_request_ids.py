@@ -227,6 +227,7 @@ def _request(c: Any, action: tuple[Any, ...], n: int) -> dict[str, Any] | None:
     return req if c.machine.can("send", req["type"], req["request_id"]) else None
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(actions=ACTIONS)
 @pytest.mark.parametrize("mode", ["plaintext", "encrypted"])

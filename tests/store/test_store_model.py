@@ -24,6 +24,8 @@ from loopfsm.store.serve import Outcome, feed_phase
 from tests.support.router_helpers import pause_for
 from tests.support.store_support import PG_URL, need_pg
 
+pytestmark = pytest.mark.slow  # a hypothesis state machine over both backends
+
 LEASE = 100
 WAITS = {
     "Idle": "execute",

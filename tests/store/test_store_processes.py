@@ -16,6 +16,8 @@ from loopfsm.store.serve import Outcome, serve
 from tests.support.router_helpers import pause_for
 from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
+pytestmark = pytest.mark.slow  # real processes racing, killed and frozen
+
 CTX = mp.get_context("fork")
 PROCS, ROUNDS = 8, 50
 

@@ -123,6 +123,7 @@ def _expired_count(store, sid):
     return events(store, sid).count("run.expired")
 
 
+@pytest.mark.slow
 def test_concurrent_sweepers_on_one_database_each_end_a_run_once(store_url):  # noqa: F811
     url, prefix = store_url
     sids = [f"p{i}" for i in range(12)]
@@ -156,6 +157,7 @@ def test_concurrent_sweepers_on_one_database_each_end_a_run_once(store_url):  # 
         assert s.sweep(now_ms=1000 + 2 * TTL).runs_expired == []
 
 
+@pytest.mark.slow
 def test_sweep_processes_beside_a_router_serving_the_same_sessions(store_url):  # noqa: F811
     """Three `loopfsm store sweep` processes race each other and a router answering some of the abandoned runs."""
     url, prefix = store_url
@@ -286,6 +288,7 @@ def _stop(proc):
     return proc.stderr.read()
 
 
+@pytest.mark.slow
 def test_router_serve_sweeps_periodically(store_url):  # noqa: F811
     url, prefix = store_url
     with open_store(url, prefix=prefix) as s:
@@ -303,6 +306,7 @@ def test_router_serve_sweeps_periodically(store_url):  # noqa: F811
     assert phase == "Idle"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every", [None, 0.05])
 def test_the_apps_sweep_runs_only_when_asked(store_url, every):  # noqa: F811
     from starlette.testclient import TestClient
@@ -324,6 +328,7 @@ def test_the_apps_sweep_runs_only_when_asked(store_url, every):  # noqa: F811
     assert not [t for t in threading.enumerate() if t.name == "loopfsm-sweep"]  # stopped with the app
 
 
+@pytest.mark.slow
 def test_periodic_sweep_survives_a_store_that_goes_away(store_url):  # noqa: F811
     url, prefix = store_url
     seen: list = []

@@ -77,6 +77,7 @@ def _project(pytester, extra: str = "") -> None:
     pytester.makepyfile(test_gate=TEST_FILE.format(gate=GATE, extra=extra))
 
 
+@pytest.mark.slow
 def test_report_names_what_was_never_taken(pytester):
     _project(pytester)
     result = pytester.runpytest_subprocess("--loopfsm-coverage", "--loopfsm-machines", "machines")
@@ -95,6 +96,7 @@ def test_report_names_what_was_never_taken(pytester):
     assert result.ret == 0
 
 
+@pytest.mark.slow
 def test_fail_under_fails_a_green_session_and_passes_when_reached(pytester):
     _project(pytester)
     result = pytester.runpytest_subprocess("--loopfsm-coverage-fail-under=80", "--loopfsm-machines", "machines")
@@ -114,6 +116,7 @@ def test_rest(gate):
     result.stdout.fnmatch_lines(["gate *5/5 *100.0%, 1 excused", "required 100% reached"])
 
 
+@pytest.mark.slow
 def test_without_the_option_nothing_listens(pytester):
     _project(
         pytester,
@@ -174,6 +177,7 @@ def test_collector_counts_by_stable_name():
     assert [r.name for r in cov.excused_but_taken] == ["knock/open[0]"]
 
 
+@pytest.mark.slow
 def test_readme_fixture_example_runs(pytester):
     from pathlib import Path
 
@@ -184,6 +188,7 @@ def test_readme_fixture_example_runs(pytester):
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("threshold", ["nan", "-5", "150", "lots"])
 def test_a_threshold_outside_0_to_100_is_a_usage_error(pytester, threshold):
     _project(pytester)
@@ -194,6 +199,7 @@ def test_a_threshold_outside_0_to_100_is_a_usage_error(pytester, threshold):
     assert "percentage" in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_a_gate_that_measured_nothing_fails(pytester):
     _project(pytester)
     result = pytester.runpytest_subprocess("--loopfsm-coverage-fail-under=97", "--loopfsm-machines", "nosuch")

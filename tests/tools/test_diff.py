@@ -184,6 +184,7 @@ def test_git_diff_driver_recipe(tmp_path):
     assert "git-blob" not in out and "/tmp/" not in out.split("cannot be compared:")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 def test_git_log_and_show_use_the_driver_only_with_ext_diff(tmp_path):
     """The README says `git diff` uses the driver as is and `git log -p` / `git show` need --ext-diff: so they do."""
@@ -243,6 +244,7 @@ def test_git_mode_takes_seven_arguments_and_names_added_files(capsys):
     assert main(["diff", "--git", "a", "b"]) == 2
 
 
+@pytest.mark.slow
 def test_what_was_removed_is_listed_in_the_old_files_order_whatever_the_hash_seed(tmp_path):
     """A git diff driver's output must not change between two runs on the same files."""
     extra = "".join(f"  gone_{c}:\n    type: integer\n    default: 0\n" for c in "qwertyuiop")

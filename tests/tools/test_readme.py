@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from loopfsm.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +73,7 @@ def quickstart_edit(machine_file: str) -> str:
     return machine_file.replace(old, new)
 
 
+@pytest.mark.slow
 def test_quickstart_works_when_followed(tmp_path):
     """Copy the project, make the Quickstart's edit, run its commands and its Python block, as a user would."""
     copy = tmp_path / "project"
@@ -220,6 +223,7 @@ def walkthrough() -> list[tuple[str, ...]]:
     return steps
 
 
+@pytest.mark.slow
 def test_first_machine_walkthrough_runs_as_written(tmp_path):
     """Every command of "Your first machine", run in an empty folder, prints what the README shows."""
     steps = walkthrough()

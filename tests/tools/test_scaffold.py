@@ -29,6 +29,7 @@ def loopfsm(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return sh(cwd, sys.executable, "-m", "loopfsm", *args)
 
 
+@pytest.mark.slow
 def test_scaffold_checks_renders_and_passes_its_test_end_to_end(tmp_path):
     made = loopfsm(tmp_path, "new", "job")
     assert made.returncode == 0, made.stderr
