@@ -1,4 +1,4 @@
-"""Shared helpers: a small registry of generic guards/actions and a way to locate marked lines."""
+"""Session settings and fixtures every test folder shares (see tests/README.md for the layout)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import atexit
 import os
 import shutil
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
 from loopfsm import Registry
-from loopfsm.core.registry import DataField
+
+from tests.support.specs import make_registry
 
 # In CI the property and fuzz tests replay the same examples every run, so a
 # landing never depends on luck; locally they keep exploring new ones.
@@ -37,44 +37,6 @@ os.environ["XDG_STATE_HOME"] = _STATE
 atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 
 
-def make_registry() -> Registry:
-    reg = Registry("demo")
-
-    @reg.guard
-    def flag(m, ctx, *, field: DataField) -> bool:
-        return bool(getattr(m.data, field))
-
-    @reg.guard
-    def at_least(m, ctx, *, field: str, value: int) -> bool:
-        return getattr(m.data, field) >= value
-
-    @reg.guard
-    def arg_is(m, ctx, *, name: str, value: str) -> bool:
-        return ctx.args.get(name) == value
-
-    @reg.action
-    def bump(m, ctx, *, field: str, by: int = 1) -> None:
-        setattr(m.data, field, getattr(m.data, field) + by)
-
-    @reg.action
-    def log(m, ctx, *, text: str) -> None:
-        m.data.log.append(text)
-
-    @reg.action
-    def enter_with(m, ctx, *, key: str) -> None:
-        ctx.enter(**{key: ctx.args["n"]})
-
-    @reg.action
-    def answer(m, ctx, *, text: str) -> None:
-        ctx.reply = text
-
-    @reg.result
-    def constant(m, q, *, value: str) -> str:
-        return value
-
-    return reg
-
-
 @pytest.fixture
 def registry() -> Registry:
     return make_registry()
@@ -86,15 +48,3 @@ def project(tmp_path, monkeypatch):
     shutil.copytree(Path(__file__).resolve().parent.parent / "machines", tmp_path / "machines")
     monkeypatch.chdir(tmp_path)
     return tmp_path
-
-
-def dedent(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
-
-def marked_line(text: str, marker: str = "# <-") -> int:
-    """1-based number of the line carrying ``marker`` in ``text``."""
-    for i, line in enumerate(text.splitlines(), 1):
-        if marker in line:
-            return i
-    raise AssertionError(f"no marker {marker!r} in text")

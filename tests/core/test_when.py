@@ -1,0 +1,307 @@
+"""A branch's ``when:``: a condition on a feed argument's value, stated in the table, needing no Python guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.docs_pages import page
+
+from loopfsm import NoBranchMatched, Registry, SpecError, compile_spec, parse
+from loopfsm.review.diff import diff_specs, load_for_diff
+from loopfsm.review.render import dot, matrix, mermaid
+from loopfsm.review.render.overview import overview
+
+from tests.support.specs import dedent, marked_line
+
+MACHINE = dedent("""
+    machine: review
+    description: a reviewer's verdict moves a change on
+    registry: review
+    states:
+      open: {initial: true, description: waiting for a verdict}
+      held: {description: held for another look}
+      merged: {terminal: true, description: merged}
+      closed: {terminal: true, description: closed}
+    events:
+      verdict:
+        description: the reviewer's verdict
+        otherwise: raise
+        args:
+          verdict: {type: string, enum: [approve, reject, hold, skip]}
+          urgent: {type: boolean, default: false}
+          score: {type: integer, default: 0}
+        from:
+          open:
+            - when: {verdict: approve, urgent: true}
+              to: merged
+            - when: {verdict: approve}
+              guard: reviewed
+              to: merged
+            - when: {verdict: [reject, hold]}
+              guard: {name: score_below, params: {n: 0}}
+              to: closed
+            - when: {verdict: [reject, hold]}
+              to: held
+          held:
+            - when: {score: 3}
+              to: merged
+            - when: {score: [0, 1]}
+              stay: true
+""")
+
+
+ASKED: list[str] = []  # the guards asked, in order
+
+
+def machine(text: str = MACHINE):
+    ASKED.clear()
+    reg = Registry("review")
+
+    @reg.guard
+    def reviewed(m, ctx) -> bool:
+        ASKED.append("reviewed")
+        return ctx.args["score"] > 0
+
+    @reg.guard
+    def score_below(m, ctx, *, n: int) -> bool:
+        ASKED.append("score_below")
+        return ctx.args["score"] < n
+
+    return compile_spec(parse(text, "review.yaml", reg), reg)
+
+
+def test_a_branch_is_taken_only_when_the_argument_has_its_value():
+    m = machine().new()
+    m.verdict("approve", urgent=True)
+    assert m.state == "merged" and ASKED == []  # the first branch's when held: no guard asked
+
+
+def test_every_argument_of_a_when_must_hold_and_the_when_is_checked_before_the_guards():
+    m = machine().new()
+    with pytest.raises(NoBranchMatched):
+        m.verdict("skip")  # no branch's when holds; no guard was asked for it
+    assert m.state == "open" and ASKED == []
+    m.verdict("approve", score=2)  # urgent is false: the second branch, and only its guard, is asked
+    assert m.state == "merged" and ASKED == ["reviewed"]
+
+
+def test_a_list_is_a_choice_of_values():
+    m = machine().new()
+    m.verdict("hold")
+    assert m.state == "held" and ASKED == ["score_below"]
+    m.verdict("skip", score=1)  # held: score 1 is one of [0, 1]
+    assert m.state == "held"
+    m.verdict("skip", score=3)
+    assert m.state == "merged"
+
+
+def test_can_answers_what_a_feed_would_do():
+    m = machine().new()
+    assert m.can("verdict", "reject") and m.can("verdict", "approve", True)
+    assert not m.can("verdict", "skip") and not m.can("verdict", "approve")  # not urgent, not reviewed
+    assert ASKED == ["score_below", "reviewed"]
+
+
+def test_an_enum_argument_in_a_when_narrows_the_branches_per_value():
+    compiled = machine()
+    feed = compiled.events["verdict"]
+    assert feed.narrow_on == "verdict"
+    rows = feed.rows("open", {"verdict": "skip", "urgent": False, "score": 0}, compiled.default_policy)
+    assert rows == ()  # no branch can hold for skip: none is even tried
+    names = [r.branch.name for r in feed.rows("open", {"verdict": "hold"}, compiled.default_policy)]
+    assert names == ["verdict/open[2]", "verdict/open[3]"]
+
+
+def test_the_transitions_machine_names_the_condition():
+    machine_ = machine().to_transitions()
+    first = machine_.events["verdict"].transitions["open"][0]
+    assert [c.func.__name__ for c in first.conditions] == ["verdict=approve", "urgent=true"]
+    third = machine_.events["verdict"].transitions["open"][2]
+    assert [c.func.__name__ for c in third.conditions] == ["verdict in [reject, hold]", "score_below"]
+    model = machine_.model
+    model.verdict("hold")
+    assert model.state == "held"
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        ("{verdit: approve}  # <-", "feed 'go' has no argument 'verdit'; did you mean 'verdict'?"),
+        ("{verdict: aprove}  # <-", "argument 'verdict' of feed 'go' is never string 'aprove' (it is one of"),
+        ("{urgent: 1}  # <-", "argument 'urgent' of feed 'go' is never integer 1 (it is boolean)"),
+        ("{score: -1}  # <-", "argument 'score' of feed 'go' is never integer -1 (it is integer, at least 0)"),
+        ("{score: null}  # <-", "argument 'score' of feed 'go' is never null (it is integer, at least 0)"),
+        ("{tags: x}  # <-", "'when' compares integer, number, string and boolean arguments; argument 'tags'"),
+        ("{extra: x}  # <-", "'when' compares integer, number, string and boolean arguments; argument 'extra'"),
+    ],
+)
+def test_a_when_the_feed_cannot_meet_is_reported_at_its_line(edit, message):
+    text = dedent("""
+        machine: m
+        description: d
+        states:
+          a: {initial: true, description: a}
+          b: {terminal: true, description: b}
+        events:
+          go:
+            description: go
+            otherwise: stay
+            args:
+              verdict: {type: string, enum: [approve, reject]}
+              urgent: {type: boolean, default: false}
+              score: {type: integer, minimum: 0, default: 0}
+              tags: {type: string, list: true}
+              extra: {type: json, default: {}}
+            from:
+              a:
+                - when: WHEN
+                  to: b
+    """)
+    text = text.replace("WHEN", edit)
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.line == marked_line(text) and message in problem.message
+    assert problem.path.startswith("events.go.from.a[0].when.")
+
+
+def test_a_value_in_a_list_is_reported_at_its_own_place():
+    text = MACHINE.replace("[reject, hold]", "[reject, hld]", 1)
+    with pytest.raises(SpecError) as err:
+        machine(text)
+    (problem,) = err.value.problems
+    assert problem.path == "events.verdict.from.open[2].when.verdict[1]"
+    assert "never string 'hld'" in problem.message and "did you mean 'hold'?" in problem.message
+
+
+def test_a_when_that_is_not_a_value_or_a_list_of_values_is_refused_by_the_schema():
+    text = MACHINE.replace("when: {score: 3}", "when: {score: {at_least: 3}}")
+    with pytest.raises(SpecError) as err:
+        machine(text)
+    (problem,) = err.value.problems
+    assert problem.path == "events.verdict.from.held[0].when.score"
+    assert "a 'when' condition is a value (string, number, boolean or null) or a list of values" in problem.message
+
+
+def test_a_branch_with_only_a_when_is_a_guarded_branch():
+    """It can fail to hold, so it shadows nothing and a state of such branches must say what happens otherwise."""
+    text = MACHINE.replace("    otherwise: raise\n", "")
+    with pytest.raises(SpecError, match="every branch of 'verdict' from 'held' is guarded"):
+        machine(text)
+
+
+def test_views_print_the_condition():
+    spec = machine().spec
+    detailed = mermaid.state_diagram(spec, detailed=True)
+    assert "open --> merged: verdict [verdict=approve and urgent=true]" in detailed
+    assert "open --> closed: verdict [verdict in [reject, hold] and score_below(n=0)]" in detailed
+    assert "verdict [score=3]" in dot.state_graph(spec, detailed=True).source
+    sheet = matrix.review_sheet(spec)
+    assert "if `verdict=approve and reviewed` → `merged`" in sheet
+    assert "if `score in [0, 1]` stay; none holds: raises `NoBranchMatched`" in sheet
+    edge = next(e for e in overview(spec).edges if (e.src, e.dst) == ("open", "held"))
+    assert edge.guarded and edge.feeds == {"verdict": ["verdict in [reject, hold]"]}  # no description: its condition
+
+
+def test_diff_reports_a_changed_when_as_behaviour(tmp_path: Path):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(MACHINE)
+    new.write_text(MACHINE.replace("when: {score: 3}", "when: {score: 4}"))
+    d = diff_specs(load_for_diff(str(old)), load_for_diff(str(new)))
+    assert [c.text for c in d.changes] == ["verdict from held [0]: when score=3 -> score=4"]
+    assert d.behaviour_changed and not d.snapshots_restore
+
+
+def test_the_docs_excerpt_is_router_run_as_shipped():
+    root = Path(__file__).resolve().parents[2]
+    section = page("docs/format.md").split("### Conditions on an argument: `when`", 1)[1]
+    excerpt = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    shipped = (root / "machines" / "router_run.yaml").read_text()
+    assert "when: {outcome: gate}" in excerpt and excerpt in shipped
+    quoted = "when: {request: [break, inject], lock: [held, expired]}"
+    assert (
+        quoted in section.split("### ", 1)[0] and quoted in shipped.split("\n  admit:", 1)[1].split("\n  respond:")[0]
+    )
+
+
+# -- decision rules ------------------------------------------------------------------------
+
+TRIAGE = dedent("""
+    machine: triage
+    description: which queue a ticket goes to
+    registry: triage
+    states:
+      open: {initial: true, description: taking tickets}
+    decisions:
+      queue:
+        description: the queue for a ticket
+        args:
+          kind: {type: string, enum: [bug, question, spam]}
+          paying: {type: boolean, default: false}
+        rules:
+          - name: drop
+            when: {kind: spam}
+            result: {name: answer, params: {value: trash}}
+          - name: priority
+            when: {kind: [bug, question], paying: true}
+            result: {name: answer, params: {value: priority}}
+          - name: engineers
+            when: {kind: bug}
+            guard: weekday
+            result: {name: answer, params: {value: engineers}}
+          - name: everyone
+            result: {name: answer, params: {value: support}}
+""")
+
+
+def triage(text: str = TRIAGE):
+    reg = Registry("triage")
+
+    @reg.guard
+    def weekday(m, ctx) -> bool:
+        ASKED.append("weekday")
+        return True
+
+    @reg.result
+    def answer(m, ctx, *, value: str) -> str:
+        return value
+
+    ASKED.clear()
+    return compile_spec(parse(text, "triage.yaml", reg), reg)
+
+
+def test_a_decision_rule_applies_only_when_its_arguments_have_their_values():
+    m = triage().new()
+    assert m.explain("queue", kind="spam", paying=True) == ("drop", "trash")
+    assert m.explain("queue", kind="question", paying=True) == ("priority", "priority")
+    assert m.explain("queue", kind="question") == ("everyone", "support") and ASKED == []  # bug only: no guard
+    assert m.explain("queue", kind="bug") == ("engineers", "engineers") and ASKED == ["weekday"]
+
+
+def test_a_rule_with_a_when_answers_no_state_outright():
+    text = TRIAGE.replace("      - name: everyone\n        result: {name: answer, params: {value: support}}\n", "")
+    with pytest.raises(SpecError, match="decision 'queue' has no answer in state"):
+        triage(text)
+
+
+def test_a_decision_when_is_checked_against_the_decisions_arguments():
+    with pytest.raises(SpecError) as err:
+        triage(TRIAGE.replace("when: {kind: spam}", "when: {knd: spam}"))
+    (problem,) = err.value.problems
+    assert problem.path == "decisions.queue.rules[0].when.knd"
+    assert "decision 'queue' has no argument 'knd'; did you mean 'kind'?" in problem.message
+
+
+def test_decision_views_and_diff_print_the_rules_condition(tmp_path: Path):
+    spec = triage().spec
+    d = spec.decisions["queue"]
+    assert '{"[priority] kind in [bug, question] and paying=true?"}' in mermaid.decision_flowchart(spec, d)
+    assert "kind=bug\\lweekday\\l" in dot.decision_graph(spec, d).source
+    assert "| 3 | `engineers` | any | kind=bug and weekday | `answer(value=engineers)` |" in matrix.review_sheet(spec)
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(TRIAGE)
+    new.write_text(TRIAGE.replace("when: {kind: spam}", "when: {kind: [spam, question]}"))
+    changes = [c.text for c in diff_specs(load_for_diff(str(old)), load_for_diff(str(new))).changes]
+    assert changes == ["decision queue rule drop: when kind=spam -> kind in [spam, question]"]

@@ -1,0 +1,199 @@
+"""Diagrams a reviewer can read: one edge per pair, housekeeping folded away, short lines, live highlight."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.docs_pages import page
+from loopfsm.core import loader
+from loopfsm.review.render import dot, mermaid, render, render_instance
+from loopfsm.review.render.overview import ANY, overview, short
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINES = sorted((ROOT / "machines").glob("*.yaml"))
+
+
+def spec(name: str):
+    return loader.load(ROOT / "machines" / f"{name}.yaml")
+
+
+def _edges(mmd: str) -> list[tuple[str, str]]:
+    return re.findall(r"^    (\w+) --> (\w+):", mmd, re.M)
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_every_state_diagram_has_one_edge_per_pair_and_short_lines(path):
+    s = loader.load(path)
+    mmd = mermaid.state_diagram(s)
+    edges = _edges(mmd)
+    assert len(edges) == len(set(edges)), "a (from, to) pair is drawn twice"
+    for text in render(s, ["mermaid"]).values():
+        assert max(len(line) for line in text.splitlines()) <= 120
+    labels = [line.split(":", 1)[1] for line in mmd.splitlines() if "-->" in line and ":" in line]
+    for ev in s.events.values():
+        for bs in ev.sources.values():
+            for b in bs:
+                if len(b.actions) > 1:
+                    listed = ", ".join(a.name for a in b.actions)
+                    assert not any(listed in label for label in labels), listed
+
+
+def test_tool_breaker_folds_admin_feeds_into_the_any_state_note():
+    s = spec("tool_breaker")
+    mmd = mermaid.state_diagram(s)
+    assert f"{ANY} --> ForcedOpen: force_open" in mmd
+    assert f"{ANY} --> Disabled: disable" in mmd
+    assert f"{ANY} --> Closed: reset" in mmd
+    # Before: 52 edges, 31 of them repeating a pair.  Now the three admin moves
+    # are drawn once each, not once per state.
+    assert len(_edges(mmd)) == 12
+    assert not re.search(r"^    (Open|HalfOpen|Closed) --> ForcedOpen", mmd, re.M)
+    assert "clamp_clock" not in mmd and "policy." not in mmd
+
+
+def test_brain_lists_stay_only_housekeeping_in_the_note():
+    mmd = mermaid.state_diagram(spec("engine_brain"))
+    note = mmd.split("note right of", 1)[1].split("end note", 1)[0]
+    for feed in ("inject", "set_context_tokens", "cancel", "commit_pending", "discard_pending"):
+        assert feed in note
+    assert f"{ANY} --> Terminal: fail" in mmd
+    assert f"{ANY} --> Start: accept_input (scratchpad seeded, counters reset)" in mmd
+    assert "AwaitingModel --> AwaitingModel: begin\n" in mmd
+
+
+def test_turnstile_overview_is_exactly_the_seed_picture():
+    assert mermaid.state_diagram(spec("turnstile")) == (
+        "stateDiagram-v2\n"
+        "    [*] --> locked\n"
+        "    locked --> unlocked: coin (it clicks open)\n"
+        "    locked --> locked: coin, push\n"
+        "    unlocked --> locked: push (one person passes, it re-locks)\n"
+        "    unlocked --> unlocked: coin\n"
+    )
+
+
+def test_edge_words_come_from_descriptions_then_guards():
+    ov = overview(spec("tool_breaker"))
+    closed_open = next(e for e in ov.edges if (e.src, e.dst) == ("Closed", "Open"))
+    assert closed_open.guarded
+    assert closed_open.lines() == ["record: consecutive_failures_reach; failure_rate_reaches; slow_rate_reaches"]
+    open_half = next(e for e in ov.edges if (e.src, e.dst) == ("Open", "HalfOpen"))
+    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: cooldown_over"]
+
+
+def test_short_keeps_the_gist():
+    assert short("a probe (perhaps this one) reported too late") == "a probe reported too late"
+    assert short("nothing was shaved, Failed(ContextExceeded), buffers untouched", 30) == "nothing was shaved"
+    assert short("first clause. Second sentence") == "first clause"
+    assert len(short("word " * 40)) <= 44
+
+
+def test_detailed_view_keeps_every_branch_with_guards_and_actions():
+    s = spec("tool_breaker")
+    files = render(s, ["dot", "mermaid"], detailed=True)
+    detailed = files["tool_breaker.detailed.mmd"]
+    assert "clamp_clock" in detailed and "policy.half_open_max_ms" in detailed
+    assert detailed.count("-->") > files["tool_breaker.mmd"].count("-->")
+    assert "tool_breaker.detailed.dot" in files
+    assert "tool_breaker.detailed.mmd" not in render(s, ["mermaid"])
+
+
+def test_live_instance_highlights_its_state():
+    from loopfsm.machines import ToolBreaker
+
+    b = ToolBreaker()
+    b.feed("force_open", now=1)
+    src = render_instance(b, "dot")
+    lines = [ln for ln in src.splitlines() if "#ffe08a" in ln]
+    assert len(lines) == 1 and lines[0].lstrip().startswith("ForcedOpen ")
+    assert "now in ForcedOpen" in src
+    assert render_instance(b, "mermaid").rstrip().endswith("class ForcedOpen current")
+    svg = render_instance(b)
+    assert svg.lstrip().startswith("<?xml") or "<svg" in svg
+    with pytest.raises(ValueError):
+        render_instance(b, "png")
+
+
+def test_decision_chart_is_a_ladder_with_every_rule_in_order():
+    s = spec("engine_brain")
+    g = dot.decision_graph(s, s.decisions["next_step"])
+    names = re.findall(r"\d\. (\w+)", g.source)
+    assert names == [r.name for r in s.decisions["next_step"].rules][: len(names)] and len(names) == 7
+    assert g.source.count("rank=same") == 7
+
+
+def test_live_diagram_example_runs():
+    block = (
+        page("docs/cli.md")
+        .split("draws a live instance with its current state highlighted")[1]
+        .split("```python\n")[1]
+        .split("```")[0]
+    )
+    exec(compile(block, "docs-cli-live-diagram", "exec"), {})
+
+
+def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
+    s = spec("router_run")
+    for e in overview(s).edges:
+        for line in e.lines():
+            feed, _, words = line.partition(": ")
+            assert not words.startswith(feed + ","), line
+    src = dot.state_graph(spec("tool_breaker")).source
+    assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>>' in src
+
+
+def test_review_sheet_lists_coverage_excuses_with_their_reasons():
+    from loopfsm.review.render.matrix import review_sheet
+
+    sheet = review_sheet(spec("run_lock"))
+    section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
+    assert "| branch `renew/Held[1]` | taken by test_stale_holder_is_fenced_out" in section
+    assert "Rows excused" not in review_sheet(spec("turnstile"))
+
+
+def test_feeds_with_the_same_words_share_a_line():
+    mmd = mermaid.state_diagram(spec("agent_loop"))
+    line = next(x for x in mmd.splitlines() if x.startswith("    planning --> expired:"))
+    assert line.count("past the deadline") == 1 and "tool_proposed, approval_required" in line
+
+
+def test_moves_both_ways_between_two_states_say_where_each_goes():
+    from loopfsm.machines import ToolBreaker
+
+    source = dot.state_graph(ToolBreaker.compiled.spec).source
+    edges = [line for line in source.splitlines() if " -> " in line]
+    to_half = next(e for e in edges if e.strip().startswith("Open -> HalfOpen"))
+    to_open = next(e for e in edges if e.strip().startswith("HalfOpen -> Open"))
+    assert "to HalfOpen:" in to_half and "decorate=true" in to_half
+    assert "to Open:" in to_open and "decorate=true" in to_open
+    one_way = next(e for e in edges if e.strip().startswith("Closed -> Open"))
+    assert "to Open:" not in one_way and "decorate" not in one_way
+
+
+def test_a_description_just_over_the_limit_keeps_its_clause():
+    from loopfsm.review.render.overview import SHORT
+
+    text = "the estimate grew while the call was in flight"
+    assert len(text) > SHORT and short(text) == text
+    assert short("word " * 30).endswith("…")
+
+
+def test_the_review_sheet_expands_each_feeds_sources_once(monkeypatch):
+    """Once per feed, not once per cell: per cell made the sheet of a 5,000-state machine quadratic."""
+    from loopfsm.core.spec import Spec
+
+    brain = spec("engine_brain")
+    calls: list[str] = []
+    original = Spec.expanded_sources
+
+    def counted(self, event):
+        calls.append(event.name)
+        return original(self, event)
+
+    monkeypatch.setattr(Spec, "expanded_sources", counted)
+    sheet = render(brain, ["md"])["engine_brain.md"]
+    assert "## Was in x Feed" in sheet
+    assert sorted(calls) == sorted(brain.events)
