@@ -11,6 +11,7 @@ codecs and validators snapshots go through.  None of it is rebuilt per instance.
 from __future__ import annotations
 
 import copy
+import functools
 import dataclasses
 import inspect
 import itertools
@@ -19,7 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 from collections.abc import Callable
 
 from .backend import Branch, Feed
@@ -303,31 +304,6 @@ def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDe
     return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))
 
 
-_T = TypeVar("_T")
-
-
-class _made_on_first_use(Generic[_T]):
-    """``functools.cached_property``, storing the value as an ordinary attribute.
-
-    ``cached_property`` writes through the instance's ``__dict__``, and once an
-    object's ``__dict__`` has been asked for, CPython (3.11) stops specialising
-    attribute loads on it: every ``compiled.feed_table`` a feed reads would take
-    the generic lookup.  Storing through ``object.__setattr__`` keeps the
-    instance's attributes where the interpreter reads them fastest.  (Two
-    threads asking at once may both compute it; the values are equal.)
-    """
-
-    def __init__(self, fn: Callable[[Any], _T]):
-        self.fn = fn
-        self.name = fn.__name__
-        self.__doc__ = fn.__doc__
-
-    def __get__(self, obj: Any, owner: Any = None) -> _T:
-        if obj is None:
-            return self  # type: ignore[return-value]
-        value = self.fn(obj)
-        object.__setattr__(obj, self.name, value)
-        return value
 
 
 class CompiledMachine:
@@ -476,19 +452,19 @@ class CompiledMachine:
         return to_transitions(self, policy, machine_class, **options)
 
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
-    @_made_on_first_use
+    @functools.cached_property
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
         return self._per_field(self.spec.data, _encoder)
 
-    @_made_on_first_use
+    @functools.cached_property
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
         return self._per_field(self.spec.data, _decoder)
 
-    @_made_on_first_use
+    @functools.cached_property
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         return {s.name: self._per_field(s.data, _encoder) for s in self.spec.states.values()}
 
-    @_made_on_first_use
+    @functools.cached_property
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
         return {s.name: self._per_field(s.data, _decoder) for s in self.spec.states.values()}
 
@@ -497,7 +473,7 @@ class CompiledMachine:
     ) -> dict[str, Callable[[Any], Any]]:
         return {n: make(f, self._codecs[f.type], self.name) for n, f in fields.items()}
 
-    @_made_on_first_use
+    @functools.cached_property
     def default_policy(self) -> Any:
         """The policy of the YAML's defaults (made on first use: most of a compile's callers never feed)."""
         return self.Policy()
