@@ -16,6 +16,7 @@ from .errors import (
     FeedRefused,
     GraphvizMissing,
     IllegalFeed,
+    IncompatibleSnapshot,
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
@@ -37,6 +38,7 @@ from .errors import (
 from .loader import load, parse
 from .registry import Registry
 from .runtime import MachineInstance
+from .shape import MigratingRun
 
 __all__ = [
     "CompiledMachine",
@@ -47,6 +49,7 @@ __all__ = [
     "parse",
     "Registry",
     "MachineInstance",
+    "MigratingRun",
     "LoopFsmError",
     "SpecError",
     "IllegalFeed",
@@ -55,6 +58,7 @@ __all__ = [
     "UnknownFeed",
     "PolicyError",
     "SnapshotError",
+    "IncompatibleSnapshot",
     "DecisionError",
     "ActionError",
     "RegistryError",

@@ -24,11 +24,22 @@ from collections.abc import Callable
 
 from .backend import Branch, Feed
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, guard_of
-from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
+from .errors import (
+    FeedArgumentError,
+    FeedRefused,
+    IncompatibleSnapshot,
+    LoopFsmError,
+    PolicyError,
+    RegistryError,
+    SnapshotError,
+    shown,
+    shown_fingerprint,
+)
 from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
 from .loader import load
 from .registry import Codec, Registry, registry_named
-from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
+from .runtime import READ_FORMATS, SNAPSHOT_FORMAT, Binder, MachineInstance
+from .shape import MigratingRun, Shape, migrate_run, plan, shape_of
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
@@ -534,29 +545,58 @@ class CompiledMachine:
         instance: MachineInstance = self.Instance.restore(snap)
         return instance
 
-    def check_snapshot(self, snap: Any) -> None:
-        """Refuse anything that is not a whole, matching snapshot; explain exactly why."""
+    @_made_on_first_use
+    def codec_versions(self) -> dict[str, int]:
+        """Each field type's codec version, as snapshots record it."""
+        return {name: codec.version for name, codec in self._codecs.items()}
+
+    @_made_on_first_use
+    def shape(self) -> Shape:
+        """The shape of this table's runs: what a snapshot records so an edited table can judge it."""
+        return shape_of(self.spec, self.codec_versions)
+
+    @_made_on_first_use
+    def _shape_json(self) -> dict[str, Any]:
+        return self.shape.to_json()
+
+    def check_snapshot(self, snap: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Refuse anything that is not a whole snapshot this table can read; explain exactly why.
+
+        Returns the values to restore: ``snap`` itself when it was taken under
+        this very table, else a copy carried through the table's migrations
+        and given the defaults of fields added since (see :mod:`loopfsm.shape`).
+        """
 
         def fail(msg: str) -> SnapshotError:
             return SnapshotError(f"{self.name}: refusing snapshot: {msg}")
 
         if not isinstance(snap, Mapping):
             raise fail(f"expected a JSON object, got {type(snap).__name__}")
-        missing = [k for k in _ENVELOPE if k not in snap]
+        fmt = snap.get("format")
+        if type(fmt) is not int or fmt not in READ_FORMATS:
+            raise fail(f"format {shown(fmt)} is not a supported format ({', '.join(map(str, READ_FORMATS))})")
+        envelope = _ENVELOPE if fmt == SNAPSHOT_FORMAT else _ENVELOPE_1
+        missing = [k for k in envelope if k not in snap]
         if missing:
             raise fail(f"missing {', '.join(missing)}")
-        extra = [k for k in snap if k not in _ENVELOPE]
+        extra = [k for k in snap if k not in envelope]
         if extra:
-            raise fail(f"unknown key {shown(extra[0])} (a snapshot holds exactly {', '.join(_ENVELOPE)})")
-        if type(snap["format"]) is not int or snap["format"] != SNAPSHOT_FORMAT:
-            raise fail(f"format {shown(snap['format'])} is not the supported format {SNAPSHOT_FORMAT}")
+            raise fail(f"unknown key {shown(extra[0])} (a format-{fmt} snapshot holds exactly {', '.join(envelope)})")
         if snap["machine"] != self.name:
             raise fail(f"it is of machine {shown(snap['machine'])}")
-        if snap["fingerprint"] != self.fingerprint:
-            raise fail(
-                "it was taken under another version of the spec (fingerprint "
-                f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)})"
-            )
+        if not isinstance(snap["fingerprint"], str):
+            raise fail(f"fingerprint {shown_fingerprint(snap['fingerprint'])} is not a string")
+        same = snap["fingerprint"] == self.fingerprint and (
+            fmt == 1 or (snap["version"] == self.spec.version and snap["shape"] == self._shape_json)
+        )
+        if not same:
+            if fmt == 1:
+                raise fail(
+                    "it was taken under another version of the spec (fingerprint "
+                    f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)}), "
+                    "and a format-1 snapshot does not record the shape an edited table could judge it by"
+                )
+            snap = self._read_older(snap, fail)
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {shown(snap['state'])}")
         data_validator, state_validators = self._validators or self._compile_validators()
@@ -568,6 +608,50 @@ class CompiledMachine:
             if detail is not None:
                 detail = detail.replace("data", where, 1)
                 raise fail(f"{detail} (in state {shown(snap['state'])})" if where == "state_data" else detail)
+        return snap
+
+    def _read_older(self, snap: Mapping[str, Any], fail: Callable[[str], SnapshotError]) -> dict[str, Any]:
+        """A snapshot taken under another version of the table, as this one reads it, or refused by name."""
+        version = snap["version"]
+        if type(version) is not int or version < 1:
+            raise fail(f"version {shown(version)} is not a positive integer")
+        shape = Shape.from_json(self.name, version, snap["shape"])
+        if shape is None:
+            raise fail("its shape is not a shape (data, states and codecs, by name and type)")
+        state = snap["state"]
+        if not isinstance(state, str) or state not in shape.states:
+            raise fail(f"state {shown(state)} is not one of the states its shape records")
+        if not isinstance(snap["data"], dict) or not isinstance(snap["state_data"], dict):
+            raise fail("data and state_data must be JSON objects")
+        verdict = plan(self.spec, shape, self.codec_versions, state)
+        if not verdict.ok:
+            raise IncompatibleSnapshot(
+                f"{self.name}: refusing snapshot taken under version {version}: this table cannot read it: "
+                + "; ".join(verdict.problems)
+                + ("" if self.spec.migrations else " (and the table declares no migrations)"),
+                verdict.problems,
+            )
+        run = MigratingRun(state, dict(snap["state_data"]), dict(snap["data"]))
+        try:
+            run = migrate_run(run, verdict.steps, self.registry.migrations.__getitem__)
+        except LoopFsmError:
+            raise
+        except Exception as err:  # a registered transform failed: say which, never what it held
+            names = ", ".join(m.transform for m in verdict.steps if m.transform)
+            raise fail(f"migration transform {names} failed ({type(err).__name__})") from None
+        if not isinstance(run, MigratingRun) or not isinstance(run.data, dict) or not isinstance(run.state_data, dict):
+            raise fail("a migration transform returned something other than a run")
+        if run.state not in self.spec.states:
+            raise fail(f"after migration its state {shown(run.state)} does not exist")
+        data = dict(run.data)
+        for name, f in self.spec.data.items():
+            if name not in data:
+                data[name] = self.data_encoders[name](default_value(f))
+        state_data = dict(run.state_data)
+        for name, f in self.spec.states[run.state].data.items():
+            if name not in state_data and (f.default is not MISSING or f.list or f.nullable):
+                state_data[name] = self.state_encoders[run.state][name](default_value(f))
+        return {"state": run.state, "state_data": state_data, "data": data}
 
     def _compile_validators(self) -> tuple[Any, dict[str, Any]]:
         """Validators generated from the YAML's field types and compiled to Python once (fastjsonschema).
@@ -586,7 +670,8 @@ class CompiledMachine:
         return f"<CompiledMachine {self.name} {self.fingerprint}>"
 
 
-_ENVELOPE = ("format", "machine", "fingerprint", "state", "state_data", "data")
+_ENVELOPE = ("format", "machine", "version", "fingerprint", "shape", "state", "state_data", "data")
+_ENVELOPE_1 = ("format", "machine", "fingerprint", "state", "state_data", "data")  # before shapes were recorded
 
 
 def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> Callable[[Any], str | None] | None:

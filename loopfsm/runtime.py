@@ -21,7 +21,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .compiler import CompiledMachine
     from .registry import Registry
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+# Format 1 (no version, no shape) is still read: under the same fingerprint it restores as it always did.
+READ_FORMATS = (1, 2)
 
 # The arguments of every feed that declares none: read-only and shared, not a new dict per feed.
 _NO_ARGS: Mapping[str, Any] = MappingProxyType({})
@@ -246,7 +248,9 @@ class MachineInstance:
         return {
             "format": SNAPSHOT_FORMAT,
             "machine": c.name,
+            "version": c.spec.version,
             "fingerprint": c.fingerprint,
+            "shape": c.shape.to_json(),
             "state": self._state,
             "state_data": {k: c.state_encoders[self._state][k](v) for k, v in self.state_data.items()},
             "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},
@@ -256,7 +260,7 @@ class MachineInstance:
     def restore(cls, snap: Mapping[str, Any]) -> Any:
         """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing."""
         c = cls.compiled
-        c.check_snapshot(snap)
+        snap = c.check_snapshot(snap)  # the values to decode: migrated and defaulted when the shape was older
         try:
             data: Any = object.__new__(c.Data)
             for name, dec in c.data_decoders.items():
