@@ -113,8 +113,14 @@ class Misfit:
 
 
 def _widens(old: str, new: str) -> bool:
-    """Whether a value of type ``old`` is always a value of type ``new``: only a field made nullable."""
-    return new == old + "?"
+    """Whether a value of type ``old`` is always one of type ``new``: made nullable, or an integer made a number."""
+    if new == old + "?":
+        return True
+    base = old.partition("[")[0].rstrip("?")
+    rest = old[len(base) :]
+    if base != "integer":
+        return False
+    return new in ("number" + rest, "number" + rest + ("" if rest.endswith("?") else "?"))
 
 
 def _field_misfits(
