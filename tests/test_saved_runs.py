@@ -303,12 +303,16 @@ def test_without_the_rename_every_element_is_named(tmp_path):
 def test_a_removed_state_strands_only_the_runs_saved_in_it(tmp_path):
     from loopfsm.machines.turnstile import Turnstile
 
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(TURNSTILE.replace("unlocked", "open"))
+    open_gate = Turnstile()
+    open_gate.coin()
+    with pytest.raises(IncompatibleSnapshot):
+        load_machine(str(renamed)).restore(open_gate.snapshot())
+    assert load_machine(str(renamed)).restore(Turnstile().snapshot()).state == "locked"
     v2 = turnstile_v2(tmp_path, FULL_MIGRATION.replace("    states: {unlocked: open}\n", ""))
     with pytest.raises(SpecError, match=r"do not carry version 1 to this table: state 'unlocked' no longer exists"):
         load_machine(str(v2))  # check proves the chain incomplete
-    assert main(["diff", str(ROOT / "machines" / "turnstile.yaml"), str(v2)]) == 1
-    locked = Turnstile().snapshot()
-    assert load_machine(str(turnstile_v2(tmp_path, FULL_MIGRATION, "ok.yaml"))).restore(locked).state == "locked"
 
 
 def test_diff_says_through_which_migration(tmp_path, capsys):
@@ -494,3 +498,66 @@ def test_a_state_field_added_without_a_default_needs_one_from_the_migration():
         defaults: {busy.owner: nobody}
     """)
     assert counter(migrated).restore(busy.snapshot()).state_data == {"since": 5, "owner": "nobody"}
+
+
+# -- the README section, held to the code ------------------------------------------------
+
+README = (ROOT / "README.md").read_text()
+SECTION = README.split("\n## Changing a machine that has saved runs\n", 1)[1].split("\n## ", 1)[0]
+
+
+def readme_block(marker: str, lang: str) -> str:
+    return SECTION.split(f"<!-- readme-example: {marker} -->\n```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_example_runs():
+    exec(compile(readme_block("saved-runs", "python"), "README-saved-runs", "exec"), {})
+
+
+def test_the_readme_migration_reads_an_old_run(tmp_path):
+    from loopfsm.machines.turnstile import Turnstile
+
+    gate = Turnstile()
+    gate.coin()
+    path = tmp_path / "turnstile.yaml"
+    path.write_text(
+        TURNSTILE.replace("unlocked", "open").replace("  credit:\n", "  coins:\n") + readme_block("migration", "yaml")
+    )
+    run = load_machine(str(path)).restore(gate.snapshot())
+    assert run.state == "open" and run.data.coins == 0
+
+
+def test_the_readme_diff_example_is_what_diff_prints(tmp_path, capsys):
+    block = README.split("$ loopfsm diff old/turnstile.yaml machines/turnstile.yaml\n", 1)[1].split("```", 1)[0]
+    old = tmp_path / "old.yaml"
+    old.write_text(TURNSTILE.replace("the arm is released", "it clicks open"))
+    new = tmp_path / "new.yaml"
+    new.write_text(
+        TURNSTILE.replace("default: 1\n", "default: 2\n", 1).replace("it clicks open", "the arm is released")
+    )
+    main(["diff", str(old), str(new)])
+    out = capsys.readouterr().out.splitlines()[1:]
+    assert out == block.splitlines()[1:]
+
+
+def test_widened_types_and_implicit_defaults_read_as_before():
+    v1 = counter(COUNTER_V1)
+    m = v1.new()
+    m.data.count = 41
+    m.go()
+    widened = (
+        COUNTER_V1.replace("count: {type: integer, default: 0}", "count: {type: number, default: 0}")
+        .replace("since: {type: integer}", "since: {type: integer, nullable: true}")
+        .replace("states:\n", "  notes: {type: string, list: true}\n  owner: {type: string, nullable: true}\nstates:\n")
+    )
+    run = counter(widened).restore(m.snapshot())
+    assert (run.data.count, run.data.notes, run.data.owner, run.state_data) == (41, [], None, {"since": 5})
+    narrowed = COUNTER_V1.replace("count: {type: integer, default: 0}", "count: {type: number, default: 0}")
+    with pytest.raises(IncompatibleSnapshot, match="field count changed from number to integer"):
+        v1.restore(counter(narrowed).new().snapshot())
+
+
+def test_a_version_bumped_without_a_migration_restores_what_fits():
+    bumped = counter(COUNTER_V1.replace("machine: counter\n", "machine: counter\nversion: 3\n"))
+    run = bumped.restore(counter(COUNTER_V1).new().snapshot())
+    assert run.state == "idle" and run.snapshot()["version"] == 3
