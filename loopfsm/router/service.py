@@ -55,7 +55,15 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ..crypto import Keyring
-from ..errors import FencedOut, ProtocolError, ProviderError, ScriptError, StreamEventError, StreamProtocolError
+from ..errors import (
+    FencedOut,
+    ProtocolError,
+    ProviderError,
+    ScriptError,
+    SnapshotError,
+    StreamEventError,
+    StreamProtocolError,
+)
 from ..machines.engine_brain import LoopMachine
 from ..machines.engine_values import CallLLM, CallTools, Compact, Completed, Done, Failed
 from ..machines.breaker_values import Route
@@ -98,6 +106,22 @@ class _Outcome:
     kind: str  # needs_decrypt, gate, tools, completed, failed, expired, aborted, broken, sealed
     pause: dict[str, Any] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def _unreadable(err: SnapshotError) -> dict[str, Any]:
+    """The answer for a paused run these tables cannot read: why, by name, and that the run is kept as saved.
+
+    Never a reset: deploying the tables it was saved under, or a migration
+    that reads it, resumes it; the message names machines, states and fields
+    only, never content.
+    """
+    return P.error(
+        "internal",
+        f"this session's run was saved under machine tables this router cannot read ({err}); "
+        "it is kept as saved: deploy the tables it was saved under or a migration that reads it",
+        [],
+        retryable=False,
+    )
 
 
 class _Ctx:
@@ -288,7 +312,10 @@ class Router:
 
     def _continuations(self, session_id: str) -> list[str]:
         rec = self.store().load(session_id) if SESSION_ID.fullmatch(session_id or "") else None
-        phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
+        try:
+            phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
+        except SnapshotError:  # a run these tables cannot read accepts nothing until one that can is deployed
+            return []
         return list(phase.decide("continuations"))
 
     # -- the one entry point ----------------------------------------------------------------
@@ -324,7 +351,10 @@ class Router:
         except ProtocolError as err:
             return P.error("invalid", str(err), self._continuations(session_id))
         store = self.store()
-        adm = store.admit(session_id, req.type, req.request_id, holder=self.holder)
+        try:
+            adm = store.admit(session_id, req.type, req.request_id, holder=self.holder)
+        except SnapshotError as err:  # admission restores the saved phase first: nothing was taken or changed
+            return _unreadable(err)
         if adm.outcome == "replayed":
             return self._replay(session_id, adm.response)
         if adm.outcome == "refused":
@@ -361,6 +391,9 @@ class Router:
         except SealedStateError as err:  # said without content; the run waits for the right key or a break
             self._release(lease)
             return P.error("internal", str(err), list(ctx.phase.decide("continuations")))
+        except SnapshotError as err:  # the run's brain or breakers were saved in a shape these tables cannot read
+            self._release(lease)
+            return _unreadable(err)
         except Exception as err:  # noqa: BLE001 - a bug must not wedge the run: release, say so without content
             self._release(lease)
             return P.error(
