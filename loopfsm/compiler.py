@@ -28,7 +28,6 @@ from .errors import (
     FeedArgumentError,
     FeedRefused,
     IncompatibleSnapshot,
-    LoopFsmError,
     PolicyError,
     RegistryError,
     SnapshotError,
@@ -634,14 +633,12 @@ class CompiledMachine:
         run = MigratingRun(state, dict(snap["state_data"]), dict(snap["data"]))
         try:
             run = migrate_run(run, verdict.steps, self.registry.migrations.__getitem__)
-        except LoopFsmError:
-            raise
         except Exception as err:  # a registered transform failed: say which, never what it held
             names = ", ".join(m.transform for m in verdict.steps if m.transform)
             raise fail(f"migration transform {names} failed ({type(err).__name__})") from None
         if not isinstance(run, MigratingRun) or not isinstance(run.data, dict) or not isinstance(run.state_data, dict):
             raise fail("a migration transform returned something other than a run")
-        if run.state not in self.spec.states:
+        if not isinstance(run.state, str) or run.state not in self.spec.states:
             raise fail(f"after migration its state {shown(run.state)} does not exist")
         data = dict(run.data)
         for name, f in self.spec.data.items():

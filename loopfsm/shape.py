@@ -16,6 +16,7 @@ the one place that decides, used alike by restore, ``check`` and ``diff``.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -278,7 +279,10 @@ def migrate_run(run: MigratingRun, steps: tuple[MigrationDef, ...], transforms: 
                 state_data.setdefault(name, value)
         run = MigratingRun(state, state_data, data)
         if m.transform is not None:
-            hook = transforms(m.transform)
-            result = hook(run)
-            run = result if isinstance(result, MigratingRun) else run
+            # The transform may edit nested values in place: they must not be the caller's snapshot's.
+            run = MigratingRun(run.state, copy.deepcopy(run.state_data), copy.deepcopy(run.data))
+            result = transforms(m.transform)(run)
+            if result is not None and not isinstance(result, MigratingRun):
+                raise TypeError(f"transform returned {type(result).__name__}, not a MigratingRun or None")
+            run = run if result is None else result
     return run

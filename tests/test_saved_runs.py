@@ -561,3 +561,34 @@ def test_a_version_bumped_without_a_migration_restores_what_fits():
     bumped = counter(COUNTER_V1.replace("machine: counter\n", "machine: counter\nversion: 3\n"))
     run = bumped.restore(counter(COUNTER_V1).new().snapshot())
     assert run.state == "idle" and run.snapshot()["version"] == 3
+
+
+@pytest.mark.parametrize(
+    "returned,message",
+    [
+        (lambda run: {"state": "idle"}, "migration transform count_as_text failed (TypeError)"),
+        (lambda run: MigratingRun(["idle"], {}, {"count": "0"}), "after migration its state ['idle'] does not exist"),
+        (lambda run: MigratingRun("idle", {}, []), "a migration transform returned something other than a run"),
+    ],
+)
+def test_what_a_transform_returns_is_checked(returned, message):
+    with pytest.raises(SnapshotError) as info:
+        counter(COUNTER_V2, lambda run: returned(run)).restore(counter(COUNTER_V1).new().snapshot())
+    assert message in str(info.value)
+
+
+def test_a_transform_editing_nested_values_in_place_leaves_the_callers_snapshot_alone():
+    text = COUNTER_V1.replace("count: {type: integer, default: 0}", "count: {type: json, default: {}}")
+    v2 = text.replace("machine: counter\n", "machine: counter\nversion: 2\n") + dedent("""
+    migrations:
+      - from: 1
+        reads: {data: {count: json}, states: {idle: {}, busy: {since: integer}}}
+        transform: count_as_text
+    """)
+
+    def tag(run: MigratingRun) -> None:
+        run.data["count"]["migrated"] = True
+
+    snap = counter(text).new().snapshot()
+    assert counter(v2, tag).restore(snap).data.count == {"migrated": True}
+    assert snap["data"]["count"] == {}
