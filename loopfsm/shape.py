@@ -245,7 +245,7 @@ def plan(spec: Spec, old: Shape, new_codecs: Mapping[str, int], state: str | Non
     why: list[str] = []
     if old.version > spec.version:
         why.append(f"it was taken under version {old.version}, newer than this table's {spec.version}")
-    elif old.version < spec.version and spec.migrations and not steps:
+    elif spec.migrations and old.version < min(m.from_version for m in spec.migrations):
         oldest = min(m.from_version for m in spec.migrations)
         why.append(f"it was taken under version {old.version}, older than the oldest this table migrates ({oldest})")
     shape = migrate_shape(old, steps, spec) if steps else old

@@ -592,3 +592,22 @@ def test_a_transform_editing_nested_values_in_place_leaves_the_callers_snapshot_
     snap = counter(text).new().snapshot()
     assert counter(v2, tag).restore(snap).data.count == {"migrated": True}
     assert snap["data"]["count"] == {}
+
+
+def test_a_run_older_than_the_chain_is_refused_with_its_version_named():
+    v1 = counter(COUNTER_V1)
+    busy = v1.new()
+    busy.go()
+    # Version 3 migrates from version 2 on, whose count was already a string: no transform.
+    v3 = (
+        COUNTER_V2.replace("version: 2", "version: 3")
+        .replace("- from: 1", "- from: 2")
+        .replace("{count: integer}", "{count: string}")
+        .replace("    transform: count_as_text\n", "")
+    )
+    with pytest.raises(IncompatibleSnapshot) as info:
+        counter(v3).restore(busy.snapshot())
+    assert info.value.problems == (
+        "it was taken under version 1, older than the oldest this table migrates (2)",
+        "field count changed from integer to string",
+    )
