@@ -611,3 +611,34 @@ def test_a_run_older_than_the_chain_is_refused_with_its_version_named():
         "it was taken under version 1, older than the oldest this table migrates (2)",
         "field count changed from integer to string",
     )
+
+
+def test_loopfsm_check_reports_an_incomplete_chain_at_its_line(tmp_path, capsys):
+    path = turnstile_v2(tmp_path, FULL_MIGRATION.replace("    fields: {credit: coins}\n", ""))
+    assert main(["check", str(path)]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if x == "  - from: 1")
+    assert f"v2.yaml:{line}:5: migrations[0]: the migrations do not carry version 1 to this table: " in text
+    assert "field credit no longer exists" in text
+    assert main(["check", str(turnstile_v2(tmp_path, FULL_MIGRATION, "ok.yaml"))]) == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(coins=st.lists(st.sampled_from(["coin", "push"]), max_size=12), fare=st.integers(1, 4))
+def test_turnstile_runs_round_trip_through_the_readme_migration(tmp_path_factory, coins, fare):
+    from loopfsm.machines.turnstile import Turnstile, TurnstilePolicy
+
+    gate = Turnstile()
+    for feed in coins:
+        getattr(gate, feed)(policy=TurnstilePolicy(fare=fare))
+    v2 = load_machine(str(turnstile_v2(tmp_path_factory.mktemp("v2"), FULL_MIGRATION)))
+    run = v2.restore(gate.snapshot())
+    expected_state = {"locked": "locked", "unlocked": "open"}[gate.state]
+    assert (run.state, run.data.coins, run.data.passages, run.data.shift) == (
+        expected_state,
+        gate.data.credit,
+        gate.data.passages,
+        "night",
+    )
+    assert v2.restore(run.snapshot()).snapshot() == run.snapshot()
