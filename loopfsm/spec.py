@@ -242,9 +242,11 @@ class Spec:
     def fingerprint(self) -> str:
         """Hash of everything that affects behaviour or snapshots; descriptions are left out.
 
-        Rewording a description must not orphan saved runs; changing a state,
-        branch, guard order or field must.  The trace table only describes, so it is left out too,
-        and so are coverage excuses (``untested:``).
+        Snapshots carry it for information and as a fast path: an equal
+        fingerprint (with an equal shape) restores without comparing shapes;
+        any other is judged by shape (:mod:`loopfsm.shape`).  ``diff`` reads
+        it as "behaviour changed".  The trace table only describes, so it is
+        left out, and so are coverage excuses (``untested:``).
         """
 
         def strip(node: Any) -> Any:
