@@ -624,11 +624,14 @@ class CompiledMachine:
             raise fail("data and state_data must be JSON objects")
         verdict = plan(self.spec, shape, self.codec_versions, state)
         if not verdict.ok:
+            listed = verdict.problems[:_PROBLEMS_SHOWN]
+            more = len(verdict.problems) - len(listed)
             raise IncompatibleSnapshot(
                 f"{self.name}: refusing snapshot taken under version {version}: this table cannot read it: "
-                + "; ".join(verdict.problems)
+                + "; ".join(listed)
+                + (f"; and {more} more" if more else "")
                 + ("" if self.spec.migrations else " (and the table declares no migrations)"),
-                verdict.problems,
+                verdict.problems[:_PROBLEMS_KEPT],
             )
         run = MigratingRun(state, dict(snap["state_data"]), dict(snap["data"]))
         try:
@@ -666,6 +669,10 @@ class CompiledMachine:
     def __repr__(self) -> str:
         return f"<CompiledMachine {self.name} {self.fingerprint}>"
 
+
+# A snapshot's shape is untrusted input: a refusal names its first problems, not ten thousand of them.
+_PROBLEMS_SHOWN = 10
+_PROBLEMS_KEPT = 100
 
 _ENVELOPE = ("format", "machine", "version", "fingerprint", "shape", "state", "state_data", "data")
 _ENVELOPE_1 = ("format", "machine", "fingerprint", "state", "state_data", "data")  # before shapes were recorded

@@ -642,3 +642,13 @@ def test_turnstile_runs_round_trip_through_the_readme_migration(tmp_path_factory
         "night",
     )
     assert v2.restore(run.snapshot()).snapshot() == run.snapshot()
+
+
+def test_a_hostile_shape_is_refused_in_a_bounded_message():
+    v1 = counter(COUNTER_V1)
+    snap = v1.new().snapshot()
+    snap["shape"]["data"].update({f"f{i}": "integer" for i in range(5000)})
+    with pytest.raises(IncompatibleSnapshot) as info:
+        v1.restore(snap)
+    assert len(str(info.value)) < 1000 and "; and 4990 more" in str(info.value)
+    assert len(info.value.problems) == 100
