@@ -59,11 +59,20 @@ class Gate:
         if self.state == "unlocked":
             self.state, self.passages = "locked", self.passages + 1
 
+    SHAPE = {"data": {"credit": "integer", "passages": "integer"}, "states": {"locked": {}, "unlocked": {}}}
+    CODECS = {"integer": 1}
+
     def snapshot(self, fingerprint: str) -> dict:
         return {
-            "format": 1,
+            "format": 2,
             "machine": "turnstile",
+            "version": 1,
             "fingerprint": fingerprint,
+            "shape": {
+                "data": dict(self.SHAPE["data"]),
+                "states": {"locked": {}, "unlocked": {}},
+                "codecs": dict(self.CODECS),
+            },
             "state": self.state,
             "state_data": {},
             "data": {"credit": self.credit, "passages": self.passages},
@@ -74,13 +83,19 @@ class Gate:
         """Validate everything loopfsm validates, then build; refuse with GateError."""
         if not isinstance(snap, Mapping):
             raise GateError("not a mapping")
+        if len(snap) != 8:
+            raise GateError("unknown keys")
         try:
             fmt, machine, fp = snap["format"], snap["machine"], snap["fingerprint"]
+            version, shape = snap["version"], snap["shape"]
             state, state_data, data = snap["state"], snap["state_data"], snap["data"]
         except KeyError as err:
             raise GateError(f"missing {err}") from None
-        if fmt != 1 or machine != "turnstile" or fp != fingerprint:
+        if type(fmt) is not int or fmt != 2 or machine != "turnstile" or not isinstance(fp, str):
             raise GateError("wrong format, machine or fingerprint")
+        # The fingerprint is for information: a run saved under an edited policy has the same shape.
+        if version != 1 or shape != {**cls.SHAPE, "codecs": cls.CODECS}:
+            raise GateError("another shape")
         if not isinstance(state, str) or state not in cls.STATES:
             raise GateError("unknown state")
         if not isinstance(state_data, dict) or state_data:

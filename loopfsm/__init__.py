@@ -14,6 +14,7 @@ from loopfsm.core.errors import (
     FeedArgumentError,
     FeedRefused,
     IllegalFeed,
+    IncompatibleSnapshot,
     LoopFsmError,
     NoBranchMatched,
     PolicyError,
@@ -26,6 +27,7 @@ from loopfsm.core.errors import (
 from loopfsm.core.loader import load, parse
 from loopfsm.core.registry import Registry
 from loopfsm.core.runtime import MachineInstance
+from loopfsm.core.shape import MigratingRun
 
 # The other layers' errors, importable from here too, each from the package that raises it.  Imported on
 # first use (PEP 562): ``loopfsm.machines`` imports every shipped machine, which ``import loopfsm`` must not.
@@ -65,6 +67,7 @@ __all__ = [
     "Registry",
     "MachineInstance",
     "DeclaredMachine",
+    "MigratingRun",
     "LoopFsmError",
     "SpecError",
     "IllegalFeed",
@@ -73,6 +76,7 @@ __all__ = [
     "UnknownFeed",
     "PolicyError",
     "SnapshotError",
+    "IncompatibleSnapshot",
     "DecisionError",
     "ActionError",
     "RegistryError",

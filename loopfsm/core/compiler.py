@@ -10,7 +10,6 @@ codecs and validators snapshots go through.  None of it is rebuilt per instance.
 
 from __future__ import annotations
 
-import copy
 import functools
 import dataclasses
 import inspect
@@ -25,12 +24,22 @@ from collections.abc import Callable
 
 from .backend import Branch, Feed
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, condition_of, guard_of
-from .errors import FeedArgumentError, FeedRefused, PolicyError, RegistryError, SnapshotError, shown, shown_fingerprint
-from .fieldtypes import INT_MAX, INT_MIN, default_value, json_schema, policy_value_problem, python_checker
+from .errors import (
+    FeedArgumentError,
+    FeedRefused,
+    IncompatibleSnapshot,
+    PolicyError,
+    SnapshotError,
+    shown,
+    shown_fingerprint,
+)
+from .fieldtypes import INT_MAX, INT_MIN, default_value, policy_value_problem, python_checker
 from .loader import load
 from .registries import registry_named
 from .registry import Codec, Registry
-from .runtime import SNAPSHOT_FORMAT, Binder, MachineInstance
+from .runtime import READ_FORMATS, SNAPSHOT_FORMAT, Binder, MachineInstance
+from .shape import MigratingRun, Shape, migrate_run, plan, shape_of
+from .fieldcodecs import field_decoder, field_encoder, fields_validator, no_fields_problem
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
@@ -79,77 +88,6 @@ def _refusal(machine: str, event: str, legal: tuple[str, ...], why: str, branch:
         raise FeedRefused(machine, model._state, event, legal, reason=why)
 
     return refuse
-
-
-def _converter(f: FieldDef, one: Callable[[Any], Any], codec: Codec) -> Callable[[Any], Any]:
-    """Lift a codec's per-value function (to or from JSON) over the field's nullability and list-ness."""
-    if codec.name == "json":
-        one = copy.deepcopy  # snapshots must never alias an instance's mutable JSON values
-    if f.nullable:
-        inner = one
-        one = lambda v: None if v is None else inner(v)  # noqa: E731
-    if f.list:
-        return lambda v: [one(x) for x in v]
-    return one
-
-
-def _encoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
-    """To JSON, after holding the value to the field's declaration: an action may have set anything,
-    and a snapshot its own restore would refuse must not be taken at all."""
-    convert = _converter(f, codec.to_json, codec)
-    ok = python_checker(f, codec)
-
-    def encode(value: Any) -> Any:
-        if not ok(value):
-            raise SnapshotError(
-                f"{machine}: cannot snapshot: field '{f.name}' holds {shown(value)}, "
-                f"which is not {_what(f, value)}{_bounds_text(f)} (an action set it)"
-            )
-        return convert(value)
-
-    return encode
-
-
-def _what(f: FieldDef, value: Any) -> str:
-    what = f"a list of {f.type} values" if f.list else f"{'an' if f.type[0] in 'aeiou' else 'a'} {f.type}"
-    return what + (" (signed 64-bit)" if type(value) is int and not INT_MIN <= value <= INT_MAX else "")
-
-
-def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
-    """From JSON, then held to the field's declaration in Python terms: the schema check before it
-    takes ``1.0`` for an integer and lets NaN into a json field; this does not, so a restored
-    instance holds only values a feed could have produced."""
-    convert = _converter(f, codec.from_json, codec)
-    ok = python_checker(f, codec)
-
-    def decode(value: Any) -> Any:
-        out = convert(value)
-        if not ok(out):
-            raise SnapshotError(
-                f"{machine}: refusing snapshot: field '{f.name}' holds {shown(value)}, "
-                f"which is not {_what(f, out)}{_bounds_text(f)}"
-            )
-        return out
-
-    return decode
-
-
-def _bounds_text(f: FieldDef) -> str:
-    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
-        [f"at most {f.maximum}"] if f.maximum is not None else []
-    )
-    enum = [f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []
-    extra = parts + enum + (["or None"] if f.nullable else [])
-    return f" ({', '.join(extra)})" if extra else ""
-
-
-def _fields_schema(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "required": sorted(fields),
-        "additionalProperties": False,
-        "properties": {n: json_schema(f, codecs[f.type]) for n, f in fields.items()},
-    }
 
 
 def _make_policy_class(spec: Spec, cls_name: str, module: str | None) -> type:
@@ -304,8 +242,6 @@ def _feed_binder(general: Callable[..., dict[str, Any]], args: dict[str, FieldDe
     return Binder(general, tuple(args), frozenset(itertools.product(*per_arg)), tuple(value_checks))
 
 
-
-
 class CompiledMachine:
     """Everything instances of one spec share; built once by :func:`compile_spec`."""
 
@@ -454,19 +390,19 @@ class CompiledMachine:
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @functools.cached_property
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
-        return self._per_field(self.spec.data, _encoder)
+        return self._per_field(self.spec.data, field_encoder)
 
     @functools.cached_property
     def data_decoders(self) -> dict[str, Callable[[Any], Any]]:
-        return self._per_field(self.spec.data, _decoder)
+        return self._per_field(self.spec.data, field_decoder)
 
     @functools.cached_property
     def state_encoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
-        return {s.name: self._per_field(s.data, _encoder) for s in self.spec.states.values()}
+        return {s.name: self._per_field(s.data, field_encoder) for s in self.spec.states.values()}
 
     @functools.cached_property
     def state_decoders(self) -> dict[str, dict[str, Callable[[Any], Any]]]:
-        return {s.name: self._per_field(s.data, _decoder) for s in self.spec.states.values()}
+        return {s.name: self._per_field(s.data, field_decoder) for s in self.spec.states.values()}
 
     def _per_field(
         self, fields: dict[str, FieldDef], make: Callable[[FieldDef, Codec, str], Callable[[Any], Any]]
@@ -513,29 +449,58 @@ class CompiledMachine:
         instance: MachineInstance = self.Instance.restore(snap)
         return instance
 
-    def check_snapshot(self, snap: Any) -> None:
-        """Refuse anything that is not a whole, matching snapshot; explain exactly why."""
+    @functools.cached_property
+    def codec_versions(self) -> dict[str, int]:
+        """Each field type's codec version, as snapshots record it."""
+        return {name: codec.version for name, codec in self._codecs.items()}
+
+    @functools.cached_property
+    def shape(self) -> Shape:
+        """The shape of this table's runs: what a snapshot records so an edited table can judge it."""
+        return shape_of(self.spec, self.codec_versions)
+
+    @functools.cached_property
+    def _shape_json(self) -> dict[str, Any]:
+        return self.shape.to_json()
+
+    def check_snapshot(self, snap: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Refuse anything that is not a whole snapshot this table can read; explain exactly why.
+
+        Returns the values to restore: ``snap`` itself when it was taken under
+        this very table, else a copy carried through the table's migrations
+        and given the defaults of fields added since (see :mod:`loopfsm.core.shape`).
+        """
 
         def fail(msg: str) -> SnapshotError:
             return SnapshotError(f"{self.name}: refusing snapshot: {msg}")
 
         if not isinstance(snap, Mapping):
             raise fail(f"expected a JSON object, got {type(snap).__name__}")
-        missing = [k for k in _ENVELOPE if k not in snap]
+        fmt = snap.get("format")
+        if type(fmt) is not int or fmt not in READ_FORMATS:
+            raise fail(f"format {shown(fmt)} is not a supported format ({', '.join(map(str, READ_FORMATS))})")
+        envelope = _ENVELOPE if fmt == SNAPSHOT_FORMAT else _ENVELOPE_1
+        missing = [k for k in envelope if k not in snap]
         if missing:
             raise fail(f"missing {', '.join(missing)}")
-        extra = [k for k in snap if k not in _ENVELOPE]
+        extra = [k for k in snap if k not in envelope]
         if extra:
-            raise fail(f"unknown key {shown(extra[0])} (a snapshot holds exactly {', '.join(_ENVELOPE)})")
-        if type(snap["format"]) is not int or snap["format"] != SNAPSHOT_FORMAT:
-            raise fail(f"format {shown(snap['format'])} is not the supported format {SNAPSHOT_FORMAT}")
+            raise fail(f"unknown key {shown(extra[0])} (a format-{fmt} snapshot holds exactly {', '.join(envelope)})")
         if snap["machine"] != self.name:
             raise fail(f"it is of machine {shown(snap['machine'])}")
-        if snap["fingerprint"] != self.fingerprint:
-            raise fail(
-                "it was taken under another version of the spec (fingerprint "
-                f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)})"
-            )
+        if not isinstance(snap["fingerprint"], str):
+            raise fail(f"fingerprint {shown_fingerprint(snap['fingerprint'])} is not a string")
+        same = snap["fingerprint"] == self.fingerprint and (
+            fmt == 1 or (snap["version"] == self.spec.version and snap["shape"] == self._shape_json)
+        )
+        if not same:
+            if fmt == 1:
+                raise fail(
+                    "it was taken under another version of the spec (fingerprint "
+                    f"{shown_fingerprint(snap['fingerprint'])}, this spec is {shown_fingerprint(self.fingerprint)}), "
+                    "and a format-1 snapshot does not record the shape an edited table could judge it by"
+                )
+            snap = self._read_older(snap, fail)
         if not isinstance(snap["state"], str) or snap["state"] not in self.spec.states:
             raise fail(f"unknown state {shown(snap['state'])}")
         data_validator, state_validators = self._validators or self._compile_validators()
@@ -543,10 +508,55 @@ class CompiledMachine:
             ("data", data_validator, snap["data"]),
             ("state_data", state_validators.get(snap["state"]), snap["state_data"]),
         ):
-            detail = _no_fields_problem(value) if validator is None else validator(value)
+            detail = no_fields_problem(value) if validator is None else validator(value)
             if detail is not None:
                 detail = detail.replace("data", where, 1)
                 raise fail(f"{detail} (in state {shown(snap['state'])})" if where == "state_data" else detail)
+        return snap
+
+    def _read_older(self, snap: Mapping[str, Any], fail: Callable[[str], SnapshotError]) -> dict[str, Any]:
+        """A snapshot taken under another version of the table, as this one reads it, or refused by name."""
+        version = snap["version"]
+        if type(version) is not int or version < 1:
+            raise fail(f"version {shown(version)} is not a positive integer")
+        shape = Shape.from_json(self.name, version, snap["shape"])
+        if shape is None:
+            raise fail("its shape is not a shape (data, states and codecs, by name and type)")
+        state = snap["state"]
+        if not isinstance(state, str) or state not in shape.states:
+            raise fail(f"state {shown(state)} is not one of the states its shape records")
+        if not isinstance(snap["data"], dict) or not isinstance(snap["state_data"], dict):
+            raise fail("data and state_data must be JSON objects")
+        verdict = plan(self.spec, shape, self.codec_versions, state)
+        if not verdict.ok:
+            listed = verdict.problems[:_PROBLEMS_SHOWN]
+            more = len(verdict.problems) - len(listed)
+            raise IncompatibleSnapshot(
+                f"{self.name}: refusing snapshot taken under version {version}: this table cannot read it: "
+                + "; ".join(listed)
+                + (f"; and {more} more" if more else "")
+                + ("" if self.spec.migrations else " (and the table declares no migrations)"),
+                verdict.problems[:_PROBLEMS_KEPT],
+            )
+        run = MigratingRun(state, dict(snap["state_data"]), dict(snap["data"]))
+        try:
+            run = migrate_run(run, verdict.steps, self.registry.migrations.__getitem__)
+        except Exception as err:  # a registered transform failed: say which, never what it held
+            names = ", ".join(m.transform for m in verdict.steps if m.transform)
+            raise fail(f"migration transform {names} failed ({type(err).__name__})") from None
+        if not isinstance(run, MigratingRun) or not isinstance(run.data, dict) or not isinstance(run.state_data, dict):
+            raise fail("a migration transform returned something other than a run")
+        if not isinstance(run.state, str) or run.state not in self.spec.states:
+            raise fail(f"after migration its state {shown(run.state)} does not exist")
+        data = dict(run.data)
+        for name, f in self.spec.data.items():
+            if name not in data:
+                data[name] = self.data_encoders[name](default_value(f))
+        state_data = dict(run.state_data)
+        for name, f in self.spec.states[run.state].data.items():
+            if name not in state_data and (f.default is not MISSING or f.list or f.nullable):
+                state_data[name] = self.state_encoders[run.state][name](default_value(f))
+        return {"state": run.state, "state_data": state_data, "data": data}
 
     def _compile_validators(self) -> tuple[Any, dict[str, Any]]:
         """Validators generated from the YAML's field types and compiled to Python once (fastjsonschema).
@@ -556,8 +566,8 @@ class CompiledMachine:
         """
         spec, codecs = self.spec, self._codecs
         self._validators = (
-            _fields_validator(spec.data, codecs),
-            {s.name: _fields_validator(s.data, codecs) for s in spec.states.values() if s.data},
+            fields_validator(spec.data, codecs),
+            {s.name: fields_validator(s.data, codecs) for s in spec.states.values() if s.data},
         )
         return self._validators
 
@@ -565,40 +575,14 @@ class CompiledMachine:
         return f"<CompiledMachine {self.name} {self.fingerprint}>"
 
 
-_ENVELOPE = ("format", "machine", "fingerprint", "state", "state_data", "data")
+# A snapshot's shape is untrusted input: a refusal names its first problems, not ten thousand of them.
+_PROBLEMS_SHOWN = 10
+_PROBLEMS_KEPT = 100
 
-
-def _fields_validator(fields: dict[str, FieldDef], codecs: dict[str, Codec]) -> Callable[[Any], str | None] | None:
-    """A checker returning why a value does not fit ``fields`` (None if it does); None when there are no fields."""
-    if not fields:
-        return None
-    import fastjsonschema  # noqa: PLC0415 - only processes that restore pay for it
-
-    try:
-        check = fastjsonschema.compile(_fields_schema(fields, codecs))
-    except fastjsonschema.JsonSchemaDefinitionException as err:  # a codec's own schema is not one
-        used = sorted({f.type for f in fields.values() if codecs[f.type].schema})
-        raise RegistryError(
-            f"the schema of codec {', '.join(map(repr, used)) or '?'} is not a valid JSON Schema: {err}"
-        ) from None
-
-    def problem(value: Any) -> str | None:
-        try:
-            check(value)
-        except fastjsonschema.JsonSchemaException as err:
-            return str(getattr(err, "message", err))
-        return None
-
-    return problem
-
-
-def _no_fields_problem(value: Any) -> str | None:
-    """What the generated validator would say of a value for an empty field set, without one."""
-    if not isinstance(value, dict):
-        return "data must be object"
-    if value:
-        return f"data must not contain {set(value)!r} properties"
-    return None
+_ENVELOPE = ("format", "machine", "version", "fingerprint", "shape", "state", "state_data", "data")
+#: The keys of every snapshot ``snapshot()`` writes, in order (the review sheet lists them).
+SNAPSHOT_KEYS = _ENVELOPE
+_ENVELOPE_1 = ("format", "machine", "fingerprint", "state", "state_data", "data")  # before shapes were recorded
 
 
 def _feed_method(event: str, doc: str) -> Callable[..., Any]:

@@ -137,6 +137,18 @@ class SnapshotError(LoopFsmError):
     """A snapshot is corrupt, from another machine or spec, or of an unknown format; nothing was restored."""
 
 
+class IncompatibleSnapshot(SnapshotError):
+    """A well-formed snapshot whose shape this table cannot read (and no migration covers); nothing was restored.
+
+    ``problems`` names each element: ``state 'AwaitingToolz' no longer exists``,
+    ``field credit changed from integer to string``.
+    """
+
+    def __init__(self, message: str, problems: tuple[str, ...]):
+        super().__init__(message)
+        self.problems = problems
+
+
 class ActionError(LoopFsmError):
     """A registered action broke the table's contract (for example left a state's data unset)."""
 

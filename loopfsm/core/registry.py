@@ -64,6 +64,9 @@ class Codec:
     to_json: Callable[[Any], Any]
     from_json: Callable[[Any], Any]
     schema: dict[str, Any]
+    # Bumped when the JSON a codec writes changes meaning: snapshots record it, and a
+    # table whose codec has another version refuses them (a migration's transform converts).
+    version: int = 1
 
 
 class DataField(str):
@@ -203,6 +206,7 @@ class Registry:
         self.entries: dict[str, dict[str, Entry]] = {k: {} for k in KINDS}
         self.codecs: dict[str, Codec] = dict(BUILTIN_CODECS)
         self.errors: dict[str, type] = {}
+        self.migrations: dict[str, Callable[..., Any]] = {}
         # The typed instance class declared for this registry's machine, if any
         # (set by ``class X(MachineInstance, machine=..., registry=...)``).
         self.instance_class: type | None = None
@@ -256,6 +260,7 @@ class Registry:
         to_json: Callable[[Any], Any],
         from_json: Callable[[Any], Any],
         schema: dict[str, Any] | None = None,
+        version: int = 1,
     ) -> None:
         if name in self.codecs:
             raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
@@ -270,7 +275,32 @@ class Registry:
             raise RegistryError(f"registry '{self.name}': codec '{name}' needs callables to_json and from_json")
         if schema is not None and not isinstance(schema, dict):
             raise RegistryError(f"registry '{self.name}': codec '{name}' schema is a JSON Schema object (a dict)")
-        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {})
+        if type(version) is not int or version < 1:
+            raise RegistryError(
+                f"registry '{self.name}': codec '{name}' version is a positive integer, got {version!r}"
+            )
+        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {}, version)
+
+    def migration(self, fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
+        """Register ``fn(run: MigratingRun) -> MigratingRun | None``, named by a ``migrations:`` entry's ``transform``.
+
+        It converts what a table cannot say (a value retyped, a field computed
+        from others); it runs after that entry's renames and defaults, and what
+        it leaves is checked against the new table like any snapshot.
+        """
+
+        def add(f: Callable[..., Any]) -> Callable[..., Any]:
+            key = name or getattr(f, "__name__", None)
+            if not callable(f) or not isinstance(key, str) or not key.isidentifier() or iskeyword(key):
+                raise RegistryError(
+                    f"registry '{self.name}': a migration is a named callable (register a lambda with name=...)"
+                )
+            if key in self.migrations:
+                raise RegistryError(f"registry '{self.name}': migration '{key}' is registered twice")
+            self.migrations[key] = f
+            return f
+
+        return add(fn) if fn is not None else add
 
     def error(self, cls: type, name: str | None = None) -> type:
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):

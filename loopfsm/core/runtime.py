@@ -15,9 +15,12 @@ from types import MappingProxyType
 from . import tracing as _tracing
 from .binding import all_hold
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
+from .shape import Shape
 from .spec import Spec
 
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
+# Format 1 (no version, no shape) is still read: under the same fingerprint it restores as it always did.
+READ_FORMATS = (1, 2)
 
 # The arguments of every feed that declares none: read-only and shared, not a new dict per feed.
 _NO_ARGS: Mapping[str, Any] = MappingProxyType({})
@@ -89,6 +92,9 @@ class Tables(Protocol):
     def name(self) -> str: ...
     @property
     def spec(self) -> Spec: ...
+
+    @property
+    def shape(self) -> Shape: ...
     @property
     def fingerprint(self) -> str: ...
     @property
@@ -122,7 +128,7 @@ class Tables(Protocol):
 
     def policy(self, value: Any = None) -> Any: ...
     def decision_rules(self, decision: str, state: str, policy: Any) -> tuple[Any, ...]: ...
-    def check_snapshot(self, snap: Any) -> None: ...
+    def check_snapshot(self, snap: Mapping[str, Any]) -> Mapping[str, Any]: ...
 
 
 class _NotBound:
@@ -256,7 +262,9 @@ class MachineInstance(_tracing.Traced):
         return {
             "format": SNAPSHOT_FORMAT,
             "machine": c.name,
+            "version": c.spec.version,
             "fingerprint": c.fingerprint,
+            "shape": c.shape.to_json(),
             "state": self._state,
             "state_data": {k: c.state_encoders[self._state][k](v) for k, v in self.state_data.items()},
             "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},
@@ -266,7 +274,7 @@ class MachineInstance(_tracing.Traced):
     def restore(cls, snap: Mapping[str, Any]) -> Any:
         """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing."""
         c = cls.compiled
-        c.check_snapshot(snap)
+        snap = c.check_snapshot(snap)  # the values to decode: migrated and defaulted when the shape was older
         try:
             data: Any = object.__new__(c.Data)
             for name, dec in c.data_decoders.items():

@@ -203,6 +203,26 @@ class OutcomeDef:
     path: PathT
 
 
+@dataclass(frozen=True)
+class MigrationDef:
+    """One ``migrations:`` entry: how snapshots of version ``from_version`` become the next version's.
+
+    ``reads`` is that old version's shape as its snapshots record it (data
+    field -> type words, state -> field -> type words), so the chain can be
+    checked without the old file.  ``fields`` and ``defaults`` name a state's
+    field as ``State.field``.
+    """
+
+    from_version: int
+    reads_data: dict[str, str]
+    reads_states: dict[str, dict[str, str]]
+    states: dict[str, str]
+    fields: dict[str, str]
+    defaults: dict[str, Any]
+    transform: str | None
+    path: PathT
+
+
 @dataclass
 class Spec:
     """A whole machine file, typed.  ``source`` keeps positions for later error reports."""
@@ -223,6 +243,8 @@ class Spec:
     # (kind -> names); empty after a full check.
     unchecked: dict[str, list[str]] = field(default_factory=dict)
     before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of any feed is taken
+    version: int = 1  # carried by every snapshot; migrations say how older versions are read
+    migrations: tuple[MigrationDef, ...] = ()
 
     @property
     def file(self) -> str:
@@ -262,9 +284,11 @@ class Spec:
     def fingerprint(self) -> str:
         """Hash of everything that affects behaviour or snapshots; descriptions are left out.
 
-        Rewording a description must not orphan saved runs; changing a state,
-        branch, guard order or field must.  The trace table only describes, so it is left out too,
-        and so are coverage excuses (``untested:``) and state tags.
+        Snapshots carry it for information and as a fast path: an equal
+        fingerprint (with an equal shape) restores without comparing shapes;
+        any other is judged by shape (:mod:`loopfsm.core.shape`).  ``diff`` reads
+        it as "behaviour changed".  The trace table only describes, so it is
+        left out, and so are coverage excuses (``untested:``) and state tags.
         """
 
         def strip(node: Any) -> Any:
@@ -436,4 +460,20 @@ def build_spec(src: Source) -> Spec:
         src,
     )
     spec.before = _refs(doc.get("before"), ("before",))
+    spec.version = doc.get("version", 1)
+    spec.migrations = tuple(_migration(m, ("migrations", i)) for i, m in enumerate(doc.get("migrations") or []))
     return spec
+
+
+def _migration(raw: dict[str, Any], path: PathT) -> MigrationDef:
+    reads = raw["reads"]
+    return MigrationDef(
+        raw["from"],
+        dict(reads.get("data") or {}),
+        {name: dict(fields or {}) for name, fields in reads["states"].items()},
+        dict(raw.get("states") or {}),
+        dict(raw.get("fields") or {}),
+        dict(raw.get("defaults") or {}),
+        raw.get("transform"),
+        path,
+    )

@@ -92,6 +92,7 @@ def registry_signature(registry: Registry) -> str:
         codec = registry.codecs[name]
         parts.append(f"codec {name} {codec.py_type!r} {json.dumps(codec.schema, sort_keys=True, default=repr)}")
     parts.extend(f"error {name}" for name in sorted(registry.errors))
+    parts.extend(f"migration {name}" for name in sorted(registry.migrations))
     return _blake2b("\n".join(parts).encode(), digest_size=32).hexdigest()
 
 

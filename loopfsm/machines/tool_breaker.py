@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import SNAPSHOT_FORMAT, PolicyArg
+from loopfsm.core.runtime import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
     from loopfsm.core.compiler import CompiledMachine
@@ -481,15 +481,16 @@ class ToolHealth:
             or set(snap) != {"format", "machine", "fingerprint", "breakers"}
             or snap.get("machine") != "tool_health"
             or type(snap.get("format")) is not int
-            or snap.get("format") != SNAPSHOT_FORMAT
+            or snap.get("format") not in READ_FORMATS
         ):
             raise SnapshotError(f"tool_health: refusing snapshot: not a format-{SNAPSHOT_FORMAT} tool_health value")
-        if snap.get("fingerprint") != m.fingerprint:
+        if snap.get("format") == 1 and snap.get("fingerprint") != m.fingerprint:
             raise SnapshotError(
                 f"tool_health: refusing snapshot: it was taken under another version of "
                 f"the tool breaker spec (fingerprint {shown_fingerprint(snap.get('fingerprint'))}, this spec is "
-                f"{shown_fingerprint(m.fingerprint)})"
+                f"{shown_fingerprint(m.fingerprint)}), and a format-1 snapshot does not record its shape"
             )
+        # Format 2: each breaker's snapshot carries its shape, and each is judged by it on restore.
         raw = snap.get("breakers", {})
         if not isinstance(raw, dict):
             raise SnapshotError("tool_health: refusing snapshot: breakers must be a JSON object")

@@ -15,6 +15,7 @@ that is not.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from dataclasses import dataclass
@@ -22,7 +23,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopfsm.core.errors import SpecError
-from loopfsm.core.spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, build_spec, policy_ref
+from loopfsm.core.shape import Plan, plan, shape_of
+from loopfsm.core.spec import (
+    WILDCARD,
+    Branch,
+    EventDef,
+    FieldDef,
+    MigrationDef,
+    Ref,
+    Rule,
+    Spec,
+    build_spec,
+    policy_ref,
+)
 
 
 @dataclass(frozen=True)
@@ -43,21 +56,35 @@ class MachineDiff:
 
     @property
     def snapshots_restore(self) -> bool:
-        """Snapshots carry the fingerprint, and restore refuses any other: equal fingerprints or nothing."""
-        return self.old.name == self.new.name and self.old.fingerprint == self.new.fingerprint
+        """Whether every run saved under OLD restores under NEW (as it is or through NEW's migrations)."""
+        return self.old.name == self.new.name and self.saved_runs.ok
+
+    @property
+    def saved_runs(self) -> Plan:
+        """How NEW reads runs saved under OLD: decided by their shape, exactly as ``restore`` decides.
+
+        Codec versions live in a registry, which a diff does not load; they are
+        not compared here (``restore`` compares them).
+        """
+        return plan(self.new, shape_of(self.old), {})
 
     def snapshot_note(self) -> str:
-        if self.snapshots_restore:
-            return "snapshots taken under OLD restore under NEW (same fingerprint)"
+        """The one line that says what a deploy of NEW does to the runs saved under OLD, and why."""
         if self.old.name != self.new.name:
-            return f"snapshots taken under OLD are refused by NEW (machine renamed {self.old.name} -> {self.new.name})"
-        shape = _shape_changes(self.old, self.new)
-        tail = (
-            "; their shape (states and fields) is the same"
-            if not shape
-            else "; their shape changed too: " + "; ".join(shape)
-        )
-        return f"snapshots taken under OLD are refused by NEW (fingerprint changed){tail}"
+            return f"saved runs are refused: the machine was renamed {self.old.name} -> {self.new.name}"
+        verdict = self.saved_runs
+        if verdict.ok:
+            added = [n for n in self.new.data if n not in self.old.data]
+            extra = f"; new fields take their defaults ({', '.join(added)})" if added and not verdict.steps else ""
+            if not verdict.steps:
+                return f"saved runs restore as they are{extra}"
+            return "saved runs restore through " + _steps_words(verdict.steps)
+        why = "; ".join(verdict.problems)
+        through = f" even through {_steps_words(verdict.steps)}" if verdict.steps else ""
+        if set(verdict.refused_states) == set(self.old.states):
+            return f"saved runs are refused{through}: {why}"
+        states = ", ".join(verdict.refused_states)
+        return f"saved runs in {states} are refused{through}: {why}; runs in other states restore"
 
     def lines(self) -> list[str]:
         verdict = (
@@ -389,22 +416,25 @@ def _outcomes(o: Spec, n: Spec, out: list[Change]) -> None:
         _wording(f"outcome {name}", y.description, x.description, out)
 
 
-def _shape_changes(o: Spec, n: Spec) -> list[str]:
-    """What a snapshot's content would need to change: fields and states, not rules."""
-    found = []
-    od = {k: field_words(f) for k, f in o.data.items()}
-    nd = {k: field_words(f) for k, f in n.data.items()}
-    if od != nd:
-        found.append("machine data fields differ")
-    gone = o.states.keys() - n.states.keys()
-    if gone:
-        found.append(f"states {', '.join(sorted(gone))} no longer exist")
-    for s in [k for k in o.states if k in n.states]:  # file order, so the output is stable
-        if {k: field_words(f) for k, f in o.states[s].data.items()} != {
-            k: field_words(f) for k, f in n.states[s].data.items()
-        }:
-            found.append(f"state {s} carries different data")
-    return found
+def _steps_words(steps: tuple[MigrationDef, ...]) -> str:
+    if len(steps) == 1:
+        return f"the migration from version {steps[0].from_version}"
+    return "the migrations from versions " + ", ".join(str(m.from_version) for m in steps)
+
+
+def _versions(o: Spec, n: Spec, out: list[Change]) -> None:
+    if o.version != n.version:
+        out.append(Change(f"version {o.version} -> {n.version}"))
+    old = {m.from_version: m for m in o.migrations}
+    new = {m.from_version: m for m in n.migrations}
+    for v in old:
+        if v not in new:
+            out.append(Change(f"migration from version {v} removed"))
+    for v, m in new.items():
+        if v not in old:
+            out.append(Change(f"migration from version {v} added"))
+        elif m != dataclasses.replace(old[v], path=m.path):
+            out.append(Change(f"migration from version {v} changed"))
 
 
 def _gone(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -442,6 +472,7 @@ def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     _wording("machine", old.description, new.description, out)
     if [ref(x) for x in old.before] != [ref(x) for x in new.before]:
         out.append(Change(f"before every feed: {refs(old.before)} -> {refs(new.before)}"))
+    _versions(old, new, out)
     _policy(old, new, out)
     _fields("data", old.data, new.data, out)
     _states(old, new, out)

@@ -190,12 +190,14 @@ def test_tool_health_snapshot_has_the_common_envelope():
     health.acquire("t", 0, "c")
     snap = health.snapshot()
     assert {k: snap[k] for k in ("format", "machine", "fingerprint")} == {
-        "format": 1,
+        "format": 2,
         "machine": "tool_health",
         "fingerprint": ToolBreaker.compiled.fingerprint,
     }
     assert ToolHealth.restore(snap).states == {"t": "Closed"}
+    # Each breaker's snapshot records its shape; the envelope's fingerprint is for information.
+    assert ToolHealth.restore({**snap, "fingerprint": "sha256:0"}).states == {"t": "Closed"}
     with pytest.raises(loopfsm.SnapshotError, match="another version"):
-        ToolHealth.restore({**snap, "fingerprint": "sha256:0"})
+        ToolHealth.restore({**snap, "format": 1, "fingerprint": "sha256:0"})
     with pytest.raises(loopfsm.SnapshotError):
         ToolHealth.restore({"format": 1, "kind": "tool_health", "breakers": {}})  # the old envelope

@@ -211,7 +211,7 @@ def test_diff_reports_a_changed_when_as_behaviour(tmp_path: Path):
     new.write_text(MACHINE.replace("when: {score: 3}", "when: {score: 4}"))
     d = diff_specs(load_for_diff(str(old)), load_for_diff(str(new)))
     assert [c.text for c in d.changes] == ["verdict from held [0]: when score=3 -> score=4"]
-    assert d.behaviour_changed and not d.snapshots_restore
+    assert d.behaviour_changed and d.snapshots_restore  # a when: is a rule, not a shape: saved runs restore
 
 
 def test_the_docs_excerpt_is_router_run_as_shipped():

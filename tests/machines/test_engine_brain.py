@@ -423,13 +423,21 @@ def test_swapping_two_rules_changes_behaviour(tmp_path):
     assert ask(0, MachinePolicy(max_turns=0), cancelled=True) == Done(Cancelled())
 
 
-def test_snapshot_refused_across_edited_specs(tmp_path):
+def test_snapshot_restores_across_a_policy_edit_but_not_a_shape_edit(tmp_path):
     def lower(doc):
         doc["policy"]["compact_threshold"]["default"] = 50
 
+    def retype(doc):
+        doc["data"]["turns_taken"]["type"] = "string"
+        doc["data"]["turns_taken"]["default"] = "0"
+        doc["data"]["turns_taken"].pop("minimum", None)
+
     brain = edited_brain(tmp_path, lower)
-    with pytest.raises(SnapshotError):
-        LoopMachine.restore(brain.Instance().snapshot())
+    assert LoopMachine.restore(brain.Instance().snapshot()).state == "Start"
+    saved = brain_in("AwaitingTools").snapshot()
+    assert brain.restore(saved).snapshot()["data"] == saved["data"]
+    with pytest.raises(SnapshotError, match="field turns_taken changed from integer to string"):
+        edited_brain(tmp_path, retype).restore(saved)
 
 
 def test_brain_snapshot_with_corrupt_message_is_refused():

@@ -472,7 +472,7 @@ def test_record_arguments_are_checked_whatever_their_type(position, value, accep
 
 def test_tool_health_refusal_prints_both_fingerprints_whole():
     health = ToolHealth(ToolBreakerPolicy())
-    snap = json.loads(json.dumps(health.snapshot())) | {"fingerprint": "sha256:" + "0" * 32}
+    snap = json.loads(json.dumps(health.snapshot())) | {"format": 1, "fingerprint": "sha256:" + "0" * 32}
     with pytest.raises(SnapshotError) as info:
         ToolHealth.restore(snap, ToolBreakerPolicy())
     mine = ToolHealth(ToolBreakerPolicy()).snapshot()["fingerprint"]

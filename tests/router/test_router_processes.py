@@ -27,7 +27,7 @@ from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # real router processes over sockets, and a schemathesis run against one
 
-SUPPORT = Path(__file__).resolve().parents[2] / "support"  # router_proc.py
+SUPPORT = Path(__file__).resolve().parents[1] / "support"  # router_proc.py
 
 
 def Client(*args, **kw):  # noqa: N802 - the client class, imported on first use (see router_support)

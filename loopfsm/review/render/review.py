@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from loopfsm.core.otel import DECISION_EVENT, TRANSITION_EVENT
 from loopfsm.core.runtime import SNAPSHOT_FORMAT
+from loopfsm.core.compiler import SNAPSHOT_KEYS
 from loopfsm.core.spec import Branch, Spec
 from loopfsm.core.tracing import TraceAttribute, branch_name, trace_attributes
 from .labels import condition_label, ref_label
@@ -22,7 +23,6 @@ from .labels import condition_label, ref_label
 Sources = dict[str, dict[str, tuple[Branch, ...]]]  # feed -> state -> its branches, '*' expanded
 
 #: The keys of every snapshot (``instance.snapshot()``), in the order it writes them.
-SNAPSHOT_KEYS = ("format", "machine", "fingerprint", "state", "state_data", "data")
 
 
 def _code(names: list[str] | tuple[str, ...]) -> str:
@@ -122,7 +122,8 @@ def _persisted_lines(spec: Spec) -> list[str]:
     keys = ", ".join(f'"{k}"' for k in SNAPSHOT_KEYS)
     out = [
         f"`snapshot()` is one JSON object with the keys {keys} (`format` {SNAPSHOT_FORMAT}). "
-        "Besides the machine's name and fingerprint and the state's name it holds:",
+        "Besides the machine's name, its version, fingerprint and shape (what restore judges an edited "
+        "table by) and the state's name it holds:",
         "",
         "- data: " + (_code(list(spec.data)) if spec.data else "none declared") + ";",
     ]

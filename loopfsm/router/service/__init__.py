@@ -62,6 +62,7 @@ from collections.abc import Callable
 from typing import Any
 
 from loopfsm.router.crypto import Keyring
+from loopfsm.core.errors import SnapshotError
 from loopfsm.machines.errors import FencedOut
 from loopfsm.router.errors import ProtocolError
 from ...machines.fallback_breaker import FallbackBreaker
@@ -240,7 +241,10 @@ class Router:
         except ProtocolError as err:
             return P.error("invalid", str(err), self._continuations(session_id))
         store = self.store()
-        adm = store.admit(session_id, req.type, req.request_id, holder=self.holder)
+        try:
+            adm = store.admit(session_id, req.type, req.request_id, holder=self.holder)
+        except SnapshotError as err:  # admission restores the saved phase first: nothing was taken or changed
+            return admission.unreadable(err)
         if adm.outcome == "replayed":
             return admission.replay(self, session_id, adm.response, lambda: self._continuations(session_id))
         if adm.outcome == "refused":
@@ -267,6 +271,9 @@ class Router:
         except SealedStateError as err:  # said without content; the run waits for the right key or a break
             self._release(lease)
             return P.error("internal", str(err), list(ctx.phase.decide("continuations")))
+        except SnapshotError as err:  # the run's brain or breakers were saved in a shape these tables cannot read
+            self._release(lease)
+            return admission.unreadable(err)
         except Exception as err:  # noqa: BLE001 - a bug must not wedge the run: release, say so without content
             self._release(lease)
             return P.error(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from loopfsm.core.errors import SnapshotError
 from loopfsm.router.errors import ProtocolError
 from ...machines.engine_brain import LoopMachine
 from ...machines.messages import Message
@@ -37,8 +38,27 @@ REFUSALS = {
 def continuations(services: Services, session_id: str, valid: bool) -> list[str]:
     """What the session allows next, as its saved phase says (a fresh session's when ``valid`` is False)."""
     rec = services.store().load(session_id) if valid else None
-    phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
+    try:
+        phase = rec.phase_machine() if rec is not None else ROUTER_RUN.new()
+    except SnapshotError:  # a run these tables cannot read accepts nothing until tables that can are deployed
+        return []
     return list(phase.decide("continuations"))
+
+
+def unreadable(err: SnapshotError) -> dict[str, Any]:
+    """The answer for a paused run these tables cannot read: why, by name, and that the run is kept as saved.
+
+    Never a reset: deploying the tables it was saved under, or a migration
+    that reads it, resumes it; the message names machines, states and fields
+    only, never content.
+    """
+    return P.error(
+        "internal",
+        f"this session's saved run cannot be read by this router's machine tables ({err}); "
+        "it is kept as saved: deploy the tables it was saved under or a migration that reads it",
+        [],
+        retryable=False,
+    )
 
 
 def refused(adm: Admission, request_type: str) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from loopfsm.core.errors import SnapshotError
 from .records import Row, RunRecord, wall_clock_ms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -104,7 +105,10 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
     events: list[str] = []
     if lock == "expired":
         events += list(rec.lock_machine().expire(now) or [])
-    phase = rec.phase_machine()
+    try:
+        phase = rec.phase_machine()
+    except SnapshotError:
+        return _Done()  # saved in a shape these tables cannot read: kept as saved, never reset by a sweep
     since = rec.snapshot["state_data"].get("since")
     answer = phase.decide(
         "admit",
