@@ -23,6 +23,7 @@ from .fieldtypes import (
     policy_value_problem,
     python_checker,
 )
+from .invariants import BUILTINS, STEP_ONLY
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
@@ -446,6 +447,39 @@ class _Checker:
             if attr.ref is not None:
                 self.ref("result", attr.ref)
 
+    def invariants(self) -> None:
+        """Invariants name states, feeds and guards like the table does; built-in guards are checked here too."""
+        spec = self.spec
+        for inv in spec.invariants.values():
+            for j, st in enumerate(inv.states or ()):
+                self.state_ref(st, inv.path + ("states", j))
+            for j, feed in enumerate(inv.feeds or ()):
+                if feed not in spec.events:
+                    self.error(
+                        inv.path + ("step", "feeds", j), f"unknown feed '{feed}'{did_you_mean(feed, spec.events)}"
+                    )
+            for ref in inv.refs():
+                registered = self.reg is not None and ref.name in self.reg.entries["guard"]
+                if registered or (self.reg is None and ref.name not in BUILTINS.entries["guard"]):
+                    self.ref("guard", ref)
+                elif ref.name in BUILTINS.entries["guard"]:
+                    self.params(BUILTINS.entries["guard"][ref.name], ref)
+                    if ref.name in STEP_ONLY and (inv.kind != "step" or ref.path[2:4] == ("step", "when")):
+                        self.error(
+                            ref.path,
+                            f"guard '{ref.name}' compares with the configuration before a feed: "
+                            "it belongs in a step's 'then'",
+                        )
+                else:
+                    assert self.reg is not None
+                    known = [*self.reg.entries["guard"], *BUILTINS.entries["guard"]]
+                    self.error(
+                        ref.path + (("name",) if ref.params or ref.negate else ()),
+                        f"unknown guard '{ref.name}'{did_you_mean(ref.name, known)}"
+                        f" (invariants use the guards of registry '{self.reg.name}' and the built-in "
+                        f"{', '.join(sorted(BUILTINS.entries['guard']))})",
+                    )
+
     def unused(self) -> None:
         if self.reg is None:
             return
@@ -467,6 +501,7 @@ class _Checker:
         self.decisions()
         self.outcomes()
         self.trace()
+        self.invariants()
         self.unused()
         return self.problems
 

@@ -161,6 +161,31 @@ class OutcomeDef:
     path: PathT
 
 
+@dataclass(frozen=True)
+class Invariant:
+    """A property ``loopfsm verify`` proves; it never changes what the machine does.
+
+    ``kind`` is ``always`` (``holds`` hold in every reachable configuration in
+    ``states``), ``step`` (for an accepted feed of ``feeds`` from a
+    configuration in ``states`` where ``when`` holds, ``holds`` hold of the next
+    one) or ``reach`` (some reachable configuration in ``states`` satisfies
+    ``holds``: a goal that needs an example).
+    """
+
+    name: str
+    description: str
+    kind: str
+    states: tuple[str, ...] | None
+    holds: tuple[Ref, ...]
+    path: PathT
+    when: tuple[Ref, ...] = ()
+    feeds: tuple[str, ...] | None = None
+
+    def refs(self) -> tuple[Ref, ...]:
+        """Every named guard it calls, ``any:`` flattened."""
+        return leaf_refs(self.when) + leaf_refs(self.holds)
+
+
 @dataclass
 class Spec:
     """A whole machine file, typed.  ``source`` keeps positions for later error reports."""
@@ -181,6 +206,7 @@ class Spec:
     # (kind -> names); empty after a full check.
     unchecked: dict[str, list[str]] = field(default_factory=dict)
     before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of any feed is taken
+    invariants: dict[str, Invariant] = field(default_factory=dict)
 
     @property
     def file(self) -> str:
@@ -232,7 +258,8 @@ class Spec:
                 return [strip(v) for v in node]
             return node
 
-        doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
+        # Traces and invariants never change behaviour: adding a proof must not orphan saved runs.
+        doc = {k: v for k, v in self.source.doc.items() if k not in ("trace", "invariants")}
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
 
@@ -381,4 +408,32 @@ def build_spec(src: Source) -> Spec:
         src,
     )
     spec.before = _refs(doc.get("before"), ("before",))
+    spec.invariants = _invariants(doc.get("invariants"))
     return spec
+
+
+def _invariants(raw: dict[str, Any] | None) -> dict[str, Invariant]:
+    out: dict[str, Invariant] = {}
+    for name, inv in (raw or {}).items():
+        path = ("invariants", name)
+        states = tuple(inv["states"]) if "states" in inv else None
+        if "step" in inv:
+            step = inv["step"]
+            sp = path + ("step",)
+            out[name] = Invariant(
+                name,
+                inv["description"],
+                "step",
+                states,
+                _guards(step["then"], sp + ("then",)),
+                path,
+                _guards(step.get("when"), sp + ("when",)),
+                tuple(step["feeds"]) if "feeds" in step else None,
+            )
+        else:
+            kind = "always" if "always" in inv else "reach"
+            value = inv[kind]
+            out[name] = Invariant(
+                name, inv["description"], kind, states, () if value is True else _guards(value, path + (kind,)), path
+            )
+    return out

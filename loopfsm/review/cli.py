@@ -487,6 +487,91 @@ def cmd_store(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _compiled_machines(args: argparse.Namespace) -> list[Any]:
+    """The machines ``verify`` and ``replay`` drive, compiled with their registries; a file that
+    does not load, or whose registry is not declared, is bad input (exit 2)."""
+    from loopfsm.core.compiler import compile_spec  # noqa: PLC0415
+
+    project = _project(args)
+    registries = _registries(args, project)
+    loaded = load_machines(_paths(args.paths, project), registries, require_registry=True)
+    _report(p for p in loaded.problems if p.severity == "error")
+    if loaded.failed:
+        raise _UsageError("cannot drive a machine that does not load with its registry (problems above)")
+    return [compile_spec(spec, registries.get(spec.registry)) for spec in loaded.specs]
+
+
+def _json_option(text: str, option: str) -> tuple[str, Any]:
+    name, eq, raw = text.partition("=")
+    if not eq or not name:
+        raise _UsageError(f"{option} {text!r}: expected NAME=VALUE")
+    try:
+        return name, json.loads(raw)
+    except ValueError:
+        return name, raw  # a bare word is a string: --values call_id=x
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 every invariant holds to the bound, 1 one is violated (or a goal unreached), 2 bad input."""
+    from .errors import ReviewError  # noqa: PLC0415
+    from .verify import Options, verify_machine  # noqa: PLC0415
+
+    if args.depth < 0 or args.max_states < 1:
+        raise _UsageError("--depth is 0 or more and --max-states 1 or more")
+    policy = dict(_json_option(s, "--set") for s in args.set)
+    values: dict[str, list[Any]] = {}
+    for text in args.values:
+        name, value = _json_option(text, "--values")
+        if not isinstance(value, list) or not value:
+            raise _UsageError(f"--values {text!r}: the values are a non-empty JSON list")
+        values[name] = value
+    starts = []
+    for path in args.start:
+        try:
+            snap = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError) as err:
+            raise _UsageError(f"--from {path}: not a readable JSON snapshot ({type(err).__name__})") from None
+        starts.append(snap)
+    traces = Path(args.traces)
+    if not traces.is_dir():
+        raise _UsageError(f"--traces {args.traces}: no such directory")
+    opts = Options(
+        args.depth, args.max_states, policy, values, tuple(starts), traces, not args.quiet, frozenset(args.forget)
+    )
+    status = EXIT_OK
+    for compiled in _compiled_machines(args):
+        try:
+            status = max(status, verify_machine(compiled, opts))
+        except ReviewError as err:
+            raise _UsageError(str(err)) from None
+        except LoopFsmError as err:  # a --set the policy refuses, a --from snapshot the machine refuses
+            raise _UsageError(f"{compiled.name}: {err}") from None
+    return status
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Exit 0 the machine does what the trace says, 1 it does not, 2 bad input."""
+    from . import tracefile  # noqa: PLC0415
+    from .errors import ReviewError  # noqa: PLC0415
+
+    args.paths = [args.path]
+    (compiled,) = _compiled_machines(args) or [None]
+    from loopfsm.core.invariants import compile_invariants  # noqa: PLC0415
+
+    from .verify import Judge  # noqa: PLC0415
+
+    try:
+        trace = tracefile.load(Path(args.trace))
+        policy = compiled.policy(trace.policy)
+        judge = Judge(compile_invariants(compiled.spec, compiled.registry, policy), policy)
+        ok = tracefile.replay(compiled, trace, judge=judge)
+    except ReviewError as err:
+        raise _UsageError(str(err)) from None
+    except LoopFsmError as err:
+        raise _UsageError(f"{args.trace}: cannot be replayed: {err}") from None
+    return EXIT_OK if ok else EXIT_INVALID
+
+
 def package_version() -> str:
     """The installed distribution's version (pyproject.toml is the one place it is written)."""
     from importlib.metadata import PackageNotFoundError, version
@@ -597,6 +682,57 @@ def build_parser() -> argparse.ArgumentParser:
     from .router_commands import add_commands
 
     add_commands(sub)
+
+    s = sub.add_parser(
+        "verify",
+        parents=[regs],
+        help="prove the machines' invariants over every run up to a bound; print shortest counterexamples",
+        description="Explore the compiled machine breadth first and check its invariants. "
+        "Exit 0: every invariant holds to the bound; 1: one is violated or a goal is not reached; 2: bad input.",
+    )
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument("--depth", type=int, default=6, help="explore every run of up to N feeds (default: 6)")
+    s.add_argument("--max-states", type=int, default=200_000, help="stop after N configurations (default: 200000)")
+    s.add_argument(
+        "--from",
+        dest="start",
+        action="append",
+        default=[],
+        metavar="SNAPSHOT",
+        help="start from this JSON snapshot (repeatable) instead of a new instance",
+    )
+    s.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a policy number to verify under (repeatable)"
+    )
+    s.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="[FEED.]ARG=JSON_LIST",
+        help="the values to feed an argument, instead of those derived from the table (repeatable)",
+    )
+    s.add_argument(
+        "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
+    )
+    s.add_argument(
+        "--forget",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="count configurations that differ only in this data field as one (sound when no guard or action "
+        "reads it, such as a counter kept for reports; repeatable)",
+    )
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser(
+        "replay",
+        parents=[regs],
+        help="feed a trace file to a machine; exit 1 where it differs from the trace",
+    )
+    s.add_argument("path", help="the machine file")
+    s.add_argument("trace", help="the trace file (a counterexample of verify, or one written by hand)")
+    s.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")
