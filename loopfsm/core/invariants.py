@@ -56,6 +56,12 @@ def field_at_most(m: Any, ctx: Any, *, field: DataField, limit: int) -> bool:
 
 
 @BUILTINS.guard
+def field_at_least(m: Any, ctx: Any, *, field: DataField, limit: int) -> bool:
+    """The (number) data field ``field`` is at least ``limit``."""
+    return bool(getattr(m.data, field) >= limit)
+
+
+@BUILTINS.guard
 def length_at_most(m: Any, ctx: Any, *, field: DataField, limit: int) -> bool:
     """The (list) data field ``field`` holds at most ``limit`` items."""
     return len(getattr(m.data, field)) <= limit
