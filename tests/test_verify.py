@@ -43,7 +43,7 @@ def _problems(text: str) -> list[str]:
 
 
 def _without_invariants(text: str) -> str:
-    return text.split("\ninvariants:\n")[0]
+    return text.split("\ninvariants:")[0]
 
 
 def test_invariants_are_checked_like_guards_with_positions_and_suggestions():

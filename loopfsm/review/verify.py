@@ -11,6 +11,7 @@ anything but a :class:`~loopfsm.core.errors.LoopFsmError` (``no_crash``).
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -133,6 +134,35 @@ class Result:
     coverage: Any = None
 
 
+_SCALARS = frozenset({int, str, bool, float, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a field's value: JSON-shaped values by hand (fast), anything else by :mod:`copy`."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def clone(inst: Any) -> Any:
+    """An independent instance equal to ``inst``: what restoring its snapshot gives, without re-validating
+    a snapshot the machine itself just took (the explorer feeds hundreds of copies of each configuration)."""
+    cls: Any = type(inst)
+    out = cls.__new__(cls)
+    out._state = inst._state
+    out.state_data = {k: _copy(v) for k, v in inst.state_data.items()}
+    data = object.__new__(type(inst.data))
+    for name in cls.compiled.data_encoders:
+        setattr(data, name, _copy(getattr(inst.data, name)))
+    out.data = data
+    return out
+
+
 def _key(snap: dict[str, Any], clock: int, forget: frozenset[str] = frozenset()) -> str:
     data = {k: v for k, v in snap["data"].items() if k not in forget} if forget else snap["data"]
     return json.dumps([snap["state"], snap["state_data"], data, clock], sort_keys=True, separators=(",", ":"))
@@ -225,7 +255,7 @@ class Explorer:
                         feeds = feeds_of[before.state] = before.allowed_feeds()
                     for step in self.domains.steps(before, clock, feeds):
                         armed = self.judge.armed(before, step, set(res.violations))
-                        inst = restore(snap)
+                        inst = clone(before)
                         try:
                             inst.feed(step.feed, policy=self.policy, **step.kwargs())
                         except LoopFsmError:
