@@ -3,10 +3,12 @@ a fault planted in a copy of the YAML that verify catches and replay reproduces.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,5 +88,93 @@ def test_a_planted_fault_is_caught_and_replayed(tmp_path, monkeypatch, capsys, i
     assert f"VIOLATED     {invariant}:" in out
     assert "shortest counterexample" in out
     trace = tmp_path / f"tool_breaker.{invariant}.trace.yaml"
+    assert main(["replay", str(faulty), str(trace)]) == 1
+    assert f"invariant {invariant} violated after step" in capsys.readouterr().out
+
+
+AGENT_LOOP = ROOT / "machines" / "agent_loop.yaml"
+HASH = "sha256:" + "a" * 64
+
+#: The agent loop's bound: every run of up to 7 feeds from a run whose deadline is at 6 ms, two attempts
+#: allowed, one tool and one argument hash (and a malformed one), every output check passed, one or none.
+AGENT_BOUND = [
+    *("--depth", "7", "--set", "max_attempts=2", "--values", 'tool=["t"]'),
+    *("--values", f'arguments_hash=["{HASH}", "x"]', "--values", 'approver=["a", " "]'),
+    *("--values", 'policy_reason=["p"]', "--values", 'error_class=["e"]', "--values", 'owner=["o", ""]'),
+    *("--values", 'passed=[[], ["output_valid"], ["output_valid", "artifacts_present", "side_effects_resolved"]]'),
+    "-q",
+]
+
+
+def agent_start(machine: Path) -> list[str]:
+    """``--from`` a snapshot of a run of ``machine`` (the shipped file or a faulty copy) with its deadline at 6 ms."""
+    inst = compile_file(machine).new()
+    inst.data.run_id, inst.data.owner, inst.data.deadline_at = "r", "o", 6
+    path = machine.parent / "start.json" if machine != AGENT_LOOP else Path("start.json")
+    path.write_text(json.dumps(inst.snapshot()))
+    return ["--from", str(path)]
+
+
+def test_the_agent_loop_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", str(AGENT_LOOP), *AGENT_BOUND, *agent_start(AGENT_LOOP)]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    for name in (
+        "live_only_before_the_deadline",
+        "attempts_bounded",
+        "no_retry_of_a_non_idempotent_call",
+        "completed_only_with_every_check",
+        "terminals_are_forever",
+    ):
+        assert f"holds        {name}\n" in out
+    assert "reached      completes in 1 feed" in out
+
+
+ATTEMPTS_LEFT = "{name: attempts_left, params: {max_attempts: {policy: max_attempts}}}"
+DISPATCH = "      awaiting_tool:\n        - *deadline\n        - name: run\n"
+CHECKED_IN_OBSERVING = (
+    "        - name: accepted\n          guard: *checks\n          to: completed\n"
+    "          actions: [clamp_clock, clear_proposal]\n"
+)
+FAIL_FROM_ANYWHERE = '      "*":\n        - *deadline\n        - name: fail\n'
+
+AGENT_FAULTS = [
+    ("live_only_before_the_deadline", (DISPATCH, "      awaiting_tool:\n        - name: run\n")),
+    ("attempts_bounded", (ATTEMPTS_LEFT, "{name: attempts_left, params: {max_attempts: 5}}")),
+    ("no_retry_of_a_non_idempotent_call", ("guard: [transient, idempotent_call, ", "guard: [transient, ")),
+    (
+        "completed_only_with_every_check",
+        (
+            CHECKED_IN_OBSERVING,
+            CHECKED_IN_OBSERVING.replace("*checks", "{name: checks_passed, params: {required: [output_valid]}}"),
+        ),
+    ),
+    (
+        "terminals_are_forever",
+        (
+            FAIL_FROM_ANYWHERE,
+            "      failed:\n        - to: failed\n"
+            "          actions: [{name: fail_with, params: {error_class: tampered}}]\n" + FAIL_FROM_ANYWHERE,
+        ),
+    ),
+    ("completes", ("side_effects_resolved]}}", "side_effects_resolved, reviewed]}}")),
+]
+
+
+@pytest.mark.parametrize(("invariant", "fault"), AGENT_FAULTS, ids=[f[0] for f in AGENT_FAULTS])
+def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
+    monkeypatch.chdir(tmp_path)
+    old, new = fault
+    text = AGENT_LOOP.read_text(encoding="utf-8")
+    assert old in text
+    faulty = tmp_path / "agent_loop.yaml"
+    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    assert main(["verify", str(faulty), *AGENT_BOUND, *agent_start(faulty)]) == 1
+    out = capsys.readouterr().out
+    if invariant == "completes":  # a goal without an example: nothing to replay
+        assert "NOT REACHED  completes" in out
+        return
+    assert f"VIOLATED     {invariant}:" in out
+    trace = tmp_path / f"agent_loop.{invariant}.trace.yaml"
     assert main(["replay", str(faulty), str(trace)]) == 1
     assert f"invariant {invariant} violated after step" in capsys.readouterr().out

@@ -22,7 +22,7 @@ from .spec import Invariant, Ref, Spec
 BUILTINS = Registry("invariants")
 
 #: Built-in guards that compare with the configuration before a feed: meaningful in a step's ``then`` only.
-STEP_ONLY = frozenset({"state_unchanged", "state_changed", "field_unchanged", "field_changed"})
+STEP_ONLY = frozenset({"state_unchanged", "state_changed", "state_data_unchanged", "field_unchanged", "field_changed"})
 
 
 @BUILTINS.guard
@@ -35,6 +35,18 @@ def state_unchanged(m: Any, ctx: Any) -> bool:
 def state_changed(m: Any, ctx: Any) -> bool:
     """The feed moved the machine to another state."""
     return bool(m.state != ctx.before.state)
+
+
+@BUILTINS.guard
+def state_data_unchanged(m: Any, ctx: Any) -> bool:
+    """The feed left the machine in the state it was in, carrying the same state data."""
+    return bool(m.state == ctx.before.state and m.state_data == ctx.before.state_data)
+
+
+@BUILTINS.guard
+def state_in(m: Any, ctx: Any, *, states: list[str]) -> bool:
+    """The machine is in one of ``states`` (negate it to say "not in")."""
+    return m.state in states
 
 
 @BUILTINS.guard

@@ -208,24 +208,25 @@ class Explorer:
             if b.invariant not in res.violations:
                 res.violations[b.invariant] = Finding(b.invariant, b.why, key, step)
 
-    def _decisions(self, inst: Any, res: Result, key: str) -> None:
-        """Ask every decision that takes no arguments, so its rules count as covered (and a crash is found)."""
+    def _decisions(self, inst: Any, res: Result, key: str, clock: int) -> None:
+        """Ask every decision with every combination of its arguments, so its rules count as covered
+        (and a decision that crashes is found)."""
         for name, d in self.compiled.spec.decisions.items():
-            if d.args:
-                continue
-            try:
-                inst.explain(name, policy=self.policy)
-            except LoopFsmError:
-                pass
-            except Exception as err:  # noqa: BLE001
-                self._violate(res, [Broken(NO_CRASH, f"decision {name} raised {type(err).__name__}: {err}")], key, None)
+            for ask in self.domains.combinations(name, d.args, inst, clock):
+                try:
+                    inst.explain(name, policy=self.policy, **ask.kwargs())
+                except LoopFsmError:
+                    pass
+                except Exception as err:  # noqa: BLE001
+                    why = f"decision {ask.shown()} raised {type(err).__name__}: {err}"
+                    self._violate(res, [Broken(NO_CRASH, why)], key, None)
 
-    def _arrive(self, inst: Any, res: Result, key: str) -> None:
+    def _arrive(self, inst: Any, res: Result, key: str, clock: int = 0) -> None:
         self._violate(res, self.judge.configuration(inst, set(res.violations)), key, None)
         for goal in self.judge.goals_met(inst):
             if goal not in res.reached:
                 res.reached[goal] = Finding(goal, "reached", key, None)
-        self._decisions(inst, res, key)
+        self._decisions(inst, res, key, clock)
 
     def run(self, starts: list[dict[str, Any]], depth: int, max_states: int) -> Result:
         res = Result()
@@ -278,7 +279,7 @@ class Explorer:
                             continue
                         self.nodes[nkey] = Node(key, step, level + 1)
                         nxt.append((nkey, nsnap, nclock))
-                        self._arrive(inst, res, nkey)
+                        self._arrive(inst, res, nkey, nclock)
                     if self.progress is not None and time.monotonic() - last_report >= 1.0:
                         last_report = time.monotonic()
                         res.configurations = len(self.nodes)
@@ -295,7 +296,8 @@ class Explorer:
         res.seconds = time.monotonic() - began
         for finding in [*res.violations.values(), *res.reached.values()]:
             finding.steps = self.path_to(finding.key) + ([finding.last] if finding.last is not None else [])
-        rows = rows_of(self.compiled.spec.source.doc)
+        source = self.compiled.spec.source
+        rows = rows_of(source.doc, lambda path: source.locate(path)[0])
         from .coverage import measure  # noqa: PLC0415
 
         res.coverage = measure([(self.compiled.name, self.compiled.spec.file, rows)], collector)[0]
@@ -387,7 +389,7 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
     cov = res.coverage
     print(f"  branches and decision rules taken: {cov.hit()}/{len(cov.counted)}", file=out)
     for row in cov.missed:
-        print(f"    never taken: {row.kind} {row.name}", file=out)
+        print(f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line})", file=out)
     status = 0
     invariants = compiled.spec.invariants
     for inv in invariants.values():

@@ -5,8 +5,10 @@ Every feed is tried with every combination of its arguments' values:
 - an ``enum`` argument takes each of its values (and null when nullable), a boolean both;
 - the clock (an integer argument named ``now``) takes the largest time fed so far
   plus 0, 1 and each duration of the policy (an integer policy number whose name
-  ends in ``_ms``, ``_s`` or ``_seconds``), so every run that crosses a duration
-  is among those tried;
+  ends in ``_ms``, ``_s`` or ``_seconds``), and each later instant the
+  configuration holds (an integer data or state data value above the clock: a
+  deadline, an expiry) and the instant before it, so every run that crosses a
+  duration or a deadline is among those tried;
 - another integer argument takes 0, 1, and the value of the data field of the
   same name and its neighbours (a permit's ``generation`` is current, stale or
   from the future), within its declared bounds;
@@ -74,6 +76,16 @@ def _bounded(f: FieldDef, values: list[Any]) -> list[Any]:
     ]
 
 
+def _instants_after(inst: Any, clock: int) -> set[int]:
+    """Each integer the configuration holds (data, state data) above ``clock``, and the one before it."""
+    values = [*inst.state_data.values(), *(getattr(inst.data, n) for n in type(inst).compiled.data_encoders)]
+    out: set[int] = set()
+    for v in values:
+        if type(v) is int and v > clock:
+            out |= {v - 1, v}
+    return out
+
+
 @dataclass
 class Domains:
     """Argument values per feed; the clock and data-named integers depend on the configuration."""
@@ -108,12 +120,12 @@ class Domains:
 
     def check(self) -> None:
         """Raise :class:`InputError` now for an argument no rule covers, before any exploring."""
-        for ev in self.spec.events.values():
-            for f in ev.args.values():
-                self._fixed(ev.name, f)
-        names = {f"{ev.name}.{a}" for ev in self.spec.events.values() for a in ev.args} | {
-            a for ev in self.spec.events.values() for a in ev.args
-        }
+        takers = [(ev.name, ev.args) for ev in self.spec.events.values()]
+        takers += [(d.name, d.args) for d in self.spec.decisions.values()]
+        for name, args in takers:
+            for f in args.values():
+                self._fixed(name, f)
+        names = {f"{name}.{a}" for name, args in takers for a in args} | {a for _, args in takers for a in args}
         for key in self.given:
             if key not in names:
                 raise InputError(f"{self.spec.name}: --values {key}: no feed argument of that name")
@@ -122,25 +134,30 @@ class Domains:
         """Every feed of ``feeds`` with every combination of its arguments' values, in table order."""
         out: list[Step] = []
         for feed in feeds:
-            ev = self.spec.events[feed]
-            names, choices = [], []
-            for f in ev.args.values():
-                values = self._fixed(feed, f)
-                if values is None:
-                    if f.name == CLOCK:
-                        values = [clock + d for d in self.deltas]
-                    else:
-                        near: list[Any] = [0, 1]
-                        if f.name in self.spec.data and type(getattr(inst.data, f.name, None)) is int:
-                            current = getattr(inst.data, f.name)
-                            near += [current - 1, current, current + 1]
-                        values = _bounded(f, sorted(set(near)))
-                        if f.nullable:
-                            values.append(None)
-                names.append(f.name)
-                choices.append(values)
-            for combo in itertools.product(*choices):
-                out.append(Step(feed, tuple(zip(names, combo, strict=True))))
+            out += self.combinations(feed, self.spec.events[feed].args, inst, clock)
+        return out
+
+    def combinations(self, feed: str, args: dict[str, FieldDef], inst: Any, clock: int) -> list[Step]:
+        """``feed`` (or a decision) with every combination of the values of ``args``."""
+        out: list[Step] = []
+        names, choices = [], []
+        for f in args.values():
+            values = self._fixed(feed, f)
+            if values is None:
+                if f.name == CLOCK:
+                    values = sorted({clock + d for d in self.deltas} | _instants_after(inst, clock))
+                else:
+                    near: list[Any] = [0, 1]
+                    if f.name in self.spec.data and type(getattr(inst.data, f.name, None)) is int:
+                        current = getattr(inst.data, f.name)
+                        near += [current - 1, current, current + 1]
+                    values = _bounded(f, sorted(set(near)))
+                    if f.nullable:
+                        values.append(None)
+            names.append(f.name)
+            choices.append(values)
+        for combo in itertools.product(*choices):
+            out.append(Step(feed, tuple(zip(names, combo, strict=True))))
         return out
 
 
