@@ -522,8 +522,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     values: dict[str, list[Any]] = {}
     for text in args.values:
         name, value = _json_option(text, "--values")
-        if not isinstance(value, list) or not value:
-            raise _UsageError(f"--values {text!r}: the values are a non-empty JSON list")
+        if not isinstance(value, list):
+            value = [value]  # one value: --values call_id=a
+        if not value:
+            raise _UsageError(f"--values {text!r}: give at least one value")
         values[name] = value
     starts = []
     for path in args.start:
@@ -708,8 +710,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--values",
         action="append",
         default=[],
-        metavar="[FEED.]ARG=JSON_LIST",
-        help="the values to feed an argument, instead of those derived from the table (repeatable)",
+        metavar="[FEED.]ARG=VALUES",
+        help="the values to feed an argument, as a JSON list (or one value), instead of those derived from "
+        "the table (repeatable)",
     )
     s.add_argument(
         "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"

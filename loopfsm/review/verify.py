@@ -188,6 +188,7 @@ class Explorer:
         self.progress = progress
         self.nodes: dict[str, Node] = {}
         self.starts: dict[str, dict[str, Any]] = {}
+        self.last_instance: Any = None  # where the last trace_of() ended
 
     def path_to(self, key: str | None) -> list[Step]:
         steps: list[Step] = []
@@ -316,6 +317,7 @@ class Explorer:
                 steps.append(TraceStep(step, None, True))
             except Exception:  # noqa: BLE001 - the crash this trace shows: replay reports it
                 steps.append(TraceStep(step, None, False))
+        self.last_instance = inst
         initial = self.compiled.new().snapshot()
         shown_start = None if start is None or start == initial else start
         return Trace(self.compiled.name, dict(policy_given), shown_start, tuple(steps), note)
@@ -422,6 +424,10 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
         for i, ts in enumerate(trace.steps, 1):
             after = "refused" if ts.refused else (ts.state or "crashed")
             print(f"    {i:>3}  {ts.step.shown()}  -> {after}", file=out)
+        snap = explorer.last_instance.snapshot()
+        data = {k: v for k, v in snap["data"].items() if k not in opts.forget}
+        shown = json.dumps({"state_data": snap["state_data"], "data": data}, sort_keys=True)
+        print(f"  configuration at the end: {shown if len(shown) <= 600 else shown[:600] + '...'}", file=out)
         if opts.traces is not None:
             path = opts.traces / f"{name}.{finding.invariant}.trace.yaml"
             if path.is_symlink():
