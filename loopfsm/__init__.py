@@ -43,6 +43,7 @@ _ERRORS_ELSEWHERE = {
     "StreamEventError": "loopfsm.router.errors",
     "GraphvizMissing": "loopfsm.review.errors",
     "RenderError": "loopfsm.review.errors",
+    "ReviewError": "loopfsm.review.errors",
 }
 
 
@@ -53,6 +54,7 @@ def __getattr__(name: str) -> object:
     from importlib import import_module  # noqa: PLC0415
 
     return getattr(import_module(module), name)
+
 
 __all__ = [
     "CompiledMachine",
@@ -76,6 +78,7 @@ __all__ = [
     "ActionError",
     "RegistryError",
     "RenderError",
+    "ReviewError",
     "GraphvizMissing",
     "ScriptError",
     "SealError",

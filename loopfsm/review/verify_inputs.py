@@ -18,7 +18,7 @@ Every feed is tried with every combination of its arguments' values:
 - ``--values FEED.ARG=JSON_LIST`` (or ``ARG=...`` for every feed) replaces any of these.
 
 An argument none of these rules covers (a codec-typed one without a default)
-needs ``--values``; :class:`InputError` says so.
+needs ``--values``; :class:`~loopfsm.review.errors.ReviewError` says so.
 """
 
 from __future__ import annotations
@@ -34,10 +34,6 @@ from .errors import ReviewError
 CLOCK = "now"
 SYMBOLS = ("a", "b")
 DURATION_SUFFIXES = ("_ms", "_s", "_seconds")
-
-
-class InputError(ReviewError):
-    """A feed argument whose values cannot be derived from the table, or a bad ``--values``."""
 
 
 @dataclass(frozen=True)
@@ -113,13 +109,13 @@ class Domains:
             return [f.default]
         if f.type == "string":
             return [*SYMBOLS, *null]
-        raise InputError(
+        raise ReviewError(
             f"{self.spec.name}: argument '{f.name}' of feed '{feed}' is of type {f.type}: its values cannot be "
             f"derived from the table; give them with --values {feed}.{f.name}='[...]' (a JSON list)"
         )
 
     def check(self) -> None:
-        """Raise :class:`InputError` now for an argument no rule covers, before any exploring."""
+        """Raise :class:`~loopfsm.review.errors.ReviewError` now for an argument no rule covers."""
         takers = [(ev.name, ev.args) for ev in self.spec.events.values()]
         takers += [(d.name, d.args) for d in self.spec.decisions.values()]
         for name, args in takers:
@@ -128,7 +124,7 @@ class Domains:
         names = {f"{name}.{a}" for name, args in takers for a in args} | {a for _, args in takers for a in args}
         for key in self.given:
             if key not in names:
-                raise InputError(f"{self.spec.name}: --values {key}: no feed argument of that name")
+                raise ReviewError(f"{self.spec.name}: --values {key}: no feed argument of that name")
 
     def steps(self, inst: Any, clock: int, feeds: tuple[str, ...]) -> list[Step]:
         """Every feed of ``feeds`` with every combination of its arguments' values, in table order."""
