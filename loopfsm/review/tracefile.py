@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from loopfsm.core.errors import LoopFsmError, shown
+from loopfsm.core.errors import ActionError, LoopFsmError, shown
 
 from .errors import ReviewError
 from .verify_inputs import Step
@@ -150,6 +150,9 @@ def replay(compiled: Any, trace: Trace, out: TextIO | None = None, judge: Any = 
         try:
             inst.feed(ts.step.feed, policy=policy, **ts.step.kwargs())
             refusal = None
+        except ActionError as err:  # a guard or action raised (the runtime wrapped it): the finding
+            print(f"{i:>3}  {ts.step.shown()}  CRASHED: {err}", file=out)
+            return False
         except LoopFsmError as err:
             refusal = err
         except Exception as err:  # noqa: BLE001 - a guard or action crashed: that is the finding

@@ -5,8 +5,9 @@ configuration (a snapshot, plus the largest time fed on the way there) is
 restored, fed every input :mod:`.verify_inputs` derives, and each new
 configuration is kept once.  Breadth first means the first run found that
 breaks an invariant is a shortest one.  Besides the declared invariants, every
-feed is held to what every machine promises: a guard or action never raises
-anything but a :class:`~loopfsm.core.errors.LoopFsmError` (``no_crash``).
+feed is held to what every machine promises (``no_crash``): no guard or action
+raises (which the runtime reports as an :class:`~loopfsm.core.errors.ActionError`),
+and nothing raises anything but a :class:`~loopfsm.core.errors.LoopFsmError`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from loopfsm.core import tracing
-from loopfsm.core.errors import LoopFsmError
+from loopfsm.core.errors import ActionError, LoopFsmError
 from loopfsm.core.invariants import CompiledInvariant, InvariantContext, compile_invariants
 
 from .coverage import Collector, rows_of
@@ -216,6 +217,8 @@ class Explorer:
             for ask in self.domains.combinations(name, d.args, inst, clock):
                 try:
                     inst.explain(name, policy=self.policy, **ask.kwargs())
+                except ActionError as err:
+                    self._violate(res, [Broken(NO_CRASH, str(err))], key, None)
                 except LoopFsmError:
                     pass
                 except Exception as err:  # noqa: BLE001
@@ -260,6 +263,9 @@ class Explorer:
                         inst = clone(before)
                         try:
                             inst.feed(step.feed, policy=self.policy, **step.kwargs())
+                        except ActionError as err:  # a guard or action raised: the runtime wrapped it
+                            self._violate(res, [Broken(NO_CRASH, str(err))], key, step)
+                            continue
                         except LoopFsmError:
                             res.refused += 1
                             continue
@@ -313,6 +319,8 @@ class Explorer:
             try:
                 inst.feed(step.feed, policy=self.policy, **step.kwargs())
                 steps.append(TraceStep(step, inst.state, False))
+            except ActionError:  # the crash this trace shows: replay reports it
+                steps.append(TraceStep(step, None, False))
             except LoopFsmError:
                 steps.append(TraceStep(step, None, True))
             except Exception:  # noqa: BLE001 - the crash this trace shows: replay reports it
