@@ -25,7 +25,7 @@ from loopfsm.core import tracing
 from loopfsm.core.errors import ActionError, LoopFsmError
 from loopfsm.core.invariants import CompiledInvariant, InvariantContext, compile_invariants
 
-from .coverage import Collector, rows_of
+from .coverage import MachineCoverage, rows_of
 from .tracefile import Trace, TraceStep
 from .verify_inputs import Domains, Step
 
@@ -101,6 +101,32 @@ class Judge:
     def goals_met(self, inst: Any) -> list[str]:
         ctx = InvariantContext(self.policy)
         return [g.name for g in self.goals if g.in_scope(inst.state) and self._ask(g, g.holds, inst, ctx) is None]
+
+
+class _RowSink:
+    """A trace sink noting the rows (branches, refusals, decision rules) each feed or question took."""
+
+    wants_refusals = True
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str]] = []
+
+    def __call__(self, record: tracing.TransitionRecord) -> None:
+        if record.branch is None:
+            return
+        if record.kind == tracing.DECISION:
+            self.rows.append(("rule", f"{record.feed}/{record.branch}"))
+        else:
+            self.rows.append(("branch", record.branch))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """Where a row was first taken: the configuration, and the feed (or question) that took it."""
+
+    key: str
+    step: Step
+    decision: bool
 
 
 @dataclass
@@ -190,6 +216,14 @@ class Explorer:
         self.nodes: dict[str, Node] = {}
         self.starts: dict[str, dict[str, Any]] = {}
         self.last_instance: Any = None  # where the last trace_of() ended
+        self.first_taken: dict[tuple[str, str], Taken] = {}  # (kind, row name) -> the first run that took it
+        self._sink = _RowSink()
+
+    def _took(self, key: str, step: Step, decision: bool = False) -> None:
+        for row in self._sink.rows:
+            if row not in self.first_taken:
+                self.first_taken[row] = Taken(key, step, decision)
+        self._sink.rows.clear()
 
     def path_to(self, key: str | None) -> list[Step]:
         steps: list[Step] = []
@@ -215,8 +249,10 @@ class Explorer:
         (and a decision that crashes is found)."""
         for name, d in self.compiled.spec.decisions.items():
             for ask in self.domains.combinations(name, d.args, inst, clock):
+                self._sink.rows.clear()
                 try:
                     inst.explain(name, policy=self.policy, **ask.kwargs())
+                    self._took(key, ask, decision=True)
                 except ActionError as err:
                     self._violate(res, [Broken(NO_CRASH, str(err))], key, None)
                 except LoopFsmError:
@@ -234,11 +270,10 @@ class Explorer:
 
     def run(self, starts: list[dict[str, Any]], depth: int, max_states: int) -> Result:
         res = Result()
-        collector = Collector()
         began = time.monotonic()
         restore = self.compiled.restore
         frontier: list[tuple[str, dict[str, Any], int]] = []
-        with tracing.global_sink(collector):
+        with tracing.global_sink(self._sink):
             for snap in starts:
                 inst = restore(snap)
                 snap = inst.snapshot()
@@ -264,14 +299,17 @@ class Explorer:
                         try:
                             inst.feed(step.feed, policy=self.policy, **step.kwargs())
                         except ActionError as err:  # a guard or action raised: the runtime wrapped it
+                            self._sink.rows.clear()
                             self._violate(res, [Broken(NO_CRASH, str(err))], key, step)
                             continue
                         except LoopFsmError:
                             res.refused += 1
+                            self._took(key, step)  # a refuse: branch is a row too
                             continue
                         except Exception as err:  # noqa: BLE001 - the finding: a feed must never crash
                             self._violate(res, [Broken(NO_CRASH, f"{type(err).__name__}: {err}")], key, step)
                             continue
+                        self._took(key, step)
                         res.transitions += 1
                         if armed:
                             self._violate(res, self.judge.step(armed, before, inst), key, step)
@@ -305,9 +343,10 @@ class Explorer:
             finding.steps = self.path_to(finding.key) + ([finding.last] if finding.last is not None else [])
         source = self.compiled.spec.source
         rows = rows_of(source.doc, lambda path: source.locate(path)[0])
-        from .coverage import measure  # noqa: PLC0415
-
-        res.coverage = measure([(self.compiled.name, self.compiled.spec.file, rows)], collector)[0]
+        known = {(r.kind, r.name) for r in rows}
+        res.coverage = MachineCoverage(
+            self.compiled.name, self.compiled.spec.file, rows, {row for row in self.first_taken if row in known}
+        )
         return res
 
     def trace_of(self, finding: Finding, policy_given: dict[str, Any], note: str) -> Trace:
