@@ -511,10 +511,9 @@ def _json_option(text: str, option: str) -> tuple[str, Any]:
         return name, raw  # a bare word is a string: --values call_id=x
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
-    """Exit 0 every invariant holds to the bound, 1 one is violated (or a goal unreached), 2 bad input."""
-    from .errors import ReviewError  # noqa: PLC0415
-    from .verify import Options, verify_machine  # noqa: PLC0415
+def _verify_options(args: argparse.Namespace) -> Any:
+    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
+    from .verify import Options  # noqa: PLC0415
 
     if args.depth < 0 or args.max_states < 1:
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
@@ -534,12 +533,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except (OSError, ValueError, UnicodeDecodeError) as err:
             raise _UsageError(f"--from {path}: not a readable JSON snapshot ({type(err).__name__})") from None
         starts.append(snap)
-    traces = Path(args.traces)
+    traces = Path(getattr(args, "traces", "."))
     if not traces.is_dir():
         raise _UsageError(f"--traces {args.traces}: no such directory")
-    opts = Options(
+    return Options(
         args.depth, args.max_states, policy, values, tuple(starts), traces, not args.quiet, frozenset(args.forget)
     )
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 every invariant holds to the bound, 1 one is violated (or a goal unreached), 2 bad input."""
+    from .errors import ReviewError  # noqa: PLC0415
+    from .verify import verify_machine  # noqa: PLC0415
+
+    opts = _verify_options(args)
     status = EXIT_OK
     for compiled in _compiled_machines(args):
         try:
@@ -549,6 +556,49 @@ def cmd_verify(args: argparse.Namespace) -> int:
         except LoopFsmError as err:  # a --set the policy refuses, a --from snapshot the machine refuses
             raise _UsageError(f"{compiled.name}: {err}") from None
     return status
+
+
+def cmd_paths(args: argparse.Namespace) -> int:
+    """Write (or print) the pytest module of shortest paths; exit 0, or 2 for bad input."""
+    from .errors import ReviewError  # noqa: PLC0415
+    from .paths import module_text  # noqa: PLC0415
+    from .verify import Explorer, progress_line  # noqa: PLC0415
+    from .verify_inputs import domains_for  # noqa: PLC0415
+
+    opts = _verify_options(args)
+    args.paths = [args.path]
+    (compiled,) = _compiled_machines(args) or [None]
+    if len(opts.starts) > 1:
+        raise _UsageError("paths starts from one snapshot at most")
+    try:
+        policy = compiled.policy(opts.policy)
+        domains = domains_for(compiled.spec, policy, opts.values)
+        explorer = Explorer(
+            compiled,
+            policy,
+            domains,
+            progress=progress_line(sys.stderr) if opts.progress else None,
+            forget=opts.forget,
+        )
+        start = opts.starts[0] if opts.starts else None
+        res = explorer.run([start] if start is not None else [compiled.new().snapshot()], opts.depth, opts.max_states)
+    except ReviewError as err:
+        raise _UsageError(str(err)) from None
+    except LoopFsmError as err:
+        raise _UsageError(f"{compiled.name}: {err}") from None
+    out = Path(args.output) if args.output else None
+    folder = out.parent if out is not None else Path(".")
+    machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())
+    text = module_text(explorer, res, machine, opts.policy, start)
+    if out is None:
+        print(text, end="")
+    else:
+        _write(out, text)
+        cov = res.coverage
+        print(
+            f"wrote {out}: paths taking {cov.hit()} of {len(cov.counted)} branches and decision rules", file=sys.stderr
+        )
+    return EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -685,17 +735,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_commands(sub)
 
-    s = sub.add_parser(
-        "verify",
-        parents=[regs],
-        help="prove the machines' invariants over every run up to a bound; print shortest counterexamples",
-        description="Explore the compiled machine breadth first and check its invariants. "
-        "Exit 0: every invariant holds to the bound; 1: one is violated or a goal is not reached; 2: bad input.",
+    explore = argparse.ArgumentParser(add_help=False)
+    explore.add_argument("--depth", type=int, default=6, help="explore every run of up to N feeds (default: 6)")
+    explore.add_argument(
+        "--max-states", type=int, default=200_000, help="stop after N configurations (default: 200000)"
     )
-    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
-    s.add_argument("--depth", type=int, default=6, help="explore every run of up to N feeds (default: 6)")
-    s.add_argument("--max-states", type=int, default=200_000, help="stop after N configurations (default: 200000)")
-    s.add_argument(
+    explore.add_argument(
         "--from",
         dest="start",
         action="append",
@@ -703,10 +748,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SNAPSHOT",
         help="start from this JSON snapshot (repeatable) instead of a new instance",
     )
-    s.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", help="a policy number to verify under (repeatable)"
+    explore.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a policy number to explore under (repeatable)"
     )
-    s.add_argument(
+    explore.add_argument(
         "--values",
         action="append",
         default=[],
@@ -714,10 +759,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the values to feed an argument, as a JSON list (or one value), instead of those derived from "
         "the table (repeatable)",
     )
-    s.add_argument(
-        "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
-    )
-    s.add_argument(
+    explore.add_argument(
         "--forget",
         action="append",
         default=[],
@@ -725,8 +767,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="count configurations that differ only in this data field as one (sound when no guard or action "
         "reads it, such as a counter kept for reports; repeatable)",
     )
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+    explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+    s = sub.add_parser(
+        "verify",
+        parents=[regs, explore],
+        help="prove the machines' invariants over every run up to a bound; print shortest counterexamples",
+        description="Explore the compiled machine breadth first and check its invariants. "
+        "Exit 0: every invariant holds to the bound; 1: one is violated or a goal is not reached; 2: bad input.",
+    )
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument(
+        "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
+    )
     s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser(
+        "paths",
+        parents=[regs, explore],
+        help="write a pytest module of shortest feed paths that take every branch and decision rule reached",
+    )
+    s.add_argument("path", help="the machine file")
+    s.add_argument("-o", "--output", help="the module to write (default: print it)")
+    s.set_defaults(func=cmd_paths)
 
     s = sub.add_parser(
         "replay",
