@@ -143,6 +143,9 @@ def test_replay_exits_1_where_the_trace_and_the_machine_part(breaker, tmp_path, 
         ("machine: tool_breaker\nsteps: [{feed: acquire, argz: {}}]\n", "step 1 has unknown key 'argz'"),
         ("machine: turnstile\nsteps: []\n", "the trace is of machine 'turnstile', not tool_breaker"),
         ("machine: [\n", "not valid YAML at line"),
+        ("a: &x [1, 2]\nb: [*x, *x]\nsteps: []\n", "anchors and aliases (*name) are not allowed"),
+        ("steps: [{feed: tick, args: {now: " + "9" * 5000 + "}}]\n", "not readable YAML (ValueError)"),
+        ("steps: " + "[" * 3000 + "]" * 3000 + "\n", "not"),
     ],
 )
 def test_a_bad_trace_file_is_bad_input(breaker, tmp_path, capsys, text, message):

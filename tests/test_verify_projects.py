@@ -112,6 +112,10 @@ def test_bad_input_is_exit_2(tmp_path, monkeypatch, capsys):
     assert "refusing snapshot" in capsys.readouterr().err
     snap.write_text("{")
     assert main(["verify", str(door), "--from", str(snap), "-q"]) == 2
+    snap.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["verify", str(door), "--from", str(snap), "-q"]) == 2
+    assert "not a readable JSON snapshot (RecursionError)" in capsys.readouterr().err
+    assert main(["verify", str(door), "--set", "max_opens=" + "[" * 100_000, "-q"]) == 2
     assert main(["verify", str(door), "--depth", "-1"]) == 2
     assert main(["verify", str(door), "--traces", "nowhere"]) == 2
     assert "--traces nowhere: no such directory" in capsys.readouterr().err

@@ -507,6 +507,8 @@ def _json_option(text: str, option: str) -> tuple[str, Any]:
         raise _UsageError(f"{option} {text!r}: expected NAME=VALUE")
     try:
         return name, json.loads(raw)
+    except RecursionError:
+        raise _UsageError(f"{option} {name}: the value is nested too deeply") from None
     except ValueError:
         return name, raw  # a bare word is a string: --values call_id=x
 
@@ -530,7 +532,7 @@ def _verify_options(args: argparse.Namespace) -> Any:
     for path in args.start:
         try:
             snap = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError) as err:
+        except (OSError, ValueError, RecursionError) as err:
             raise _UsageError(f"--from {path}: not a readable JSON snapshot ({type(err).__name__})") from None
         starts.append(snap)
     traces = Path(getattr(args, "traces", "."))

@@ -79,13 +79,19 @@ def load(path: Path) -> Trace:
     if len(raw) > MAX_TRACE_BYTES:
         raise _bad(path, f"larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB")
     try:
-        doc = yaml.safe_load(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        # A trace is plain data: an alias could make a small file expand without bound when shown.
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise _bad(path, "anchors and aliases (*name) are not allowed in a trace file")
+        doc = yaml.safe_load(text)
     except UnicodeDecodeError:
         raise _bad(path, "not UTF-8 text") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
         raise _bad(path, f"not valid YAML{where}") from None
+    except (ValueError, RecursionError) as err:  # an integer too long to read, nesting too deep
+        raise _bad(path, f"not readable YAML ({type(err).__name__})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("steps"), list):
         raise _bad(path, "expected a mapping with a 'steps' list")
     unknown = set(doc) - {"machine", "policy", "start", "steps"}
