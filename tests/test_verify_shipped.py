@@ -178,3 +178,51 @@ def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monk
     trace = tmp_path / f"agent_loop.{invariant}.trace.yaml"
     assert main(["replay", str(faulty), str(trace)]) == 1
     assert f"invariant {invariant} violated after step" in capsys.readouterr().out
+
+
+FALLBACK = ROOT / "machines" / "fallback_breaker.yaml"
+
+#: The fallback breaker's bound: every run of up to 4 feeds under a small policy, routes numbered 1 and 2.
+FALLBACK_BOUND = [
+    *("--depth", "4", "--set", "trip_after=1", "--set", "cooldown_ms=3", "--set", "max_cooldown_ms=4"),
+    *("--set", "probe_ttl_ms=2", "--set", "recover_after=1", "--set", "fallback_fail_max=1"),
+    *("--values", "number=[1,2]", "--forget", "stats", "-q"),
+]
+STALE_IN_FALLBACK = """      Fallback:
+        - *refuse_unheld
+        - guard: stale
+          stay: true
+          actions: [{name: count, params: {what: stale}}]
+"""
+FALLBACK_FAULTS = [
+    (
+        "probe_lease_bounded",
+        ("grant_probe, params: {ttl_ms: {policy: probe_ttl_ms}}", "grant_probe, params: {ttl_ms: 50}"),
+    ),
+    ("cooldown_bounded", ("max_cooldown_ms: {policy: max_cooldown_ms}", "max_cooldown_ms: 100000")),
+    ("stale_result_never_moves", (STALE_IN_FALLBACK, "      Fallback:\n        - *refuse_unheld\n")),
+]
+
+
+def test_the_fallback_breaker_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", str(FALLBACK), *FALLBACK_BOUND]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    for name in ("probe_lease_bounded", "cooldown_bounded", "stale_result_never_moves"):
+        assert f"holds        {name}\n" in out
+
+
+@pytest.mark.parametrize(("invariant", "fault"), FALLBACK_FAULTS, ids=[f[0] for f in FALLBACK_FAULTS])
+def test_a_planted_fault_in_the_fallback_breaker_is_caught_and_replayed(
+    tmp_path, monkeypatch, capsys, invariant, fault
+):
+    monkeypatch.chdir(tmp_path)
+    old, new = fault
+    text = FALLBACK.read_text(encoding="utf-8")
+    assert old in text
+    faulty = tmp_path / "fallback_breaker.yaml"
+    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    assert main(["verify", str(faulty), *FALLBACK_BOUND, "--set", "max_cooldown_ms=2"]) == 1
+    assert f"VIOLATED     {invariant}:" in capsys.readouterr().out
+    assert main(["replay", str(faulty), str(tmp_path / f"fallback_breaker.{invariant}.trace.yaml")]) == 1
+    assert f"invariant {invariant} violated after step" in capsys.readouterr().out
