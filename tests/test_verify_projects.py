@@ -119,3 +119,71 @@ def test_bad_input_is_exit_2(tmp_path, monkeypatch, capsys):
     assert main(["verify", str(door), "--depth", "-1"]) == 2
     assert main(["verify", str(door), "--traces", "nowhere"]) == 2
     assert "--traces nowhere: no such directory" in capsys.readouterr().err
+
+
+COIN_REGISTRY = """
+from dataclasses import dataclass
+
+from loopfsm import Registry
+
+REGISTRY = Registry("bank")
+
+
+@dataclass(frozen=True)
+class Coin:
+    cents: int
+
+
+REGISTRY.codec(
+    "coin", Coin, lambda c: {"cents": c.cents}, lambda v: Coin(v["cents"]), examples=[Coin(1), Coin(50)]
+)
+
+
+@REGISTRY.action
+def deposit(m, ctx):
+    m.data.balance += ctx.args["coin"].cents
+"""
+
+BANK = """
+machine: bank
+description: A box that takes coins.
+registry: bank
+policy:
+  max_balance: {type: integer, default: 100, minimum: 0, description: what the box may hold}
+data:
+  balance: {type: integer, default: 0, minimum: 0, description: cents held}
+states:
+  open: {initial: true, description: open}
+events:
+  insert:
+    description: a coin goes in
+    args:
+      coin: {type: coin, description: the coin}
+    from:
+      open:
+        - stay: true
+          actions: [deposit]
+invariants:
+  bounded:
+    description: The box holds at most max_balance cents.
+    always: {name: field_at_most, params: {field: balance, limit: {policy: max_balance}}}
+"""
+
+
+def test_a_registry_type_is_fed_its_codecs_examples_and_traces_carry_its_json(tmp_path, monkeypatch, capsys):
+    (tmp_path / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {bank = "bank_registry:REGISTRY"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["verify", "bank.yaml", "--depth", "3", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "shortest counterexample, 3 feeds:" in out  # 50 + 50 + 1 > 100
+    assert "insert(coin=Coin(cents=50))" in out
+    trace = tmp_path / "bank.bounded.trace.yaml"
+    assert "  args:\n    coin: {cents: 50}\n" in trace.read_text()
+    assert main(["replay", "bank.yaml", str(trace)]) == 1
+    assert "invariant bounded violated after step 3" in capsys.readouterr().out
+    trace.write_text("machine: bank\nsteps: [{feed: insert, args: {coin: 5}}]\n")
+    assert main(["replay", "bank.yaml", str(trace)]) == 2
+    assert "argument 'coin' of insert is not a valid coin: TypeError" in capsys.readouterr().err

@@ -19,7 +19,7 @@ from keyword import iskeyword
 from types import FunctionType, GenericAlias, ModuleType
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .errors import RegistryError
 
@@ -64,6 +64,8 @@ class Codec:
     to_json: Callable[[Any], Any]
     from_json: Callable[[Any], Any]
     schema: dict[str, Any]
+    # Values of the type `loopfsm verify` feeds an argument of this type (a few telling ones).
+    examples: tuple[Any, ...] = ()
 
 
 class DataField(str):
@@ -256,7 +258,10 @@ class Registry:
         to_json: Callable[[Any], Any],
         from_json: Callable[[Any], Any],
         schema: dict[str, Any] | None = None,
+        *,
+        examples: Iterable[Any] = (),
     ) -> None:
+        """Register a field type; ``examples`` are values of it that ``loopfsm verify`` feeds an argument of it."""
         if name in self.codecs:
             raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
         if not isinstance(name, str) or not name.isidentifier():
@@ -270,7 +275,14 @@ class Registry:
             raise RegistryError(f"registry '{self.name}': codec '{name}' needs callables to_json and from_json")
         if schema is not None and not isinstance(schema, dict):
             raise RegistryError(f"registry '{self.name}': codec '{name}' schema is a JSON Schema object (a dict)")
-        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {})
+        samples = tuple(examples) if not isinstance(examples, (str, bytes)) else (examples,)
+        for sample in samples:
+            if not isinstance(sample, types):
+                raise RegistryError(
+                    f"registry '{self.name}': codec '{name}' example of type {type(sample).__name__} "
+                    f"is not a {' or '.join(t.__name__ for t in types)}"
+                )
+        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {}, samples)
 
     def error(self, cls: type, name: str | None = None) -> type:
         if not (isinstance(cls, type) and issubclass(cls, BaseException)):

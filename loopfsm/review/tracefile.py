@@ -47,13 +47,34 @@ class Trace:
     note: str = ""  # what the trace shows (a counterexample names its invariant); a comment in the file
 
 
-def dump(trace: Trace) -> str:
-    """The trace as YAML text, ``note`` as leading comments."""
+def _converted(compiled: Any, step: Step, way: str) -> dict[str, Any]:
+    """``step``'s arguments through their codecs (``to_json`` or ``from_json``): a registry's types as JSON."""
+    ev = compiled.spec.events.get(step.feed)
+    out = {}
+    for name, value in step.args:
+        f = ev.args.get(name) if ev is not None else None
+        codec = compiled.registry.codecs.get(f.type) if f is not None else None
+        if f is None or codec is None or value is None:
+            out[name] = value
+            continue
+        convert = getattr(codec, way)
+        try:
+            out[name] = [convert(v) for v in value] if f.list and isinstance(value, list) else convert(value)
+        except Exception as err:  # noqa: BLE001 - a codec's own refusal: bad input, said without the value
+            raise ReviewError(
+                f"argument '{name}' of {step.feed} is not a valid {f.type}: {type(err).__name__}"
+            ) from None
+    return out
+
+
+def dump(trace: Trace, compiled: Any = None) -> str:
+    """The trace as YAML text, ``note`` as leading comments; a registry's types as their JSON (given ``compiled``)."""
     import yaml  # noqa: PLC0415
 
     doc: dict[str, Any] = {"machine": trace.machine, "policy": trace.policy, "start": trace.start, "steps": []}
     for ts in trace.steps:
-        item: dict[str, Any] = {"feed": ts.step.feed, "args": ts.step.kwargs()}
+        args = _converted(compiled, ts.step, "to_json") if compiled is not None else ts.step.kwargs()
+        item: dict[str, Any] = {"feed": ts.step.feed, "args": args}
         if ts.refused:
             item["refused"] = True
         if ts.state is not None:
@@ -153,8 +174,9 @@ def replay(compiled: Any, trace: Trace, out: TextIO | None = None, judge: Any = 
         if judge is not None:
             armed = judge.armed(inst, ts.step)
             was = compiled.restore(inst.snapshot()) if armed else None
+        args = _converted(compiled, ts.step, "from_json")  # a value its codec refuses: a bad trace
         try:
-            inst.feed(ts.step.feed, policy=policy, **ts.step.kwargs())
+            inst.feed(ts.step.feed, policy=policy, **args)
             refusal = None
         except ActionError as err:  # a guard or action raised (the runtime wrapped it): the finding
             print(f"{i:>3}  {ts.step.shown()}  CRASHED: {err}", file=out)

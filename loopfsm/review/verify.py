@@ -409,7 +409,7 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
     from .verify_inputs import domains_for  # noqa: PLC0415
 
     policy = compiled.policy(opts.policy)
-    domains = domains_for(compiled.spec, policy, opts.values)
+    domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
     unknown = sorted(opts.forget - set(compiled.spec.data))
     if unknown:
         from .errors import ReviewError  # noqa: PLC0415
@@ -481,6 +481,6 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
                 from .errors import ReviewError  # noqa: PLC0415
 
                 raise ReviewError(f"refusing to write {path}: it is a symlink")
-            path.write_text(dump(trace), encoding="utf-8")
+            path.write_text(dump(trace, compiled), encoding="utf-8")
             print(f"  written to {path} (loopfsm replay {compiled.spec.file} {path})", file=out)
     return status

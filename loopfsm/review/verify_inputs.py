@@ -13,8 +13,10 @@ Every feed is tried with every combination of its arguments' values:
   same name and its neighbours (a permit's ``generation`` is current, stale or
   from the future), within its declared bounds;
 - an argument with a default (not an enum or boolean) is fed its default;
-- a string argument takes the symbols ``a`` and ``b``, a list argument ``[]`` and
-  one item (every value of an ``enum`` list);
+- a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a list
+  argument ``[]`` and one item (every value of an ``enum`` list);
+- an argument of a registry's type takes the examples its codec declares
+  (``Registry.codec(..., examples=...)``);
 - ``--values FEED.ARG=JSON_LIST`` (or ``ARG=...`` for every feed) replaces any of these.
 
 An argument none of these rules covers (a codec-typed one without a default)
@@ -24,9 +26,11 @@ needs ``--values``; :class:`~loopfsm.review.errors.ReviewError` says so.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from loopfsm.core.registry import Codec
 from loopfsm.core.spec import MISSING, FieldDef, Spec
 
 from .errors import ReviewError
@@ -89,6 +93,7 @@ class Domains:
     spec: Spec
     deltas: tuple[int, ...]
     given: dict[str, list[Any]]  # "feed.arg" or "arg" -> values
+    codecs: Mapping[str, Codec] = field(default_factory=dict)  # the registry's field types, with their examples
 
     def _fixed(self, feed: str, f: FieldDef) -> list[Any] | None:
         """The values of an argument that do not depend on the configuration, or None when they do."""
@@ -96,8 +101,10 @@ class Domains:
             if key in self.given:
                 return self.given[key]
         null = [None] if f.nullable else []
+        codec = self.codecs.get(f.type)
+        examples = list(codec.examples) if codec is not None else []
         if f.list:
-            item = list(f.enum) if f.enum else [SYMBOLS[0]]
+            item = list(f.enum) if f.enum else examples[:1] if examples else [SYMBOLS[0]]
             return [[], item]
         if f.enum is not None:
             return [*f.enum, *null]
@@ -109,9 +116,14 @@ class Domains:
             return [f.default]
         if f.type == "string":
             return [*SYMBOLS, *null]
+        if f.type == "number":
+            return [0, 1, *null]
+        if examples:
+            return [*examples, *null]
         raise ReviewError(
             f"{self.spec.name}: argument '{f.name}' of feed '{feed}' is of type {f.type}: its values cannot be "
-            f"derived from the table; give them with --values {feed}.{f.name}='[...]' (a JSON list)"
+            f"derived from the table; declare examples with its codec (Registry.codec(..., examples=...)) "
+            f"or give them with --values {feed}.{f.name}='[...]' (a JSON list)"
         )
 
     def check(self) -> None:
@@ -157,8 +169,10 @@ class Domains:
         return out
 
 
-def domains_for(spec: Spec, policy: Any, given: dict[str, list[Any]]) -> Domains:
+def domains_for(
+    spec: Spec, policy: Any, given: dict[str, list[Any]], codecs: Mapping[str, Codec] | None = None
+) -> Domains:
     deltas = tuple(sorted({0, 1, *durations(spec, policy)}))
-    domains = Domains(spec, deltas, given)
+    domains = Domains(spec, deltas, given, dict(codecs or {}))
     domains.check()
     return domains
