@@ -162,3 +162,28 @@ def test_bad_verify_options_are_bad_input(breaker, capsys):
     assert "max_probes" in capsys.readouterr().err
     assert main(["verify", str(breaker), "--forget", "stat", "-q"]) == 2
     assert "--forget stat: the machine has no data field" in capsys.readouterr().err
+
+
+def test_an_invariant_whose_guard_crashes_is_violated_and_says_why(breaker, capsys):
+    text = breaker.read_text() + (
+        "  reads_a_feed_argument:\n"
+        "    description: half_open_overdue reads `now`, which no configuration has.\n"
+        "    states: [HalfOpen]\n"
+        "    always: {name: half_open_overdue, negate: true, params: {max_ms: 5}}\n"
+    )
+    breaker.write_text(text)
+    assert main(["verify", str(breaker), "--depth", "3", *SMALL]) == 1
+    out = capsys.readouterr().out
+    assert "reads_a_feed_argument violated: its guards raised KeyError: 'now' (in state HalfOpen)" in out
+
+
+def test_a_broken_step_says_which_feed_moved_what(breaker, capsys):
+    stale = (
+        "        - guard: stale\n          stay: true\n          actions: [{name: count, params: {what: stale}}]\n"
+        "          description: from before the last transition; stats only\n"
+    )
+    text = breaker.read_text()
+    assert stale in text
+    breaker.write_text(text.replace(stale, "", 1))  # Closed's stale branch is gone
+    assert main(["verify", str(breaker), "--depth", "2", *SMALL]) == 1
+    assert "stale_never_moves violated: does not hold after record, Closed to Open" in capsys.readouterr().out

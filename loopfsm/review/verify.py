@@ -40,6 +40,14 @@ class Broken:
     why: str
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What an invariant's guards said: whether they hold, and what they raised if they crashed."""
+
+    holds: bool
+    crash: str | None
+
+
 class Judge:
     """Asks a machine's compiled invariants about one configuration or one step; shared with ``replay``."""
 
@@ -51,23 +59,20 @@ class Judge:
         self.goals = tuple(i for i in all_ if i.kind == "reach")
 
     @staticmethod
-    def _ask(inv: CompiledInvariant, guard: Callable[[Any, Any], Any], inst: Any, ctx: Any) -> str | None:
-        """None when the guard holds; else why not."""
+    def _ask(guard: Callable[[Any, Any], Any], inst: Any, ctx: Any) -> Answer:
         try:
-            if guard(inst, ctx):
-                return None
-            return f"does not hold in state {inst.state}"
+            return Answer(bool(guard(inst, ctx)), None)
         except Exception as err:  # noqa: BLE001 - a guard that crashes on a reachable configuration is a finding
-            return f"its guards raised {type(err).__name__}: {err} (in state {inst.state})"
+            return Answer(False, f"its guards raised {type(err).__name__}: {err} (in state {inst.state})")
 
     def configuration(self, inst: Any, skip: AbstractSet[str] = frozenset()) -> list[Broken]:
         ctx = InvariantContext(self.policy)
         out = []
         for inv in self.always:
             if inv.name not in skip and inv.in_scope(inst.state):
-                why = self._ask(inv, inv.holds, inst, ctx)
-                if why:
-                    out.append(Broken(inv.name, why))
+                answer = self._ask(inv.holds, inst, ctx)
+                if not answer.holds:
+                    out.append(Broken(inv.name, answer.crash or f"does not hold in state {inst.state}"))
         return out
 
     def armed(
@@ -79,11 +84,11 @@ class Judge:
             if inv.name in skip or not inv.in_scope(before.state) or not inv.watches(step.feed):
                 continue
             ctx = InvariantContext(self.policy, step.kwargs(), None, step.feed)
-            why = self._ask(inv, inv.when, before, ctx)
-            if why is None:
+            answer = self._ask(inv.when, before, ctx)
+            if answer.holds:
                 out.append((inv, ctx))
-            elif "raised" in why:
-                out.append((inv, why))
+            elif answer.crash is not None:  # reported once the feed is known to be accepted
+                out.append((inv, answer.crash))
         return out
 
     def step(self, armed: list[tuple[CompiledInvariant, Any]], before: Any, after: Any) -> list[Broken]:
@@ -93,14 +98,15 @@ class Judge:
                 out.append(Broken(inv.name, ctx))
                 continue
             ctx.before = before
-            why = self._ask(inv, inv.holds, after, ctx)
-            if why:
-                out.append(Broken(inv.name, why))
+            answer = self._ask(inv.holds, after, ctx)
+            if not answer.holds:
+                moved = f"{before.state} to {after.state}" if before.state != after.state else f"in {after.state}"
+                out.append(Broken(inv.name, answer.crash or f"does not hold after {ctx.feed}, {moved}"))
         return out
 
     def goals_met(self, inst: Any) -> list[str]:
         ctx = InvariantContext(self.policy)
-        return [g.name for g in self.goals if g.in_scope(inst.state) and self._ask(g, g.holds, inst, ctx) is None]
+        return [g.name for g in self.goals if g.in_scope(inst.state) and self._ask(g.holds, inst, ctx).holds]
 
 
 class _RowSink:
