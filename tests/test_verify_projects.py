@@ -187,3 +187,17 @@ def test_a_registry_type_is_fed_its_codecs_examples_and_traces_carry_its_json(tm
     trace.write_text("machine: bank\nsteps: [{feed: insert, args: {coin: 5}}]\n")
     assert main(["replay", "bank.yaml", str(trace)]) == 2
     assert "argument 'coin' of insert is not a valid coin: TypeError" in capsys.readouterr().err
+
+
+def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch)
+    (tmp_path / "machines" / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY", bank = "bank_registry:REGISTRY"}\n'
+    )
+    assert main(["verify", "--depth", "2", "--set", "max_opens=0", "-q"]) == 1  # only the door has max_opens
+    out = capsys.readouterr().out
+    assert "door: " in out and "VIOLATED     opens_bounded" in out and "bank: " in out
+    assert main(["verify", "--set", "max_open=0", "-q"]) == 2
+    assert "--set max_open: none of the machines has a policy number of that name" in capsys.readouterr().err

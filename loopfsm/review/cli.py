@@ -548,15 +548,43 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from .errors import ReviewError  # noqa: PLC0415
     from .verify import verify_machine  # noqa: PLC0415
 
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .verify_inputs import argument_names  # noqa: PLC0415
+
     opts = _verify_options(args)
+    machines = _compiled_machines(args)
+    if len(machines) == 1:  # one machine: a name it does not declare is reported by the machine itself
+        named: list[tuple[Any, Any]] = [(machines[0], opts)]
+    else:  # several: each gets the --set and --values it declares; a name none declares is a mistake
+        policies = set().union(*(m.spec.policy for m in machines))
+        arguments = set().union(*(argument_names(m.spec) for m in machines))
+        for name in opts.policy:
+            if name not in policies:
+                raise _UsageError(f"--set {name}: none of the machines has a policy number of that name")
+        for name in opts.values:
+            if name not in arguments:
+                raise _UsageError(f"--values {name}: none of the machines has an argument of that name")
+        named = [
+            (
+                m,
+                replace(
+                    opts,
+                    policy={k: v for k, v in opts.policy.items() if k in m.spec.policy},
+                    values={k: v for k, v in opts.values.items() if k in argument_names(m.spec)},
+                    forget=frozenset(opts.forget & set(m.spec.data)),
+                ),
+            )
+            for m in machines
+        ]
     status = EXIT_OK
-    for compiled in _compiled_machines(args):
+    for compiled, mine in named:
         try:
-            status = max(status, verify_machine(compiled, opts))
-        except ReviewError as err:
-            raise _UsageError(str(err)) from None
-        except LoopFsmError as err:  # a --set the policy refuses, a --from snapshot the machine refuses
-            raise _UsageError(f"{compiled.name}: {err}") from None
+            status = max(status, verify_machine(compiled, mine))
+        except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
+            text = str(err) if isinstance(err, ReviewError) else f"{compiled.name}: {err}"
+            print(f"loopfsm verify: {text}", file=sys.stderr)
+            status = EXIT_USAGE
     return status
 
 

@@ -13,7 +13,7 @@ Every feed is tried with every combination of its arguments' values:
   same name and its neighbours (a permit's ``generation`` is current, stale or
   from the future), within its declared bounds;
 - an argument with a default (not an enum or boolean) is fed its default;
-- a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a list
+- a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a json ``{}``, a list
   argument ``[]`` and one item (every value of an ``enum`` list);
 - an argument of a registry's type takes the examples its codec declares
   (``Registry.codec(..., examples=...)``);
@@ -76,6 +76,17 @@ def _bounded(f: FieldDef, values: list[Any]) -> list[Any]:
     ]
 
 
+def _takers(spec: Spec) -> list[tuple[str, dict[str, FieldDef]]]:
+    """Every feed and decision with its arguments."""
+    return [(ev.name, ev.args) for ev in spec.events.values()] + [(d.name, d.args) for d in spec.decisions.values()]
+
+
+def argument_names(spec: Spec) -> set[str]:
+    """What ``--values`` may name for this machine: ``ARG`` and ``FEED.ARG`` of every feed and decision."""
+    takers = _takers(spec)
+    return {f"{name}.{a}" for name, args in takers for a in args} | {a for _, args in takers for a in args}
+
+
 def _instants_after(inst: Any, clock: int) -> set[int]:
     """Each integer the configuration holds (data, state data) above ``clock``, and the one before it."""
     values = [*inst.state_data.values(), *(getattr(inst.data, n) for n in type(inst).compiled.data_encoders)]
@@ -118,6 +129,8 @@ class Domains:
             return [*SYMBOLS, *null]
         if f.type == "number":
             return [0, 1, *null]
+        if f.type == "json":
+            return [{}, *null]
         if examples:
             return [*examples, *null]
         raise ReviewError(
@@ -128,12 +141,10 @@ class Domains:
 
     def check(self) -> None:
         """Raise :class:`~loopfsm.review.errors.ReviewError` now for an argument no rule covers."""
-        takers = [(ev.name, ev.args) for ev in self.spec.events.values()]
-        takers += [(d.name, d.args) for d in self.spec.decisions.values()]
-        for name, args in takers:
+        for name, args in _takers(self.spec):
             for f in args.values():
                 self._fixed(name, f)
-        names = {f"{name}.{a}" for name, args in takers for a in args} | {a for _, args in takers for a in args}
+        names = argument_names(self.spec)
         for key in self.given:
             if key not in names:
                 raise ReviewError(f"{self.spec.name}: --values {key}: no feed argument of that name")
