@@ -187,3 +187,28 @@ def test_a_broken_step_says_which_feed_moved_what(breaker, capsys):
     breaker.write_text(text.replace(stale, "", 1))  # Closed's stale branch is gone
     assert main(["verify", str(breaker), "--depth", "2", *SMALL]) == 1
     assert "stale_never_moves violated: does not hold after record, Closed to Open" in capsys.readouterr().out
+
+
+def test_diff_says_invariants_changed_and_behaviour_did_not(tmp_path, capsys):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    base = _without_invariants(BREAKER)
+    old.write_text(base + INVARIANTS)
+    new.write_text(
+        base
+        + """
+invariants:
+  probes_bounded:
+    description: HalfOpen holds at most max_probes probe leases.
+    always: {name: length_at_most, params: {field: leases, limit: 2}}
+  reaches_half_open:
+    description: A run reaches HalfOpen.
+    states: [HalfOpen]
+    reach: true
+"""
+    )
+    assert main(["diff", str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "tool_breaker: invariants and descriptions only" in out
+    assert "~ invariant probes_bounded changed" in out
+    assert "~ invariant stale_never_moves removed" in out
+    assert '~ invariant reaches_half_open: description "Some run reaches HalfOpen." -> "A run reaches HalfOpen."' in out
