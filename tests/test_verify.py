@@ -212,3 +212,22 @@ invariants:
     assert "~ invariant probes_bounded changed" in out
     assert "~ invariant stale_never_moves removed" in out
     assert '~ invariant reaches_half_open: description "Some run reaches HalfOpen." -> "A run reaches HalfOpen."' in out
+
+
+def test_progress_lines_say_how_far_it_got(breaker, capsys):
+    import io
+
+    from loopfsm.core.compiler import compile_file
+    from loopfsm.review.verify import Explorer, progress_line
+    from loopfsm.review.verify_inputs import domains_for
+
+    compiled = compile_file(breaker)
+    policy = compiled.policy({"trip_after": 1})
+    err = io.StringIO()
+    explorer = Explorer(
+        compiled, policy, domains_for(compiled.spec, policy, {}), progress=progress_line(err), progress_every=0.0
+    )
+    explorer.run([compiled.new().snapshot()], 2, 100_000)
+    lines = err.getvalue().splitlines()
+    assert lines and lines[0].startswith("verify: depth 1, ") and "configurations" in lines[0]
+    assert lines[-1].startswith("verify: depth 2, ") and lines[-1].endswith("/min")

@@ -212,8 +212,10 @@ class Explorer:
         *,
         progress: Callable[[Result, int], None] | None = None,
         forget: frozenset[str] = frozenset(),
+        progress_every: float = 1.0,
     ):
         self.forget = forget
+        self.progress_every = progress_every  # seconds between progress lines
         self.compiled = compiled
         self.policy = policy
         self.domains = domains
@@ -331,7 +333,7 @@ class Explorer:
                         self.nodes[nkey] = Node(key, step, level + 1)
                         nxt.append((nkey, nsnap, nclock))
                         self._arrive(inst, res, nkey, nclock)
-                    if self.progress is not None and time.monotonic() - last_report >= 1.0:
+                    if self.progress is not None and time.monotonic() - last_report >= self.progress_every:
                         last_report = time.monotonic()
                         res.configurations = len(self.nodes)
                         res.seconds = last_report - began
