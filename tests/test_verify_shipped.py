@@ -226,3 +226,70 @@ def test_a_planted_fault_in_the_fallback_breaker_is_caught_and_replayed(
     assert f"VIOLATED     {invariant}:" in capsys.readouterr().out
     assert main(["replay", str(faulty), str(tmp_path / f"fallback_breaker.{invariant}.trace.yaml")]) == 1
     assert f"invariant {invariant} violated after step" in capsys.readouterr().out
+
+
+RUN_LOCK = ROOT / "machines" / "run_lock.yaml"
+#: The run lock's bound: every run of up to 5 feeds, two holders.
+LOCK_BOUND = ["--depth", "5", "--values", 'holder=["a", "b"]', "-q"]
+
+# A copy of the run lock's registry whose grant lowers the fence on a second grant: a fault in Python,
+# which no edit of the YAML can plant (no action of the table lowers the fence).
+LOWERING_REGISTRY = """
+from loopfsm import Registry
+from loopfsm.machines.run_lock import REGISTRY as SHIPPED
+
+REGISTRY = Registry("run_lock")
+for kind, entries in SHIPPED.entries.items():
+    for name, entry in entries.items():
+        if kind == "action" and name == "grant":
+            continue
+        if kind == "guard":
+            REGISTRY.guard(entry.fn, name=name, reads=tuple(entry.reads) if entry.reads is not None else None)
+        else:
+            getattr(REGISTRY, kind)(entry.fn, name=name)
+for error in SHIPPED.errors.values():
+    REGISTRY.error(error)
+
+
+@REGISTRY.action
+def grant(m, ctx):
+    m.data.fence = 1 if m.data.fence == 0 else m.data.fence - 1
+    now = m.data.last_now
+    expires = now + ctx.args["lease_ms"]
+    ctx.enter(holder=ctx.args["holder"], started_at=now, lease_expires_at=expires, cancel_requested=None)
+"""
+
+
+def test_the_run_lock_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", str(RUN_LOCK), *LOCK_BOUND]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "holds        fence_only_grows\n" in out and "holds        stale_fence_moves_nothing\n" in out
+
+
+def test_a_stale_fence_that_releases_is_caught_and_replayed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    release = "        - guard: fence_current\n          to: Free\n"
+    text = RUN_LOCK.read_text(encoding="utf-8")
+    assert release in text
+    faulty = tmp_path / "run_lock.yaml"
+    faulty.write_text(
+        text.replace(release, "        - guard: {name: fence_current, negate: true}\n          to: Free\n")
+    )
+    assert main(["verify", str(faulty), *LOCK_BOUND]) == 1
+    assert "VIOLATED     stale_fence_moves_nothing:" in capsys.readouterr().out
+    assert main(["replay", str(faulty), "run_lock.stale_fence_moves_nothing.trace.yaml"]) == 1
+    assert "invariant stale_fence_moves_nothing violated after step" in capsys.readouterr().out
+
+
+def test_a_grant_that_lowers_the_fence_is_caught_and_replayed(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "lowering.py").write_text(LOWERING_REGISTRY)
+    faulty = ["--registry", "run_lock=lowering:REGISTRY"]
+    assert main(["verify", str(RUN_LOCK), *LOCK_BOUND, *faulty]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED     fence_only_grows:" in out and "shortest counterexample, 2 feeds:" in out
+    assert main(["replay", str(RUN_LOCK), "run_lock.fence_only_grows.trace.yaml", *faulty]) == 1
+    assert "invariant fence_only_grows violated after step 2" in capsys.readouterr().out
+    assert main(["replay", str(RUN_LOCK), "run_lock.fence_only_grows.trace.yaml"]) == 0  # the shipped registry

@@ -62,6 +62,12 @@ def field_changed(m: Any, ctx: Any, *, field: DataField) -> bool:
 
 
 @BUILTINS.guard
+def field_did_not_decrease(m: Any, ctx: Any, *, field: DataField) -> bool:
+    """The (number) data field ``field`` is at least what it was before the feed."""
+    return bool(getattr(m.data, field) >= getattr(ctx.before.data, field))
+
+
+@BUILTINS.guard
 def field_at_most(m: Any, ctx: Any, *, field: DataField, limit: int) -> bool:
     """The (number) data field ``field`` is at most ``limit``."""
     return bool(getattr(m.data, field) <= limit)
