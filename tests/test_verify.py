@@ -231,3 +231,16 @@ def test_progress_lines_say_how_far_it_got(breaker, capsys):
     lines = err.getvalue().splitlines()
     assert lines and lines[0].startswith("verify: depth 1, ") and "configurations" in lines[0]
     assert lines[-1].startswith("verify: depth 2, ") and lines[-1].endswith("/min")
+
+
+def test_the_review_sheet_lists_the_invariants():
+    from loopfsm.review.render.matrix import review_sheet
+
+    sheet = review_sheet(loader.parse(_without_invariants(BREAKER) + INVARIANTS, "m.yaml"))
+    assert "## Invariants (checked by `loopfsm verify`, to a bound)" in sheet
+    assert (
+        "| `stale_never_moves` | step | Closed, Open, ForcedOpen, Disabled | after record when stale: "
+        "state_unchanged and field_unchanged(field=generation) | A stale result never changes the state. |"
+    ) in sheet
+    assert "| `reaches_half_open` | reach | HalfOpen | any | Some run reaches HalfOpen. |" in sheet
+    assert "## Invariants" not in review_sheet(loader.parse(_without_invariants(BREAKER), "m.yaml"))

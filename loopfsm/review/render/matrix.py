@@ -61,6 +61,24 @@ def _fields_table(title: str, fields: dict[str, FieldDef]) -> list[str]:
     return out + [""]
 
 
+def _invariants_table(spec: Spec) -> list[str]:
+    """What ``loopfsm verify`` proves of this machine, one row per invariant."""
+    out = ["## Invariants (checked by `loopfsm verify`, to a bound)", ""]
+    out += ["| invariant | kind | in states | property | description |", "| --- | --- | --- | --- | --- |"]
+    for inv in spec.invariants.values():
+        holds = _esc(guards_label(spec, inv.holds)) or "any"
+        if inv.kind == "step":
+            feeds = ", ".join(inv.feeds) if inv.feeds else "every feed"
+            when = _esc(guards_label(spec, inv.when))
+            prop = f"after {feeds}{f' when {when}' if when else ''}: {holds}"
+        else:
+            prop = holds
+        states = ", ".join(inv.states) if inv.states else "any"
+        out.append(f"| `{inv.name}` | {inv.kind} | {states} | {prop} | {_esc(inv.description)} |")
+    out.append("")
+    return out
+
+
 def review_sheet(spec: Spec) -> str:
     out = [
         f"# {spec.name}",
@@ -144,6 +162,8 @@ def review_sheet(spec: Spec) -> str:
             )
             out.append(f"| `{o.name}` | {err} | {_esc(o.description)} |")
         out.append("")
+    if spec.invariants:
+        out += _invariants_table(spec)
     excused = [r for r in rows_of(spec.source.doc) if r.excuse]
     if excused:
         out += ["## Rows excused from transition coverage", "", "| row | why no test takes it |", "| --- | --- |"]
