@@ -244,3 +244,57 @@ def test_the_review_sheet_lists_the_invariants():
     ) in sheet
     assert "| `reaches_half_open` | reach | HalfOpen | any | Some run reaches HalfOpen. |" in sheet
     assert "## Invariants" not in review_sheet(loader.parse(_without_invariants(BREAKER), "m.yaml"))
+
+
+KINDS = """
+machine: kinds
+description: One feed with an argument of every kind verify derives values for.
+policy:
+  wait_ms: {type: integer, default: 7, minimum: 0, description: a duration}
+  tries: {type: integer, default: 3, minimum: 0, description: not a duration}
+data:
+  gen: {type: integer, default: 4, minimum: 0, description: a number arguments of the same name follow}
+  due: {type: integer, default: 20, description: an instant ahead of the clock}
+states:
+  s: {initial: true, description: the only state}
+events:
+  go:
+    description: every kind of argument
+    args:
+      now: {type: integer, description: the clock}
+      gen: {type: integer, minimum: 0, description: follows the data field}
+      n: {type: integer, minimum: 1, description: just an integer}
+      mode: {type: string, enum: [x, y], nullable: true, description: an enum}
+      flag: {type: boolean, description: a boolean}
+      name: {type: string, description: a string}
+      size: {type: number, description: a number}
+      blob: {type: json, description: json}
+      tags: {type: string, list: true, description: a list}
+      note: {type: string, default: hi, description: has a default}
+    from:
+      s:
+        - stay: true
+"""
+
+
+def test_the_values_each_kind_of_argument_takes():
+    from loopfsm.core.compiler import compile_spec
+    from loopfsm.core.registry import Registry
+    from loopfsm.review.verify_inputs import domains_for
+
+    reg = Registry("kinds")
+    spec = loader.parse(KINDS, "kinds.yaml", reg)
+    compiled = compile_spec(spec, reg)
+    domains = domains_for(spec, compiled.policy(), {"go.flag": [True]})
+    inst = compiled.new()
+    steps = domains.steps(inst, 10, ("go",))
+    values = {name: sorted({repr(dict(s.args)[name]) for s in steps}) for name in spec.events["go"].args}
+    assert values["now"] == ["10", "11", "17", "19", "20"]  # clock + 0, 1, wait_ms; due - 1, due
+    assert values["gen"] == ["0", "1", "3", "4", "5"]  # 0, 1, and the data field gen with its neighbours
+    assert values["n"] == ["1"]  # 0 is below its minimum
+    assert values["mode"] == ["'x'", "'y'", "None"]
+    assert values["flag"] == ["True"]  # --values go.flag
+    assert values["name"] == ["'a'", "'b'"]
+    assert values["size"] == ["0", "1"] and values["blob"] == ["{}"]
+    assert values["tags"] == ["['a']", "[]"] and values["note"] == ["'hi'"]
+    assert len(steps) == 5 * 5 * 1 * 3 * 1 * 2 * 2 * 1 * 2 * 1
