@@ -298,3 +298,13 @@ def test_the_values_each_kind_of_argument_takes():
     assert values["size"] == ["0", "1"] and values["blob"] == ["{}"]
     assert values["tags"] == ["['a']", "[]"] and values["note"] == ["'hi'"]
     assert len(steps) == 5 * 5 * 1 * 3 * 1 * 2 * 2 * 1 * 2 * 1
+
+
+def test_a_global_trace_sink_hears_verifys_runs(breaker, capsys):
+    from loopfsm.core import tracing
+    from loopfsm.review.coverage import Collector
+
+    collector = Collector()
+    with tracing.global_sink(collector):
+        assert main(["verify", str(breaker), "--depth", "1", *SMALL]) == 0
+    assert ("branch", "acquire/Closed[0]") in collector.taken["tool_breaker"]
