@@ -306,5 +306,5 @@ def test_a_global_trace_sink_hears_verifys_runs(breaker, capsys):
 
     collector = Collector()
     with tracing.global_sink(collector):
-        assert main(["verify", str(breaker), "--depth", "1", *SMALL]) == 0
+        assert main(["verify", str(breaker), "--depth", "3", *SMALL]) == 0
     assert ("branch", "acquire/Closed[0]") in collector.taken["tool_breaker"]
