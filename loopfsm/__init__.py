@@ -45,6 +45,7 @@ _ERRORS_ELSEWHERE = {
     "StreamEventError": "loopfsm.router.errors",
     "GraphvizMissing": "loopfsm.review.errors",
     "RenderError": "loopfsm.review.errors",
+    "ReviewError": "loopfsm.review.errors",
 }
 
 
@@ -81,6 +82,7 @@ __all__ = [
     "ActionError",
     "RegistryError",
     "RenderError",
+    "ReviewError",
     "GraphvizMissing",
     "ScriptError",
     "SealError",

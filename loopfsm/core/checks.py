@@ -25,6 +25,7 @@ from .fieldtypes import (
     python_checker,
     yaml_shown,
 )
+from .invariants import BUILTINS, STEP_ONLY
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
@@ -362,6 +363,9 @@ class _Checker:
                 key=True,
             )
             return
+        py_type = BUILTIN_CODECS[f.type].py_type
+        if f.enum is not None and not all(fits_type(py_type, x) for x in f.enum):
+            return  # the argument's own enum is wrong, and says so at its line: no value can be judged against it
         holds = python_checker(f, BUILTIN_CODECS[f.type])
         for i, v in enumerate(c.values):
             if holds(v):
@@ -512,6 +516,39 @@ class _Checker:
             if attr.ref is not None:
                 self.ref("result", attr.ref)
 
+    def invariants(self) -> None:
+        """Invariants name states, feeds and guards like the table does; built-in guards are checked here too."""
+        spec = self.spec
+        for inv in spec.invariants.values():
+            for j, st in enumerate(inv.states or ()):
+                self.state_ref(st, inv.path + ("states", j))
+            for j, feed in enumerate(inv.feeds or ()):
+                if feed not in spec.events:
+                    self.error(
+                        inv.path + ("step", "feeds", j), f"unknown feed '{feed}'{did_you_mean(feed, spec.events)}"
+                    )
+            for ref in inv.refs():
+                registered = self.reg is not None and ref.name in self.reg.entries["guard"]
+                if registered or (self.reg is None and ref.name not in BUILTINS.entries["guard"]):
+                    self.ref("guard", ref)
+                elif ref.name in BUILTINS.entries["guard"]:
+                    self.params(BUILTINS.entries["guard"][ref.name], ref)
+                    if ref.name in STEP_ONLY and (inv.kind != "step" or ref.path[2:4] == ("step", "when")):
+                        self.error(
+                            ref.path,
+                            f"guard '{ref.name}' compares with the configuration before a feed: "
+                            "it belongs in a step's 'then'",
+                        )
+                else:
+                    assert self.reg is not None
+                    known = [*self.reg.entries["guard"], *BUILTINS.entries["guard"]]
+                    self.error(
+                        ref.path + (("name",) if ref.params or ref.negate else ()),
+                        f"unknown guard '{ref.name}'{did_you_mean(ref.name, known)}"
+                        f" (invariants use the guards of registry '{self.reg.name}' and the built-in "
+                        f"{', '.join(sorted(BUILTINS.entries['guard']))})",
+                    )
+
     def unused(self) -> None:
         if self.reg is None:
             return
@@ -629,6 +666,7 @@ class _Checker:
         self.outcomes()
         self.trace()
         self.migrations()
+        self.invariants()
         self.unused()
         return self.problems
 

@@ -19,7 +19,7 @@ from keyword import iskeyword
 from types import FunctionType, GenericAlias, ModuleType
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from .errors import RegistryError
 
@@ -67,6 +67,8 @@ class Codec:
     # Bumped when the JSON a codec writes changes meaning: snapshots record it, and a
     # table whose codec has another version refuses them (a migration's transform converts).
     version: int = 1
+    # Values of the type `loopfsm verify` feeds an argument of this type (a few telling ones).
+    examples: tuple[Any, ...] = ()
 
 
 class DataField(str):
@@ -261,7 +263,11 @@ class Registry:
         from_json: Callable[[Any], Any],
         schema: dict[str, Any] | None = None,
         version: int = 1,
+        *,
+        examples: Iterable[Any] = (),
     ) -> None:
+        """Register a field type: ``version`` is recorded in snapshots (bump it when the JSON changes meaning);
+        ``examples`` are values of it that ``loopfsm verify`` feeds an argument of it."""
         if name in self.codecs:
             raise RegistryError(f"registry '{self.name}': codec '{name}' is registered twice")
         if not isinstance(name, str) or not name.isidentifier():
@@ -279,7 +285,14 @@ class Registry:
             raise RegistryError(
                 f"registry '{self.name}': codec '{name}' version is a positive integer, got {version!r}"
             )
-        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {}, version)
+        samples = tuple(examples) if not isinstance(examples, (str, bytes)) else (examples,)
+        for sample in samples:
+            if not isinstance(sample, types):
+                raise RegistryError(
+                    f"registry '{self.name}': codec '{name}' example of type {type(sample).__name__} "
+                    f"is not a {' or '.join(t.__name__ for t in types)}"
+                )
+        self.codecs[name] = Codec(name, py_type, to_json, from_json, schema or {}, version, samples)
 
     def migration(self, fn: Callable[..., Any] | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(run: MigratingRun) -> MigratingRun | None``, named by a ``migrations:`` entry's ``transform``.

@@ -223,6 +223,31 @@ class MigrationDef:
     path: PathT
 
 
+@dataclass(frozen=True)
+class Invariant:
+    """A property ``loopfsm verify`` proves; it never changes what the machine does.
+
+    ``kind`` is ``always`` (``holds`` hold in every reachable configuration in
+    ``states``), ``step`` (for an accepted feed of ``feeds`` from a
+    configuration in ``states`` where ``when`` holds, ``holds`` hold of the next
+    one) or ``reach`` (some reachable configuration in ``states`` satisfies
+    ``holds``: a goal that needs an example).
+    """
+
+    name: str
+    description: str
+    kind: str
+    states: tuple[str, ...] | None
+    holds: tuple[Ref, ...]
+    path: PathT
+    when: tuple[Ref, ...] = ()
+    feeds: tuple[str, ...] | None = None
+
+    def refs(self) -> tuple[Ref, ...]:
+        """Every named guard it calls, ``any:`` flattened."""
+        return leaf_refs(self.when) + leaf_refs(self.holds)
+
+
 @dataclass
 class Spec:
     """A whole machine file, typed.  ``source`` keeps positions for later error reports."""
@@ -245,6 +270,7 @@ class Spec:
     before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of any feed is taken
     version: int = 1  # carried by every snapshot; migrations say how older versions are read
     migrations: tuple[MigrationDef, ...] = ()
+    invariants: dict[str, Invariant] = field(default_factory=dict)
 
     @property
     def file(self) -> str:
@@ -298,7 +324,8 @@ class Spec:
                 return [strip(v) for v in node]
             return node
 
-        doc = {k: v for k, v in self.source.doc.items() if k != "trace"}  # traces never change behaviour
+        # Traces and invariants never change behaviour: adding a proof must not orphan saved runs.
+        doc = {k: v for k, v in self.source.doc.items() if k not in ("trace", "invariants")}
         # A state's tags only inform the design review: adding one must not orphan saved runs.
         doc["states"] = {n: {k: v for k, v in s.items() if k != "tags"} for n, s in doc["states"].items()}
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
@@ -462,6 +489,7 @@ def build_spec(src: Source) -> Spec:
     spec.before = _refs(doc.get("before"), ("before",))
     spec.version = doc.get("version", 1)
     spec.migrations = tuple(_migration(m, ("migrations", i)) for i, m in enumerate(doc.get("migrations") or []))
+    spec.invariants = _invariants(doc.get("invariants"))
     return spec
 
 
@@ -477,3 +505,30 @@ def _migration(raw: dict[str, Any], path: PathT) -> MigrationDef:
         raw.get("transform"),
         path,
     )
+
+
+def _invariants(raw: dict[str, Any] | None) -> dict[str, Invariant]:
+    out: dict[str, Invariant] = {}
+    for name, inv in (raw or {}).items():
+        path = ("invariants", name)
+        states = tuple(inv["states"]) if "states" in inv else None
+        if "step" in inv:
+            step = inv["step"]
+            sp = path + ("step",)
+            out[name] = Invariant(
+                name,
+                inv["description"],
+                "step",
+                states,
+                _guards(step["then"], sp + ("then",)),
+                path,
+                _guards(step.get("when"), sp + ("when",)),
+                tuple(step["feeds"]) if "feeds" in step else None,
+            )
+        else:
+            kind = "always" if "always" in inv else "reach"
+            value = inv[kind]
+            out[name] = Invariant(
+                name, inv["description"], kind, states, () if value is True else _guards(value, path + (kind,)), path
+            )
+    return out

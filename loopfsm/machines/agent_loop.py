@@ -137,6 +137,13 @@ def now_of(m: Any, ctx: Any) -> int:
 
 
 @REGISTRY.guard
+def before_deadline(m: Any, ctx: Any) -> bool:
+    """The latest time fed in is before the run's deadline (always, without one); an invariant's guard."""
+    deadline: int | None = m.data.deadline_at
+    return deadline is None or m.data.last_now < deadline
+
+
+@REGISTRY.guard
 def deadline_passed(m: Any, ctx: Any) -> bool:
     """At or after the run's deadline (never, without one)."""
     deadline: int | None = m.data.deadline_at

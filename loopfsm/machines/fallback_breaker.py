@@ -40,6 +40,19 @@ def policy_equals(m: Any, ctx: Any, *, value: str, expected: str) -> bool:
 
 
 @REGISTRY.guard
+def probe_lease_within(m: Any, ctx: Any, *, ttl_ms: int) -> bool:
+    """No probe lease is out, or it expires no later than ``ttl_ms`` after the latest time; an invariant's guard."""
+    expires = m.data.probe_expires_at
+    return expires is None or bool(expires <= m.data.last_now + ttl_ms)
+
+
+@REGISTRY.guard
+def cooldown_within(m: Any, ctx: Any, *, max_ms: int) -> bool:
+    """The cooldown ends no later than ``max_ms`` after the latest time; an invariant's guard."""
+    return bool(m.state_data["until"] <= m.data.last_now + max_ms)
+
+
+@REGISTRY.guard
 def probe_expired(m: Any, ctx: Any) -> bool:
     expires = m.data.probe_expires_at
     return expires is not None and now_of(m, ctx) >= expires

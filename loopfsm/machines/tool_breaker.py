@@ -103,6 +103,22 @@ def outcome_in(m: Any, ctx: Any, *, outcomes: list[str]) -> bool:
 REGISTRY.guard(outcome_in, reads=("outcome",))  # decided by the outcome alone: narrowed per outcome
 
 
+# -- invariants (named in the YAML's invariants: section; asked by `loopfsm verify`, never by a feed) --
+
+
+@REGISTRY.guard
+def half_open_younger_than(m: Any, ctx: Any, *, max_ms: int) -> bool:
+    """HalfOpen began less than ``max_ms`` before the latest time fed in."""
+    return bool(m.data.last_now - m.state_data["since"] < max_ms)
+
+
+@REGISTRY.guard
+def leases_live(m: Any, ctx: Any, *, ttl_ms: int) -> bool:
+    """Every probe lease is unexpired, and expires no later than ``ttl_ms`` after the latest time fed in."""
+    now = m.data.last_now
+    return all(now < lease["expires_at"] <= now + ttl_ms for lease in m.data.leases)
+
+
 def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from collections.abc import Iterable, Sequence
@@ -17,67 +16,24 @@ from typing import Any
 from loopfsm.core import loader
 from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
 from loopfsm.review.errors import GraphvizMissing, RenderError
-from .project import FileResult, Project, find_project, load_machines, parse_registry_option, shown
+from . import verify_commands
+from .cli_common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_USAGE,
+    _OutputError,
+    _UsageError,
+    machine_paths,
+    output_dir,
+    project_of,
+    registries_of,
+    report,
+    write_file,
+)
+from .project import FileResult, load_machines, shown
 from loopfsm.core.registries import Registries
 from .render import EXPORTS, FORMATS, parse_formats, render
 from loopfsm.core.spec import Spec
-
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
-
-
-class _UsageError(Exception):
-    pass
-
-
-class _OutputError(Exception):
-    """A generated file could not be written (or must not be: a symlink); exit 1, nothing else touched."""
-
-
-def _project(args: argparse.Namespace) -> Project:
-    try:
-        return find_project()
-    except ConfigError as err:
-        raise _UsageError(str(err)) from None
-
-
-def _registries(args: argparse.Namespace, project: Project) -> Registries:
-    try:
-        return project.registries(parse_registry_option(r, project.root) for r in args.registry)
-    except ConfigError as err:
-        raise _UsageError(str(err)) from None
-
-
-def _paths(given: Sequence[str], project: Project | None = None) -> list[Path]:
-    if not given:
-        folder = shown(project.machines) if project else Path("machines")
-        found = sorted(folder.glob("*.yaml"))
-        if not found:
-            raise _UsageError(f"no paths given and no {folder}/*.yaml here")
-        return found
-    out: list[Path] = []
-    for g in given:
-        p = Path(g)
-        try:
-            if p.is_dir():
-                found = sorted(p.glob("*.yaml"))
-                if not found:
-                    raise _UsageError(f"no *.yaml files in directory {g}")
-                out += found
-            elif p.exists():
-                out.append(p)
-            else:
-                p.stat()  # exists() says False for a symlink loop too: let stat say what it is
-                raise _UsageError(f"no such file or directory: {g}")
-        except FileNotFoundError:
-            raise _UsageError(f"no such file or directory: {g}") from None
-        except OSError as err:
-            raise _UsageError(f"cannot access {g}: {err.strerror or type(err).__name__}") from None
-    return out
-
-
-def _report(problems: Iterable[Problem]) -> None:
-    for p in problems:
-        print(p, file=sys.stderr)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -85,14 +41,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from loopfsm.core.source import SourceProblems, read_file  # noqa: PLC0415 - YAML is imported by the commands that parse
 
     status = EXIT_OK
-    for path in _paths(args.paths, _project(args)):
+    for path in machine_paths(args.paths, project_of(args)):
         try:
             src = read_file(path)
             problems = loader.schema_problems(src)
         except SourceProblems as err:
             problems = err.problems
         if problems:
-            _report(problems)
+            report(problems)
             status = EXIT_INVALID
         else:
             print(f"{path}: valid")
@@ -109,7 +65,7 @@ def _load_all(
 ) -> tuple[list[Spec], int]:
     """Errors always; warnings and notes (what went unchecked for want of a registry) when asked."""
     loaded = load_machines(paths, registries, require_registry=require_registry, tolerate_broken=tolerate_broken)
-    _report(p for p in loaded.problems if show_warnings or p.severity == "error")
+    report(p for p in loaded.problems if show_warnings or p.severity == "error")
     return loaded.specs, EXIT_INVALID if loaded.failed else EXIT_OK
 
 
@@ -155,7 +111,7 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
                 f"title={_gh_escape(title, True)}::{_gh_escape(p.message)}"
             )
     else:
-        _report(problems)
+        report(problems)
     for f in files:
         if f["ok"]:  # a failing file's errors are printed above; its summary is for JSON readers
             print(f["summary"])
@@ -186,10 +142,10 @@ def _failed(result: FileResult) -> str:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    project = _project(args)
+    project = project_of(args)
     loaded = load_machines(
-        _paths(args.paths, project),
-        _registries(args, project),
+        machine_paths(args.paths, project),
+        registries_of(args, project),
         require_registry=args.require_registry,
         tolerate_broken=False,
     )
@@ -203,37 +159,6 @@ def _formats(text: str) -> list[str]:
         return parse_formats(text)
     except ValueError as err:
         raise _UsageError(str(err)) from None
-
-
-def _output_dir(out: Path) -> Path:
-    """Create the output directory, or explain (exit 2) why it cannot be one."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise _UsageError(f"cannot write into {out}: it exists and is not a directory") from None
-    except OSError as err:
-        raise _UsageError(f"cannot create output directory {out}: {err.strerror or type(err).__name__}") from None
-    return out
-
-
-def _write(path: Path, text: str) -> None:
-    """Write one generated file, never through a symlink (it could point anywhere), atomically."""
-    if path.is_symlink():
-        raise _OutputError(f"refusing to write {path}: it is a symlink; remove it if loopfsm should write there")
-    if path.exists() and not path.is_file():
-        raise _OutputError(f"refusing to write {path}: it exists and is not a regular file")
-    tmp = path.with_name(f".{path.name}.loopfsm-tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise _OutputError(f"cannot write {path}: {err.strerror or type(err).__name__}") from None
 
 
 def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
@@ -257,8 +182,8 @@ def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
 
 def cmd_render(args: argparse.Namespace) -> int:
     fmts = _formats(args.format)
-    project = _project(args)
-    specs, status = _load_all(_paths(args.paths, project), _registries(args, project), show_warnings=False)
+    project = project_of(args)
+    specs, status = _load_all(machine_paths(args.paths, project), registries_of(args, project), show_warnings=False)
     specs, clash = _unique_names(specs)
     if not specs:  # nothing to draw: leave no empty output folder behind
         return EXIT_INVALID if clash else status
@@ -269,9 +194,9 @@ def cmd_render(args: argparse.Namespace) -> int:
         except GraphvizMissing as err:
             others = ",".join(f for f in fmts if f != "svg") or "dot,mermaid,md"
             raise GraphvizMissing(f"{err}, or leave SVG out: --format {others}") from None
-    out = _output_dir(Path(args.output) if args.output else shown(project.diagrams))
+    out = output_dir(Path(args.output) if args.output else shown(project.diagrams))
     for name, text in rendered.items():
-        _write(out / name, text)
+        write_file(out / name, text)
         print(out / name)
     return EXIT_INVALID if clash else status
 
@@ -334,7 +259,7 @@ def _draw(svgs: dict[str, str], out: Path) -> dict[str, str]:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    project = _project(args)
+    project = project_of(args)
     machines = Path(args.machines) if args.machines else shown(project.machines)
     out = Path(args.output) if args.output else shown(project.diagrams)
     if not machines.is_dir():
@@ -342,7 +267,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     paths = sorted(machines.glob("*.yaml"))
     if not paths:
         raise _UsageError(f"no *.yaml files in {machines}")
-    specs, status = _load_all(paths, _registries(args, project), show_warnings=not args.check)
+    specs, status = _load_all(paths, registries_of(args, project), show_warnings=not args.check)
     specs, clash = _unique_names(specs)
     if status != EXIT_OK or clash:
         return EXIT_INVALID
@@ -368,9 +293,9 @@ def cmd_build(args: argparse.Namespace) -> int:
         print(f"{out}: {count} files up to date")
         return EXIT_OK
     drawn = _draw(stale_svgs, out)
-    _output_dir(out)
+    output_dir(out)
     for n, t in sorted({**stale_texts, **drawn}.items()):
-        _write(out / n, t)
+        write_file(out / n, t)
         if n != MANIFEST:
             print(f"wrote {out / n}")
     for n in leftover:
@@ -387,7 +312,7 @@ def cmd_new(args: argparse.Namespace) -> int:
     """Scaffold a machine, its registry and its test; refuses rather than overwrite anything."""
     from . import scaffold
 
-    project = _project(args)
+    project = project_of(args)
     try:
         plan = scaffold.plan(project, args.name)
     except ConfigError as err:
@@ -435,7 +360,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 for p in err.problems:
                     print(f"  {p.line}:{p.column}: {p.path + ': ' if p.path else ''}{p.message}")
                 return EXIT_OK
-            _report(err.problems)
+            report(err.problems)
             return EXIT_USAGE
     d = diff_specs(specs[0], specs[1])
     print(f"{shown}:" if args.git else f"{old} -> {new}:")
@@ -605,6 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     from .router_commands import add_commands
 
     add_commands(sub)
+
+    verify_commands.add_commands(sub, regs)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")

@@ -42,6 +42,7 @@ from loopfsm.core.spec import (
 class Change:
     text: str
     behaviour: bool = True
+    proof: bool = False  # an invariant changed: what verify proves, never what the machine does
 
 
 @dataclass
@@ -87,8 +88,15 @@ class MachineDiff:
         return f"saved runs in {states} are refused{through}: {why}; runs in other states restore"
 
     def lines(self) -> list[str]:
+        proofs = any(c.proof for c in self.changes)
         verdict = (
-            "behaviour changed" if self.behaviour_changed else "descriptions only" if self.changes else "no changes"
+            "behaviour changed"
+            if self.behaviour_changed
+            else "invariants and descriptions only"
+            if proofs
+            else "descriptions only"
+            if self.changes
+            else "no changes"
         )
         out = [f"{self.new.name}: {verdict}"]
         out += [f"  {'*' if c.behaviour else '~'} {c.text}" for c in self.changes]
@@ -461,6 +469,22 @@ def _raw_paths(a: Any, b: Any, path: tuple[Any, ...] = ()) -> list[str]:
     return [] if a == b else [".".join(map(str, path)) or "(document)"]
 
 
+def _invariants(o: Spec, n: Spec, out: list[Change]) -> None:
+    """Invariants added, removed or rewritten: what verify proves changed, behaviour did not."""
+    old_doc = o.source.doc.get("invariants") or {}
+    new_doc = n.source.doc.get("invariants") or {}
+    for name in o.invariants:
+        if name not in n.invariants:
+            out.append(Change(f"invariant {name} removed", False, True))
+    for name, inv in n.invariants.items():
+        if name not in o.invariants:
+            out.append(Change(f"invariant {name} added ({inv.kind})", False, True))
+        elif _strip(old_doc.get(name)) != _strip(new_doc.get(name)):
+            out.append(Change(f"invariant {name} changed", False, True))
+        else:
+            _wording(f"invariant {name}", o.invariants[name].description, inv.description, out)
+
+
 def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     out: list[Change] = []
     if old.name != new.name:
@@ -479,6 +503,7 @@ def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     _events(old, new, out)
     _decisions(old, new, out)
     _outcomes(old, new, out)
+    _invariants(old, new, out)
     if old.fingerprint != new.fingerprint and not any(c.behaviour for c in out):
         for p in _raw_paths(_strip(old.source.doc), _strip(new.source.doc)):
             out.append(Change(f"{p} changed"))

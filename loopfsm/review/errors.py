@@ -1,4 +1,4 @@
-"""Errors of the review tools: rendering."""
+"""Errors of the review tools: rendering, verifying and replaying."""
 
 from __future__ import annotations
 
@@ -11,3 +11,7 @@ class RenderError(LoopFsmError):
 
 class GraphvizMissing(RenderError):
     """An SVG was asked for and the Graphviz ``dot`` program is not installed (every other format needs none)."""
+
+
+class ReviewError(LoopFsmError):
+    """A review command was given something it cannot work with (a bad trace file, underivable inputs)."""

@@ -26,6 +26,7 @@ from .project import CONFIG, Project, shown
 from loopfsm.core.registries import Registries
 from loopfsm.core.resources import schema_path
 from loopfsm.core.source import read_source
+from loopfsm.core.invariants import BUILTINS
 from loopfsm.core.spec import Ref, Spec, build_spec, leaf_refs, policy_ref
 
 SCHEMA_FILE = "machine.schema.json"
@@ -204,6 +205,8 @@ def _refs(spec: Spec) -> list[tuple[str, Ref]]:
     for d in spec.decisions.values():
         for r in d.rules:
             out += [("guard", g) for g in leaf_refs(r.guards)] + [("result", r.result)]
+    for inv in spec.invariants.values():  # the built-in invariant guards need no registry function
+        out += [("guard", g) for g in inv.refs() if g.name not in BUILTINS.entries["guard"]]
     return out
 
 

@@ -176,6 +176,15 @@ def test_a_value_in_a_list_is_reported_at_its_own_place():
     assert "never string 'hld'" in problem.message and "did you mean 'hold'?" in problem.message
 
 
+def test_a_when_on_an_argument_whose_enum_is_itself_wrong_reports_the_enum_and_does_not_crash():
+    """Found by the loader fuzz: an enum item that is a list made the when check raise TypeError."""
+    text = MACHINE.replace("enum: [approve, reject, hold, skip]", "enum: [[], approve, reject, hold, skip]")
+    with pytest.raises(SpecError) as err:
+        machine(text)
+    assert any("enum" in p.message for p in err.value.problems)
+    assert all("never" not in p.message for p in err.value.problems)
+
+
 def test_a_when_that_is_not_a_value_or_a_list_of_values_is_refused_by_the_schema():
     text = MACHINE.replace("when: {score: 3}", "when: {score: {at_least: 3}}")
     with pytest.raises(SpecError) as err:

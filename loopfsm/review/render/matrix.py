@@ -11,7 +11,7 @@ import json
 from loopfsm.review.coverage import rows_of
 from loopfsm.core.spec import MISSING, Branch, FieldDef, Spec
 from . import mermaid, review
-from .labels import condition_label, ref_label, state_title
+from .labels import condition_label, guards_label, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
 
@@ -59,6 +59,24 @@ def _fields_table(title: str, fields: dict[str, FieldDef]) -> list[str]:
         d = "" if f.default is MISSING else json.dumps(f.default)
         out.append(f"| `{f.name}` | {t} | {d} | {_esc(f.description)} |")
     return out + [""]
+
+
+def _invariants_table(spec: Spec) -> list[str]:
+    """What ``loopfsm verify`` proves of this machine, one row per invariant."""
+    out = ["## Invariants (checked by `loopfsm verify`, to a bound)", ""]
+    out += ["| invariant | kind | in states | property | description |", "| --- | --- | --- | --- | --- |"]
+    for inv in spec.invariants.values():
+        holds = _esc(guards_label(spec, inv.holds)) or "any"
+        if inv.kind == "step":
+            feeds = ", ".join(inv.feeds) if inv.feeds else "every feed"
+            when = _esc(guards_label(spec, inv.when))
+            prop = f"after {feeds}{f' when {when}' if when else ''}: {holds}"
+        else:
+            prop = holds
+        states = ", ".join(inv.states) if inv.states else "any"
+        out.append(f"| `{inv.name}` | {inv.kind} | {states} | {prop} | {_esc(inv.description)} |")
+    out.append("")
+    return out
 
 
 def review_sheet(spec: Spec) -> str:
@@ -147,6 +165,8 @@ def review_sheet(spec: Spec) -> str:
             )
             out.append(f"| `{o.name}` | {err} | {_esc(o.description)} |")
         out.append("")
+    if spec.invariants:
+        out += _invariants_table(spec)
     excused = [r for r in rows_of(spec.source.doc) if r.excuse]
     if excused:
         out += ["## Rows excused from transition coverage", "", "| row | why no test takes it |", "| --- | --- |"]

@@ -1,0 +1,494 @@
+"""``loopfsm verify``: prove a machine's invariants over every run up to a bound, on the real compiled machine.
+
+Instances are plain data, so exploring is breadth first over snapshots: each
+configuration (a snapshot, plus the largest time fed on the way there) is
+restored, fed every input :mod:`.verify_inputs` derives, and each new
+configuration is kept once.  Breadth first means the first run found that
+breaks an invariant is a shortest one.  Besides the declared invariants, every
+feed is held to what every machine promises (``no_crash``): no guard or action
+raises (which the runtime reports as an :class:`~loopfsm.core.errors.ActionError`),
+and nothing raises anything but a :class:`~loopfsm.core.errors.LoopFsmError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from loopfsm.core import tracing
+from loopfsm.core.errors import ActionError, LoopFsmError
+from loopfsm.core.invariants import CompiledInvariant, InvariantContext, compile_invariants
+
+from .coverage import MachineCoverage, rows_of
+from .tracefile import Trace, TraceStep
+from .verify_inputs import Domains, Step
+
+NO_CRASH = "no_crash"
+
+
+@dataclass(frozen=True)
+class Broken:
+    """An invariant that failed at the end of a run: which, and why in words."""
+
+    invariant: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What an invariant's guards said: whether they hold, and what they raised if they crashed."""
+
+    holds: bool
+    crash: str | None
+
+
+class Judge:
+    """Asks a machine's compiled invariants about one configuration or one step; shared with ``replay``."""
+
+    def __init__(self, invariants: Iterable[CompiledInvariant], policy: Any):
+        self.policy = policy
+        all_ = tuple(invariants)
+        self.always = tuple(i for i in all_ if i.kind == "always")
+        self.steps = tuple(i for i in all_ if i.kind == "step")
+        self.goals = tuple(i for i in all_ if i.kind == "reach")
+
+    @staticmethod
+    def _ask(guard: Callable[[Any, Any], Any], inst: Any, ctx: Any) -> Answer:
+        try:
+            return Answer(bool(guard(inst, ctx)), None)
+        except Exception as err:  # noqa: BLE001 - a guard that crashes on a reachable configuration is a finding
+            return Answer(False, f"its guards raised {type(err).__name__}: {err} (in state {inst.state})")
+
+    def configuration(self, inst: Any, skip: AbstractSet[str] = frozenset()) -> list[Broken]:
+        ctx = InvariantContext(self.policy)
+        out = []
+        for inv in self.always:
+            if inv.name not in skip and inv.in_scope(inst.state):
+                answer = self._ask(inv.holds, inst, ctx)
+                if not answer.holds:
+                    out.append(Broken(inv.name, answer.crash or f"does not hold in state {inst.state}"))
+        return out
+
+    def armed(
+        self, before: Any, step: Step, skip: AbstractSet[str] = frozenset()
+    ) -> list[tuple[CompiledInvariant, Any]]:
+        """The step invariants that apply to ``step`` from ``before`` (their ``when`` holds), asked before feeding."""
+        out: list[tuple[CompiledInvariant, Any]] = []
+        for inv in self.steps:
+            if inv.name in skip or not inv.in_scope(before.state) or not inv.watches(step.feed):
+                continue
+            ctx = InvariantContext(self.policy, step.kwargs(), None, step.feed)
+            answer = self._ask(inv.when, before, ctx)
+            if answer.holds:
+                out.append((inv, ctx))
+            elif answer.crash is not None:  # reported once the feed is known to be accepted
+                out.append((inv, answer.crash))
+        return out
+
+    def step(self, armed: list[tuple[CompiledInvariant, Any]], before: Any, after: Any) -> list[Broken]:
+        out = []
+        for inv, ctx in armed:
+            if isinstance(ctx, str):  # its `when` crashed
+                out.append(Broken(inv.name, ctx))
+                continue
+            ctx.before = before
+            answer = self._ask(inv.holds, after, ctx)
+            if not answer.holds:
+                moved = f"{before.state} to {after.state}" if before.state != after.state else f"in {after.state}"
+                out.append(Broken(inv.name, answer.crash or f"does not hold after {ctx.feed}, {moved}"))
+        return out
+
+    def goals_met(self, inst: Any) -> list[str]:
+        ctx = InvariantContext(self.policy)
+        return [g.name for g in self.goals if g.in_scope(inst.state) and self._ask(g.holds, inst, ctx).holds]
+
+
+class _RowSink:
+    """A trace sink noting the rows (branches, refusals, decision rules) each feed or question took."""
+
+    wants_refusals = True
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str]] = []
+
+    def __call__(self, record: tracing.TransitionRecord) -> None:
+        if record.branch is None:
+            return
+        if record.kind == tracing.DECISION:
+            self.rows.append(("rule", f"{record.feed}/{record.branch}"))
+        else:
+            self.rows.append(("branch", record.branch))
+
+
+@dataclass(frozen=True)
+class Taken:
+    """Where a row was first taken: the configuration, and the feed (or question) that took it."""
+
+    key: str
+    step: Step
+    decision: bool
+
+
+@dataclass
+class Node:
+    parent: str | None
+    step: Step | None
+    depth: int
+
+
+@dataclass
+class Finding:
+    """A shortest run that breaks an invariant (or reaches a goal): its feeds from the start."""
+
+    invariant: str
+    why: str
+    key: str | None  # the configuration the last step was fed in (None: the start itself)
+    last: Step | None  # the step that broke it, when a feed did
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class Result:
+    configurations: int = 0
+    transitions: int = 0
+    refused: int = 0
+    depth: int = 0  # every run of up to this many feeds was explored
+    complete: bool = False  # no configuration was left unexplored (a fixpoint before the bound)
+    truncated: bool = False  # --max-states stopped it
+    seconds: float = 0.0
+    violations: dict[str, Finding] = field(default_factory=dict)
+    reached: dict[str, Finding] = field(default_factory=dict)
+    coverage: Any = None
+
+
+_SCALARS = frozenset({int, str, bool, float, type(None)})
+
+
+def _copy(value: Any) -> Any:
+    """A deep copy of a field's value: JSON-shaped values by hand (fast), anything else by :mod:`copy`."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is list:
+        return [_copy(v) for v in value]
+    if kind is dict:
+        return {k: _copy(v) for k, v in value.items()}
+    return copy.deepcopy(value)
+
+
+def clone(inst: Any) -> Any:
+    """An independent instance equal to ``inst``: what restoring its snapshot gives, without re-validating
+    a snapshot the machine itself just took (the explorer feeds hundreds of copies of each configuration)."""
+    cls: Any = type(inst)
+    out = cls.__new__(cls)
+    out._state = inst._state
+    out.state_data = {k: _copy(v) for k, v in inst.state_data.items()}
+    data = object.__new__(type(inst.data))
+    for name in cls.compiled.data_encoders:
+        setattr(data, name, _copy(getattr(inst.data, name)))
+    out.data = data
+    return out
+
+
+def _key(snap: dict[str, Any], clock: int, forget: frozenset[str] = frozenset()) -> str:
+    data = {k: v for k, v in snap["data"].items() if k not in forget} if forget else snap["data"]
+    return json.dumps([snap["state"], snap["state_data"], data, clock], sort_keys=True, separators=(",", ":"))
+
+
+class Explorer:
+    """Breadth-first exploration of one compiled machine under one policy."""
+
+    def __init__(
+        self,
+        compiled: Any,
+        policy: Any,
+        domains: Domains,
+        *,
+        progress: Callable[[Result, int], None] | None = None,
+        forget: frozenset[str] = frozenset(),
+        progress_every: float = 1.0,
+    ):
+        self.forget = forget
+        self.progress_every = progress_every  # seconds between progress lines
+        self.compiled = compiled
+        self.policy = policy
+        self.domains = domains
+        self.judge = Judge(compile_invariants(compiled.spec, compiled.registry, policy), policy)
+        self.progress = progress
+        self.nodes: dict[str, Node] = {}
+        self.starts: dict[str, dict[str, Any]] = {}
+        self.last_instance: Any = None  # where the last trace_of() ended
+        self.first_taken: dict[tuple[str, str], Taken] = {}  # (kind, row name) -> the first run that took it
+        self._sink = _RowSink()
+
+    def _took(self, key: str, step: Step, decision: bool = False) -> None:
+        for row in self._sink.rows:
+            if row not in self.first_taken:
+                self.first_taken[row] = Taken(key, step, decision)
+        self._sink.rows.clear()
+
+    def path_to(self, key: str | None) -> list[Step]:
+        steps: list[Step] = []
+        while key is not None:
+            node = self.nodes[key]
+            if node.step is not None:
+                steps.append(node.step)
+            key = node.parent
+        return steps[::-1]
+
+    def start_of(self, key: str | None) -> dict[str, Any] | None:
+        while key is not None and self.nodes[key].parent is not None:
+            key = self.nodes[key].parent
+        return self.starts.get(key) if key is not None else None
+
+    def _violate(self, res: Result, broken: list[Broken], key: str | None, step: Step | None) -> None:
+        for b in broken:
+            if b.invariant not in res.violations:
+                res.violations[b.invariant] = Finding(b.invariant, b.why, key, step)
+
+    def _decisions(self, inst: Any, res: Result, key: str, clock: int) -> None:
+        """Ask every decision with every combination of its arguments, so its rules count as covered
+        (and a decision that crashes is found)."""
+        for name, d in self.compiled.spec.decisions.items():
+            for ask in self.domains.combinations(name, d.args, inst, clock):
+                self._sink.rows.clear()
+                try:
+                    inst.explain(name, policy=self.policy, **ask.kwargs())
+                    self._took(key, ask, decision=True)
+                except ActionError as err:
+                    self._violate(res, [Broken(NO_CRASH, str(err))], key, None)
+                except LoopFsmError:
+                    pass
+                except Exception as err:  # noqa: BLE001
+                    why = f"decision {ask.shown()} raised {type(err).__name__}: {err}"
+                    self._violate(res, [Broken(NO_CRASH, why)], key, None)
+
+    def _arrive(self, inst: Any, res: Result, key: str, clock: int = 0) -> None:
+        self._violate(res, self.judge.configuration(inst, set(res.violations)), key, None)
+        for goal in self.judge.goals_met(inst):
+            if goal not in res.reached:
+                res.reached[goal] = Finding(goal, "reached", key, None)
+        self._decisions(inst, res, key, clock)
+
+    def run(self, starts: list[dict[str, Any]], depth: int, max_states: int) -> Result:
+        res = Result()
+        began = time.monotonic()
+        restore = self.compiled.restore
+        frontier: list[tuple[str, dict[str, Any], int]] = []
+        with tracing.global_sink(self._sink):
+            for snap in starts:
+                inst = restore(snap)
+                snap = inst.snapshot()
+                key = _key(snap, 0, self.forget)
+                if key in self.nodes:
+                    continue
+                self.nodes[key] = Node(None, None, 0)
+                self.starts[key] = snap
+                frontier.append((key, snap, 0))
+                self._arrive(inst, res, key)
+            last_report = began
+            feeds_of: dict[str, tuple[str, ...]] = {}
+            for level in range(depth):
+                nxt: list[tuple[str, dict[str, Any], int]] = []
+                for key, snap, clock in frontier:
+                    before = restore(snap)
+                    feeds = feeds_of.get(before.state)
+                    if feeds is None:
+                        feeds = feeds_of[before.state] = before.allowed_feeds()
+                    for step in self.domains.steps(before, clock, feeds):
+                        armed = self.judge.armed(before, step, set(res.violations))
+                        inst = clone(before)
+                        try:
+                            inst.feed(step.feed, policy=self.policy, **step.kwargs())
+                        except ActionError as err:  # a guard or action raised: the runtime wrapped it
+                            self._sink.rows.clear()
+                            self._violate(res, [Broken(NO_CRASH, str(err))], key, step)
+                            continue
+                        except LoopFsmError:
+                            res.refused += 1
+                            self._took(key, step)  # a refuse: branch is a row too
+                            continue
+                        except Exception as err:  # noqa: BLE001 - the finding: a feed must never crash
+                            self._violate(res, [Broken(NO_CRASH, f"{type(err).__name__}: {err}")], key, step)
+                            continue
+                        self._took(key, step)
+                        res.transitions += 1
+                        if armed:
+                            self._violate(res, self.judge.step(armed, before, inst), key, step)
+                        now = step.clock()
+                        nclock = clock if now is None or now < clock else now
+                        nsnap = inst.snapshot()
+                        nkey = _key(nsnap, nclock, self.forget)
+                        if nkey in self.nodes:
+                            continue
+                        if len(self.nodes) >= max_states:
+                            res.truncated = True
+                            continue
+                        self.nodes[nkey] = Node(key, step, level + 1)
+                        nxt.append((nkey, nsnap, nclock))
+                        self._arrive(inst, res, nkey, nclock)
+                    if self.progress is not None and time.monotonic() - last_report >= self.progress_every:
+                        last_report = time.monotonic()
+                        res.configurations = len(self.nodes)
+                        res.seconds = last_report - began
+                        self.progress(res, level + 1)
+                frontier = nxt
+                if res.truncated:
+                    break
+                res.depth = level + 1
+                if not frontier:
+                    res.complete = True
+                    break
+        res.configurations = len(self.nodes)
+        res.seconds = time.monotonic() - began
+        for finding in [*res.violations.values(), *res.reached.values()]:
+            finding.steps = self.path_to(finding.key) + ([finding.last] if finding.last is not None else [])
+        source = self.compiled.spec.source
+        rows = rows_of(source.doc, lambda path: source.locate(path)[0])
+        known = {(r.kind, r.name) for r in rows}
+        res.coverage = MachineCoverage(
+            self.compiled.name, self.compiled.spec.file, rows, {row for row in self.first_taken if row in known}
+        )
+        return res
+
+    def trace_of(self, finding: Finding, policy_given: dict[str, Any], note: str) -> Trace:
+        """The finding as a trace file: its feeds from its start, with the state after each (replayed here)."""
+        start = self.start_of(finding.key)
+        inst = self.compiled.restore(start) if start is not None else self.compiled.new()
+        steps = []
+        for step in finding.steps:
+            try:
+                inst.feed(step.feed, policy=self.policy, **step.kwargs())
+                steps.append(TraceStep(step, inst.state, False))
+            except ActionError:  # the crash this trace shows: replay reports it
+                steps.append(TraceStep(step, None, False))
+            except LoopFsmError:
+                steps.append(TraceStep(step, None, True))
+            except Exception:  # noqa: BLE001 - the crash this trace shows: replay reports it
+                steps.append(TraceStep(step, None, False))
+        self.last_instance = inst
+        initial = self.compiled.new().snapshot()
+        shown_start = None if start is None or start == initial else start
+        return Trace(self.compiled.name, dict(policy_given), shown_start, tuple(steps), note)
+
+
+def progress_line(out: TextIO) -> Callable[[Result, int], None]:
+    def show(res: Result, level: int) -> None:
+        rate = res.configurations / res.seconds * 60 if res.seconds else 0.0
+        print(
+            f"verify: depth {level}, {res.configurations:,} configurations, {res.transitions:,} transitions, "
+            f"{rate:,.0f}/min",
+            file=out,
+            flush=True,
+        )
+
+    return show
+
+
+@dataclass(frozen=True)
+class Options:
+    """What ``loopfsm verify`` was asked: bounds, policy numbers, argument values, starting snapshots."""
+
+    depth: int = 6
+    max_states: int = 200_000
+    policy: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    starts: tuple[dict[str, Any], ...] = ()  # snapshots; none: a new instance
+    traces: Any = None  # a folder (pathlib.Path) to write counterexamples into, or None for none
+    progress: bool = True
+    forget: frozenset[str] = frozenset()  # data fields left out when telling configurations apart
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """Explore ``compiled``, print the report; 0 every invariant holds to the bound, 1 one does not."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    from .tracefile import dump  # noqa: PLC0415
+    from .verify_inputs import domains_for  # noqa: PLC0415
+
+    policy = compiled.policy(opts.policy)
+    domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
+    unknown = sorted(opts.forget - set(compiled.spec.data))
+    if unknown:
+        from .errors import ReviewError  # noqa: PLC0415
+
+        raise ReviewError(f"{compiled.name}: --forget {unknown[0]}: the machine has no data field of that name")
+    explorer = Explorer(
+        compiled, policy, domains, progress=progress_line(err) if opts.progress else None, forget=opts.forget
+    )
+    starts = list(opts.starts) or [compiled.new().snapshot()]
+    res = explorer.run(starts, opts.depth, opts.max_states)
+    name = compiled.name
+    if res.complete:
+        bound = f"every reachable configuration (no run longer than {res.depth} feeds reaches a new one)"
+    elif res.truncated:
+        bound = (
+            f"every run of up to {res.depth} feeds; stopped at --max-states {opts.max_states:,} "
+            f"while exploring runs of {res.depth + 1}"
+        )
+    else:
+        bound = f"every run of up to {res.depth} feeds"
+    print(
+        f"{name}: {_plural(res.configurations, 'configuration')}, {_plural(res.transitions, 'transition')} "
+        f"({_plural(res.refused, 'refused feed')}) in {res.seconds:.1f}s; explored {bound}",
+        file=out,
+    )
+    cov = res.coverage
+    print(f"  branches and decision rules taken: {cov.hit()}/{len(cov.counted)}", file=out)
+    for row in cov.missed:
+        print(f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line})", file=out)
+    status = 0
+    invariants = compiled.spec.invariants
+    for inv in invariants.values():
+        if inv.kind == "reach":
+            found = res.reached.get(inv.name)
+            if found is None:
+                status = 1
+                print(f"  NOT REACHED  {inv.name}: {inv.description.strip()} (no run within the bound)", file=out)
+            else:
+                print(f"  reached      {inv.name} in {_plural(len(found.steps), 'feed')}", file=out)
+        elif inv.name in res.violations:
+            status = 1
+            print(f"  VIOLATED     {inv.name}: {inv.description.strip()}", file=out)
+        else:
+            print(f"  holds        {inv.name}", file=out)
+    if NO_CRASH in res.violations:
+        status = 1
+        print(f"  VIOLATED     {NO_CRASH}: a guard or action raised instead of answering", file=out)
+    else:
+        print(f"  holds        {NO_CRASH}", file=out)
+    for finding in res.violations.values():
+        description = invariants[finding.invariant].description.strip() if finding.invariant in invariants else ""
+        print(f"\n{name}: {finding.invariant} violated: {finding.why}", file=out)
+        if description:
+            print(f"  ({description})", file=out)
+        trace = explorer.trace_of(finding, opts.policy, f"{name}: counterexample to {finding.invariant}: {finding.why}")
+        print(f"  shortest counterexample, {_plural(len(trace.steps), 'feed')}:", file=out)
+        start = compiled.restore(trace.start) if trace.start is not None else compiled.new()
+        print(f"    start: {start.state}", file=out)
+        for i, ts in enumerate(trace.steps, 1):
+            after = "refused" if ts.refused else (ts.state or "crashed")
+            print(f"    {i:>3}  {ts.step.shown()}  -> {after}", file=out)
+        snap = explorer.last_instance.snapshot()
+        data = {k: v for k, v in snap["data"].items() if k not in opts.forget}
+        shown = json.dumps({"state_data": snap["state_data"], "data": data}, sort_keys=True)
+        print(f"  configuration at the end: {shown if len(shown) <= 600 else shown[:600] + '...'}", file=out)
+        if opts.traces is not None:
+            path = opts.traces / f"{name}.{finding.invariant}.trace.yaml"
+            if path.is_symlink():
+                from .errors import ReviewError  # noqa: PLC0415
+
+                raise ReviewError(f"refusing to write {path}: it is a symlink")
+            path.write_text(dump(trace, compiled), encoding="utf-8")
+            print(f"  written to {path} (loopfsm replay {compiled.spec.file} {path})", file=out)
+    return status

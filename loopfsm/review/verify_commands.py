@@ -1,0 +1,259 @@
+"""``loopfsm verify``, ``loopfsm paths`` and ``loopfsm replay``: the commands of :mod:`loopfsm.review.verify`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from loopfsm.core.errors import LoopFsmError
+from .cli_common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    EXIT_USAGE,
+    _UsageError,
+    machine_paths,
+    project_of,
+    registries_of,
+    report,
+    write_file,
+)
+from .project import load_machines
+
+
+def compiled_machines(args: argparse.Namespace) -> list[Any]:
+    """The machines ``verify`` and ``replay`` drive, compiled with their registries; a file that
+    does not load, or whose registry is not declared, is bad input (exit 2)."""
+    from loopfsm.core.compiler import compile_spec  # noqa: PLC0415
+
+    project = project_of(args)
+    registries = registries_of(args, project)
+    loaded = load_machines(machine_paths(args.paths, project), registries, require_registry=True)
+    report(p for p in loaded.problems if p.severity == "error")
+    if loaded.failed:
+        raise _UsageError("cannot drive a machine that does not load with its registry (problems above)")
+    return [compile_spec(spec, registries.get(spec.registry)) for spec in loaded.specs]
+
+
+def json_option(text: str, option: str) -> tuple[str, Any]:
+    name, eq, raw = text.partition("=")
+    if not eq or not name:
+        raise _UsageError(f"{option} {text!r}: expected NAME=VALUE")
+    try:
+        return name, json.loads(raw)
+    except RecursionError:
+        raise _UsageError(f"{option} {name}: the value is nested too deeply") from None
+    except ValueError:
+        return name, raw  # a bare word is a string: --values call_id=x
+
+
+def verify_options(args: argparse.Namespace) -> Any:
+    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
+    from .verify import Options  # noqa: PLC0415
+
+    if args.depth < 0 or args.max_states < 1:
+        raise _UsageError("--depth is 0 or more and --max-states 1 or more")
+    policy = dict(json_option(s, "--set") for s in args.set)
+    values: dict[str, list[Any]] = {}
+    for text in args.values:
+        name, value = json_option(text, "--values")
+        if not isinstance(value, list):
+            value = [value]  # one value: --values call_id=a
+        if not value:
+            raise _UsageError(f"--values {text!r}: give at least one value")
+        values[name] = value
+    starts = []
+    for path in args.start:
+        try:
+            snap = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, ValueError, RecursionError) as err:
+            raise _UsageError(f"--from {path}: not a readable JSON snapshot ({type(err).__name__})") from None
+        starts.append(snap)
+    traces = Path(getattr(args, "traces", "."))
+    if not traces.is_dir():
+        raise _UsageError(f"--traces {args.traces}: no such directory")
+    return Options(
+        args.depth, args.max_states, policy, values, tuple(starts), traces, not args.quiet, frozenset(args.forget)
+    )
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Exit 0 every invariant holds to the bound, 1 one is violated (or a goal unreached), 2 bad input."""
+    from .errors import ReviewError  # noqa: PLC0415
+    from .verify import verify_machine  # noqa: PLC0415
+
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .verify_inputs import argument_names  # noqa: PLC0415
+
+    opts = verify_options(args)
+    machines = compiled_machines(args)
+    if len(machines) == 1:  # one machine: a name it does not declare is reported by the machine itself
+        named: list[tuple[Any, Any]] = [(machines[0], opts)]
+    else:  # several: each gets the --set and --values it declares; a name none declares is a mistake
+        policies = set().union(*(m.spec.policy for m in machines))
+        arguments = set().union(*(argument_names(m.spec) for m in machines))
+        for name in opts.policy:
+            if name not in policies:
+                raise _UsageError(f"--set {name}: none of the machines has a policy number of that name")
+        for name in opts.values:
+            if name not in arguments:
+                raise _UsageError(f"--values {name}: none of the machines has an argument of that name")
+        named = [
+            (
+                m,
+                replace(
+                    opts,
+                    policy={k: v for k, v in opts.policy.items() if k in m.spec.policy},
+                    values={k: v for k, v in opts.values.items() if k in argument_names(m.spec)},
+                    forget=frozenset(opts.forget & set(m.spec.data)),
+                ),
+            )
+            for m in machines
+        ]
+    status = EXIT_OK
+    for compiled, mine in named:
+        try:
+            status = max(status, verify_machine(compiled, mine))
+        except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
+            text = str(err) if isinstance(err, ReviewError) else f"{compiled.name}: {err}"
+            print(f"loopfsm verify: {text}", file=sys.stderr)
+            status = EXIT_USAGE
+    return status
+
+
+def cmd_paths(args: argparse.Namespace) -> int:
+    """Write (or print) the pytest module of shortest paths; exit 0, or 2 for bad input."""
+    from .errors import ReviewError  # noqa: PLC0415
+    from .paths import module_text  # noqa: PLC0415
+    from .verify import Explorer, progress_line  # noqa: PLC0415
+    from .verify_inputs import domains_for  # noqa: PLC0415
+
+    opts = verify_options(args)
+    args.paths = [args.path]
+    (compiled,) = compiled_machines(args) or [None]
+    if len(opts.starts) > 1:
+        raise _UsageError("paths starts from one snapshot at most")
+    try:
+        policy = compiled.policy(opts.policy)
+        domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
+        explorer = Explorer(
+            compiled,
+            policy,
+            domains,
+            progress=progress_line(sys.stderr) if opts.progress else None,
+            forget=opts.forget,
+        )
+        start = opts.starts[0] if opts.starts else None
+        res = explorer.run([start] if start is not None else [compiled.new().snapshot()], opts.depth, opts.max_states)
+    except ReviewError as err:
+        raise _UsageError(str(err)) from None
+    except LoopFsmError as err:
+        raise _UsageError(f"{compiled.name}: {err}") from None
+    out = Path(args.output) if args.output else None
+    folder = out.parent if out is not None else Path(".")
+    machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())
+    text = module_text(explorer, res, machine, opts.policy, start)
+    if out is None:
+        print(text, end="")
+    else:
+        write_file(out, text)
+        cov = res.coverage
+        print(
+            f"wrote {out}: paths taking {cov.hit()} of {len(cov.counted)} branches and decision rules", file=sys.stderr
+        )
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """Exit 0 the machine does what the trace says, 1 it does not, 2 bad input."""
+    from . import tracefile  # noqa: PLC0415
+    from .errors import ReviewError  # noqa: PLC0415
+
+    args.paths = [args.path]
+    (compiled,) = compiled_machines(args) or [None]
+    from loopfsm.core.invariants import compile_invariants  # noqa: PLC0415
+
+    from .verify import Judge  # noqa: PLC0415
+
+    try:
+        trace = tracefile.load(Path(args.trace))
+        policy = compiled.policy(trace.policy)
+        judge = Judge(compile_invariants(compiled.spec, compiled.registry, policy), policy)
+        ok = tracefile.replay(compiled, trace, judge=judge)
+    except ReviewError as err:
+        raise _UsageError(str(err)) from None
+    except LoopFsmError as err:
+        raise _UsageError(f"{args.trace}: cannot be replayed: {err}") from None
+    return EXIT_OK if ok else EXIT_INVALID
+
+
+def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
+    """Add ``verify``, ``paths`` and ``replay`` to the ``loopfsm`` parser's subcommands."""
+    explore = argparse.ArgumentParser(add_help=False)
+    explore.add_argument("--depth", type=int, default=6, help="explore every run of up to N feeds (default: 6)")
+    explore.add_argument(
+        "--max-states", type=int, default=200_000, help="stop after N configurations (default: 200000)"
+    )
+    explore.add_argument(
+        "--from",
+        dest="start",
+        action="append",
+        default=[],
+        metavar="SNAPSHOT",
+        help="start from this JSON snapshot (repeatable) instead of a new instance",
+    )
+    explore.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a policy number to explore under (repeatable)"
+    )
+    explore.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        metavar="[FEED.]ARG=VALUES",
+        help="the values to feed an argument, as a JSON list (or one value), instead of those derived from "
+        "the table (repeatable)",
+    )
+    explore.add_argument(
+        "--forget",
+        action="append",
+        default=[],
+        metavar="FIELD",
+        help="count configurations that differ only in this data field as one (sound when no guard or action "
+        "reads it, such as a counter kept for reports; repeatable)",
+    )
+    explore.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
+
+    s = sub.add_parser(
+        "verify",
+        parents=[regs, explore],
+        help="prove the machines' invariants over every run up to a bound; print shortest counterexamples",
+        description="Explore the compiled machine breadth first and check its invariants. "
+        "Exit 0: every invariant holds to the bound; 1: one is violated or a goal is not reached; 2: bad input.",
+    )
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument(
+        "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
+    )
+    s.set_defaults(func=cmd_verify)
+
+    s = sub.add_parser(
+        "paths",
+        parents=[regs, explore],
+        help="write a pytest module of shortest feed paths that take every branch and decision rule reached",
+    )
+    s.add_argument("path", help="the machine file")
+    s.add_argument("-o", "--output", help="the module to write (default: print it)")
+    s.set_defaults(func=cmd_paths)
+
+    s = sub.add_parser(
+        "replay",
+        parents=[regs],
+        help="feed a trace file to a machine; exit 1 where it differs from the trace",
+    )
+    s.add_argument("path", help="the machine file")
+    s.add_argument("trace", help="the trace file (a counterexample of verify, or one written by hand)")
+    s.set_defaults(func=cmd_replay)

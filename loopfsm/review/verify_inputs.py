@@ -1,0 +1,189 @@
+"""The feeds ``loopfsm verify`` tries in each configuration, derived from the table.
+
+Every feed is tried with every combination of its arguments' values:
+
+- an ``enum`` argument takes each of its values (and null when nullable), a boolean both;
+- the clock (an integer argument named ``now``) takes the largest time fed so far
+  plus 0, 1 and each duration of the policy (an integer policy number whose name
+  ends in ``_ms``, ``_s`` or ``_seconds``), and each later instant the
+  configuration holds (an integer data or state data value above the clock: a
+  deadline, an expiry) and the instant before it, so every run that crosses a
+  duration or a deadline is among those tried;
+- another integer argument takes 0, 1, and the value of the data field of the
+  same name and its neighbours (a permit's ``generation`` is current, stale or
+  from the future), within its declared bounds;
+- an argument with a default (not an enum or boolean) is fed its default;
+- a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a json ``{}``, a list
+  argument ``[]`` and one item (every value of an ``enum`` list);
+- an argument of a registry's type takes the examples its codec declares
+  (``Registry.codec(..., examples=...)``);
+- ``--values FEED.ARG=JSON_LIST`` (or ``ARG=...`` for every feed) replaces any of these.
+
+An argument none of these rules covers (a codec-typed one without a default)
+needs ``--values``; :class:`~loopfsm.review.errors.ReviewError` says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopfsm.core.registry import Codec
+from loopfsm.core.spec import MISSING, FieldDef, Spec
+
+from .errors import ReviewError
+
+CLOCK = "now"
+SYMBOLS = ("a", "b")
+DURATION_SUFFIXES = ("_ms", "_s", "_seconds")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One feed with its arguments by name: what a counterexample and a trace file list."""
+
+    feed: str
+    args: tuple[tuple[str, Any], ...]
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self.args)
+
+    def shown(self) -> str:
+        return f"{self.feed}({', '.join(f'{k}={v!r}' for k, v in self.args)})"
+
+    def clock(self) -> int | None:
+        value = dict(self.args).get(CLOCK)
+        return value if type(value) is int else None
+
+
+def durations(spec: Spec, policy: Any) -> list[int]:
+    """The policy's durations under ``policy``: integer numbers whose names say they are times."""
+    out = []
+    for p in spec.policy.values():
+        value = getattr(policy, p.name)
+        if p.type == "integer" and p.name.endswith(DURATION_SUFFIXES) and type(value) is int and value > 0:
+            out.append(value)
+    return sorted(set(out))
+
+
+def _bounded(f: FieldDef, values: list[Any]) -> list[Any]:
+    return [
+        v
+        for v in values
+        if v is None or ((f.minimum is None or v >= f.minimum) and (f.maximum is None or v <= f.maximum))
+    ]
+
+
+def _takers(spec: Spec) -> list[tuple[str, dict[str, FieldDef]]]:
+    """Every feed and decision with its arguments."""
+    return [(ev.name, ev.args) for ev in spec.events.values()] + [(d.name, d.args) for d in spec.decisions.values()]
+
+
+def argument_names(spec: Spec) -> set[str]:
+    """What ``--values`` may name for this machine: ``ARG`` and ``FEED.ARG`` of every feed and decision."""
+    takers = _takers(spec)
+    return {f"{name}.{a}" for name, args in takers for a in args} | {a for _, args in takers for a in args}
+
+
+def _instants_after(inst: Any, clock: int) -> set[int]:
+    """Each integer the configuration holds (data, state data) above ``clock``, and the one before it."""
+    values = [*inst.state_data.values(), *(getattr(inst.data, n) for n in type(inst).compiled.data_encoders)]
+    out: set[int] = set()
+    for v in values:
+        if type(v) is int and v > clock:
+            out |= {v - 1, v}
+    return out
+
+
+@dataclass
+class Domains:
+    """Argument values per feed; the clock and data-named integers depend on the configuration."""
+
+    spec: Spec
+    deltas: tuple[int, ...]
+    given: dict[str, list[Any]]  # "feed.arg" or "arg" -> values
+    codecs: Mapping[str, Codec] = field(default_factory=dict)  # the registry's field types, with their examples
+
+    def _fixed(self, feed: str, f: FieldDef) -> list[Any] | None:
+        """The values of an argument that do not depend on the configuration, or None when they do."""
+        for key in (f"{feed}.{f.name}", f.name):
+            if key in self.given:
+                return self.given[key]
+        null = [None] if f.nullable else []
+        codec = self.codecs.get(f.type)
+        examples = list(codec.examples) if codec is not None else []
+        if f.list:
+            item = list(f.enum) if f.enum else examples[:1] if examples else [SYMBOLS[0]]
+            return [[], item]
+        if f.enum is not None:
+            return [*f.enum, *null]
+        if f.type == "boolean":
+            return [False, True, *null]
+        if f.type == "integer" and f.default is MISSING:
+            return None
+        if f.default is not MISSING:
+            return [f.default]
+        if f.type == "string":
+            return [*SYMBOLS, *null]
+        if f.type == "number":
+            return [0, 1, *null]
+        if f.type == "json":
+            return [{}, *null]
+        if examples:
+            return [*examples, *null]
+        raise ReviewError(
+            f"{self.spec.name}: argument '{f.name}' of feed '{feed}' is of type {f.type}: its values cannot be "
+            f"derived from the table; declare examples with its codec (Registry.codec(..., examples=...)) "
+            f"or give them with --values {feed}.{f.name}='[...]' (a JSON list)"
+        )
+
+    def check(self) -> None:
+        """Raise :class:`~loopfsm.review.errors.ReviewError` now for an argument no rule covers."""
+        for name, args in _takers(self.spec):
+            for f in args.values():
+                self._fixed(name, f)
+        names = argument_names(self.spec)
+        for key in self.given:
+            if key not in names:
+                raise ReviewError(f"{self.spec.name}: --values {key}: no feed argument of that name")
+
+    def steps(self, inst: Any, clock: int, feeds: tuple[str, ...]) -> list[Step]:
+        """Every feed of ``feeds`` with every combination of its arguments' values, in table order."""
+        out: list[Step] = []
+        for feed in feeds:
+            out += self.combinations(feed, self.spec.events[feed].args, inst, clock)
+        return out
+
+    def combinations(self, feed: str, args: dict[str, FieldDef], inst: Any, clock: int) -> list[Step]:
+        """``feed`` (or a decision) with every combination of the values of ``args``."""
+        out: list[Step] = []
+        names, choices = [], []
+        for f in args.values():
+            values = self._fixed(feed, f)
+            if values is None:
+                if f.name == CLOCK:
+                    values = sorted({clock + d for d in self.deltas} | _instants_after(inst, clock))
+                else:
+                    near: list[Any] = [0, 1]
+                    if f.name in self.spec.data and type(getattr(inst.data, f.name, None)) is int:
+                        current = getattr(inst.data, f.name)
+                        near += [current - 1, current, current + 1]
+                    values = _bounded(f, sorted(set(near)))
+                    if f.nullable:
+                        values.append(None)
+            names.append(f.name)
+            choices.append(values)
+        for combo in itertools.product(*choices):
+            out.append(Step(feed, tuple(zip(names, combo, strict=True))))
+        return out
+
+
+def domains_for(
+    spec: Spec, policy: Any, given: dict[str, list[Any]], codecs: Mapping[str, Codec] | None = None
+) -> Domains:
+    deltas = tuple(sorted({0, 1, *durations(spec, policy)}))
+    domains = Domains(spec, deltas, given, dict(codecs or {}))
+    domains.check()
+    return domains
