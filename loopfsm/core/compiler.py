@@ -133,10 +133,15 @@ def _decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], Any]:
     return decode
 
 
-def _bounds_text(f: FieldDef) -> str:
-    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
+def _limits(f: FieldDef) -> list[str]:
+    """A field's bounds in words (``at least 0``, ``at most 9``): what a refused value is told it missed."""
+    return ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
         [f"at most {f.maximum}"] if f.maximum is not None else []
     )
+
+
+def _bounds_text(f: FieldDef) -> str:
+    parts = _limits(f)
     enum = [f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []
     extra = parts + enum + (["or None"] if f.nullable else [])
     return f" ({', '.join(extra)})" if extra else ""
@@ -261,7 +266,8 @@ def _make_binder(
         for n, v in bound.items():
             if not checks[n](v):
                 f = args[n]
-                choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
+                limits = ([f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []) + _limits(f)
+                choices = f" ({', '.join(limits)})" if limits else ""
                 wide = " (signed 64-bit)" if type(v) is int and not INT_MIN <= v <= INT_MAX else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
