@@ -1,4 +1,4 @@
-"""The ``loopfsm`` command: validate, check, render and build machine files.
+"""The ``loopfsm`` command: check, render, build, diff and scaffold machine files; run, serve and store.
 
 Exit codes are part of the contract for CI scripts: 0 all good, 1 a machine is
 invalid (or diagrams are stale), 2 the command itself was used wrongly.
