@@ -199,3 +199,9 @@ def test_tool_health_snapshot_has_the_common_envelope():
         ToolHealth.restore({**snap, "fingerprint": "sha256:0"})
     with pytest.raises(loopfsm.SnapshotError):
         ToolHealth.restore({"format": 1, "kind": "tool_health", "breakers": {}})  # the old envelope
+
+
+def test_dir_lists_every_public_name_even_those_imported_on_first_use():
+    """The other layers' errors are imported on first use; ``dir()`` (and a REPL's completion) must still list them."""
+    assert set(loopfsm.__all__) <= set(dir(loopfsm)), set(loopfsm.__all__) - set(dir(loopfsm))
+    assert all(hasattr(loopfsm, name) for name in loopfsm.__all__)
