@@ -244,7 +244,8 @@ class _Checker:
                 continue
             if f.default is not MISSING and not python_checker(f, codec)(f.default):
                 self.error(
-                    f.path + ("default",), f"default {f.default!r} is not a valid {f.type}{' list' if f.list else ''}"
+                    f.path + ("default",),
+                    f"default {yaml_shown(f.default)} is not a valid {f.type}{' list' if f.list else ''}",
                 )
 
     def policy(self) -> None:

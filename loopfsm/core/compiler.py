@@ -269,6 +269,7 @@ def _make_binder(
                 limits = ([f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []) + _limits(f)
                 choices = f" ({', '.join(limits)})" if limits else ""
                 wide = " (signed 64-bit)" if type(v) is int and not INT_MIN <= v <= INT_MAX else ""
+                wide += " (finite)" if type(v) is float and not math.isfinite(v) else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
                     f"{f.type}{choices}{' or None' if f.nullable else ''}{wide}, got {type(v).__name__} {shown(v)}"
