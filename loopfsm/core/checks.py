@@ -13,7 +13,7 @@ import json
 import keyword
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Problem, did_you_mean
 from .fieldtypes import (
@@ -380,6 +380,20 @@ class _Checker:
                     f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
                     f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
                 )
+        seen: set[tuple[type, Any]] = set()
+        for i, v in enumerate(c.values):
+            if (type(v), v) in seen:
+                self.error(c.path + (i,), f"{yaml_shown(v)} is listed twice for argument '{c.arg}'")
+            seen.add((type(v), v))
+        every = _every_value(f)
+        if every is not None and every <= seen:
+            # Always true, the branch is unconditional in all but name: the ones after it never run,
+            # yet the table reads as if they could, and `otherwise` is asked for without a reason.
+            self.error(
+                c.path,
+                f"argument '{c.arg}' of {owner} can only be one of the values listed, so this condition "
+                "always holds: remove it, or list only the values the branch is for",
+            )
 
     def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
@@ -554,3 +568,14 @@ def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}
+
+
+def _every_value(f: FieldDef) -> set[tuple[type, Any]] | None:
+    """Every value an argument can take, when there are few enough to list (an enum, a boolean), else None."""
+    if f.enum is not None:
+        values = {(type(x), x) for x in f.enum}
+    elif f.type == "boolean":
+        values = {(bool, True), (bool, False)}
+    else:
+        return None
+    return values | {(type(None), None)} if f.nullable else values
