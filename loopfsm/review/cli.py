@@ -651,6 +651,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # ctrl-C at a prompt or mid-request: a line, not a traceback
         print(f"\nloopfsm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``loopfsm schema | head``): stop quietly with the status a tool
+    killed by SIGPIPE has, instead of a traceback, and let no flush at exit fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (a test's capture): nothing to flush
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -355,3 +355,11 @@ def test_the_docs_caveat_a_guard_with_two_sets_of_parameters_is_one_name_in_cond
         g["params"] for alt in json.loads(t.get(f"{L}guards"))[0]["any"] for g in alt if g["name"] == "outcome_in"
     ]
     assert cond.count("outcome_in") == len(params) == 2 and params[0] != params[1]
+
+
+def test_the_command_table_names_every_format_render_writes():
+    from loopfsm.review.render import EXPORTS, FORMATS  # noqa: PLC0415
+
+    (row,) = [line for line in page("docs/cli.md").splitlines() if line.startswith("| `loopfsm render ")]
+    written = row.split("--format ", 1)[1].split(" ", 1)[0].split(",")
+    assert written == [*FORMATS, *EXPORTS]
