@@ -205,7 +205,7 @@ def yaml_shown(value: Any) -> str:
         return f"boolean {'true' if value else 'false'}"
     if type(value) is float and not math.isfinite(value):
         written = ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
-        return f"{written} (a number must be finite: JSON has no infinity or NaN)"
+        return f"number {written} (not finite: JSON has no infinity or NaN)"
     kind = _YAML_KINDS.get(type(value))
     return f"{kind} {shown(value)}" if kind else f"{type(value).__name__} {shown(value)}"
 
