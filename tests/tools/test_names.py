@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from tests.support.docs_pages import ROOT, section
+from tests.support.docs_pages import ROOT
 
 LAYERS = {"core", "machines", "router", "drivers", "review"}
 # The flat modules the layering moved (CHANGELOG, "The package in layers"); ``loopfsm.registries``
@@ -56,10 +56,12 @@ def texts() -> list[tuple[str, str]]:
 
 
 def this_release() -> str:
-    """The CHANGELOG's sections of this release's issues, and of the fixes made while using it."""
-    unreleased = section((ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "## Unreleased")
-    parts = re.split(r"(?m)^(?=### )", unreleased)
-    return "".join(p for p in parts if re.match(r"### (Fixes|.*\(issue 2[46]\))", p))
+    """The CHANGELOG with only this release's sections (its issues' and the fixes made while using it)
+    left in; the rest is blanked line for line, so a reported line number is the file's own."""
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    parts = re.split(r"(?m)^(?=#{2,3} )", text)
+    keep = re.compile(r"### (Fixes|.*\(issue 2[46]\))")
+    return "".join(p if keep.match(p) else "\n" * p.count("\n") for p in parts)
 
 
 def resolves(dotted: str) -> bool:
