@@ -58,6 +58,11 @@ def __getattr__(name: str) -> object:
     return getattr(import_module(module), name)
 
 
+def __dir__() -> list[str]:
+    """The eager names and the errors imported on first use, so ``dir(loopfsm)`` and completion list them all."""
+    return sorted({*globals(), *_ERRORS_ELSEWHERE})
+
+
 __all__ = [
     "CompiledMachine",
     "compile_file",

@@ -1,7 +1,7 @@
 """``load_machine``: one way to get any machine, by name or from a file.
 
-A name is a machine that an installed package declares (loopfsm's own four,
-or a third party's): its registry is the ``loopfsm.registries`` entry point of
+A name is a machine that an installed package declares (each machine loopfsm
+ships, or a third party's): its registry is the ``loopfsm.registries`` entry point of
 that name and its typed class the one declared for that registry.  A path is a
 machine file, compiled with the registry its ``registry:`` line names, and with
 that registry's typed class when it has one, so an edited copy of a shipped

@@ -13,7 +13,7 @@ import json
 import keyword
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Problem, did_you_mean
 from .fieldtypes import (
@@ -26,6 +26,7 @@ from .fieldtypes import (
     yaml_shown,
 )
 from .invariants import BUILTINS, STEP_ONLY
+from .migration_checks import check_migrations
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
@@ -245,7 +246,8 @@ class _Checker:
                 continue
             if f.default is not MISSING and not python_checker(f, codec)(f.default):
                 self.error(
-                    f.path + ("default",), f"default {f.default!r} is not a valid {f.type}{' list' if f.list else ''}"
+                    f.path + ("default",),
+                    f"default {yaml_shown(f.default)} is not a valid {f.type}{' list' if f.list else ''}",
                 )
 
     def policy(self) -> None:
@@ -383,6 +385,20 @@ class _Checker:
                     f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
                     f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
                 )
+        seen: set[tuple[type, Any]] = set()
+        for i, v in enumerate(c.values):
+            if (type(v), v) in seen:
+                self.error(c.path + (i,), f"{yaml_shown(v)} is listed twice for argument '{c.arg}'")
+            seen.add((type(v), v))
+        every = _every_value(f)
+        if every is not None and every <= seen:
+            # Always true, the branch is unconditional in all but name: the ones after it never run,
+            # yet the table reads as if they could, and `otherwise` is asked for without a reason.
+            self.error(
+                c.path,
+                f"argument '{c.arg}' of {owner} can only be one of the values listed, so this condition "
+                "always holds: remove it, or list only the values the branch is for",
+            )
 
     def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
@@ -561,99 +577,8 @@ class _Checker:
                 )
 
     def migrations(self) -> None:
-        """A migration chain must be well-founded and cover every shape change since the oldest version it reads.
-
-        Each entry records the shape it reads, so coverage is proven from the
-        file alone: each recorded shape is carried through the chain exactly as
-        a restore would carry a snapshot of it, and must land on this table.
-        """
-        from .shape import plan, reads_shape, shape_of
-
-        spec = self.spec
-        before = len(self.problems)
-        chain = spec.migrations
-        if not chain:
-            return
-        if spec.version <= 1:
-            self.error(("migrations",), "migrations need a 'version:' above the versions they read", key=True)
-            return
-        seen: list[int] = []
-        for m in chain:
-            if m.from_version >= spec.version:
-                self.error(
-                    m.path + ("from",),
-                    f"migration from version {m.from_version} reads a version not older "
-                    f"than this table's {spec.version}",
-                )
-                return
-            if seen and m.from_version <= seen[-1]:
-                self.error(m.path + ("from",), "migrations are listed oldest first, one per version")
-                return
-            seen.append(m.from_version)
-        for i, m in enumerate(chain):
-            target = reads_shape(spec, chain[i + 1]) if i + 1 < len(chain) else shape_of(spec)
-            old = reads_shape(spec, m)
-            for old_state, new_state in m.states.items():
-                if old_state not in old.states:
-                    self.error(
-                        m.path + ("states", old_state),
-                        f"version {m.from_version} has no state '{old_state}'{did_you_mean(old_state, old.states)}",
-                        key=True,
-                    )
-                if new_state not in target.states:
-                    self.error(
-                        m.path + ("states", old_state),
-                        f"state '{new_state}' does not exist in the version this migration leads to"
-                        f"{did_you_mean(new_state, target.states)}",
-                    )
-            for key in m.fields:
-                where, _, name = key.rpartition(".")
-                fields = old.data if not where else old.states.get(where)
-                if fields is None or name not in fields:
-                    self.error(
-                        m.path + ("fields", key),
-                        f"version {m.from_version} has no field '{key}'"
-                        + ("" if where else " (a state's field is written State.field)"),
-                        key=True,
-                    )
-            last = i + 1 == len(chain)
-            for key, value in m.defaults.items():
-                where, _, name = key.rpartition(".")
-                fields_of = target.data if not where else target.states.get(where)
-                if fields_of is None or name not in fields_of:
-                    self.error(
-                        m.path + ("defaults", key),
-                        f"'{key}' is not a field of the version this migration leads to",
-                        key=True,
-                    )
-                elif last:
-                    f = spec.data[name] if not where else spec.states[where].data[name]
-                    codec = BUILTIN_CODECS.get(f.type)
-                    if codec is not None and not python_checker(f, codec)(value):
-                        self.error(
-                            m.path + ("defaults", key),
-                            f"default {value!r} is not a {f.type}{' list' if f.list else ''}",
-                        )
-            if m.transform is not None:
-                if self.reg is None:
-                    self.skip("migration", m.transform)
-                elif m.transform not in self.reg.migrations:
-                    known = self.reg.migrations
-                    self.error(
-                        m.path + ("transform",),
-                        f"unknown migration '{m.transform}'{did_you_mean(m.transform, known)} "
-                        f"(registry '{self.reg.name}' has: {', '.join(sorted(known)) or 'none'})",
-                    )
-        if any(p.severity == "error" for p in self.problems[before:]):
-            return  # carrying shapes through a chain already wrong would only repeat it
-        for m in chain:
-            verdict = plan(spec, reads_shape(spec, m), {})
-            if not verdict.ok:
-                self.error(
-                    m.path,
-                    f"the migrations do not carry version {m.from_version} to this table: "
-                    + "; ".join(verdict.problems),
-                )
+        """The ``migrations:`` chain (see :mod:`loopfsm.core.migration_checks`)."""
+        check_migrations(self.spec, self.reg, self)
 
     def run(self) -> list[Problem]:
         self.names()
@@ -687,3 +612,14 @@ def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}
+
+
+def _every_value(f: FieldDef) -> set[tuple[type, Any]] | None:
+    """Every value an argument can take, when there are few enough to list (an enum, a boolean), else None."""
+    if f.enum is not None:
+        values = {(type(x), x) for x in f.enum}
+    elif f.type == "boolean":
+        values = {(bool, True), (bool, False)}
+    else:
+        return None
+    return values | {(type(None), None)} if f.nullable else values

@@ -39,7 +39,7 @@ from .registries import registry_named
 from .registry import Codec, Registry
 from .runtime import READ_FORMATS, SNAPSHOT_FORMAT, Binder, MachineInstance
 from .shape import MigratingRun, Shape, migrate_run, plan, shape_of
-from .fieldcodecs import field_decoder, field_encoder, fields_validator, no_fields_problem
+from .fieldcodecs import field_decoder, field_encoder, fields_validator, limits, no_fields_problem
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
@@ -200,8 +200,10 @@ def _make_binder(
         for n, v in bound.items():
             if not checks[n](v):
                 f = args[n]
-                choices = f" (one of {', '.join(map(repr, f.enum))})" if f.enum else ""
+                words = ([f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []) + limits(f)
+                choices = f" ({', '.join(words)})" if words else ""
                 wide = " (signed 64-bit)" if type(v) is int and not INT_MIN <= v <= INT_MAX else ""
+                wide += " (finite)" if type(v) is float and not math.isfinite(v) else ""
                 raise FeedArgumentError(
                     f"{machine}: {what} '{event}' argument '{n}' must be {'a list of ' if f.list else ''}"
                     f"{f.type}{choices}{' or None' if f.nullable else ''}{wide}, got {type(v).__name__} {shown(v)}"

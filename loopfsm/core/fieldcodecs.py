@@ -73,10 +73,15 @@ def field_decoder(f: FieldDef, codec: Codec, machine: str) -> Callable[[Any], An
     return decode
 
 
-def _bounds_text(f: FieldDef) -> str:
-    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
+def limits(f: FieldDef) -> list[str]:
+    """A field's bounds in words (``at least 0``, ``at most 9``): what a refused value is told it missed."""
+    return ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
         [f"at most {f.maximum}"] if f.maximum is not None else []
     )
+
+
+def _bounds_text(f: FieldDef) -> str:
+    parts = limits(f)
     enum = [f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []
     extra = parts + enum + (["or None"] if f.nullable else [])
     return f" ({', '.join(extra)})" if extra else ""

@@ -19,6 +19,8 @@ from .spec import MISSING, FieldDef, PolicyParam
 # An integer is a signed 64-bit value wherever it lives: in a feed, a snapshot, a policy or a file.
 # Beyond that no store column holds it, no JSON client reads it exactly, and past 4,300 digits
 # Python cannot even write it as JSON, so a machine fed one could never be saved.
+# A number is finite wherever it lives, for the same reason: JSON has no NaN or infinity, so a
+# snapshot, a store row or an export holding one is not JSON (``json.dumps`` writes ``NaN``).
 INT_MIN, INT_MAX = -(1 << 63), (1 << 63) - 1
 
 POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -30,11 +32,13 @@ POLICY_TYPES: dict[str, type | tuple[type, ...]] = {
 
 
 def fits_type(py_type: type | tuple[type, ...], value: Any) -> bool:
-    """isinstance, except that a bool is not accepted as a number (YAML ``true`` is not ``1``)
-    and an int must be a 64-bit one."""
+    """isinstance, except that a bool is not accepted as a number (YAML ``true`` is not ``1``),
+    an int must be a 64-bit one and a float a finite one."""
     if isinstance(value, bool):
         return _admits_bool(py_type)
     if isinstance(value, int) and not INT_MIN <= value <= INT_MAX and not _admits_anything(py_type):
+        return False
+    if isinstance(value, float) and not math.isfinite(value) and not _admits_anything(py_type):
         return False
     return isinstance(value, py_type)
 
@@ -199,6 +203,9 @@ def yaml_shown(value: Any) -> str:
         return "null"
     if type(value) is bool:
         return f"boolean {'true' if value else 'false'}"
+    if type(value) is float and not math.isfinite(value):
+        written = ".nan" if math.isnan(value) else ".inf" if value > 0 else "-.inf"
+        return f"number {written} (not finite: JSON has no infinity or NaN)"
     kind = _YAML_KINDS.get(type(value))
     return f"{kind} {shown(value)}" if kind else f"{type(value).__name__} {shown(value)}"
 

@@ -153,6 +153,17 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
             path = tuple(err.absolute_path) + (name,)
             key = True
             message = f"'{name}' is not a valid name here: {err.message}"
+        else:  # 1, 2.5, null: YAML read the key as a number or null
+            from .fieldtypes import yaml_shown  # noqa: PLC0415
+
+            path = tuple(err.absolute_path) + (name,)
+            key = True
+            message = f"a key was read as {yaml_shown(name)}: names are text, so quote the key or choose another name"
+    elif err.validator == "type" and isinstance(err.validator_value, str):
+        from .fieldtypes import yaml_shown  # noqa: PLC0415
+
+        wanted: str = err.validator_value
+        message = f"expected {_TYPE_WORDS.get(wanted, wanted)} here, got {yaml_shown(err.instance)}"
     elif err.validator == "enum" and isinstance(err.instance, str):
         message += did_you_mean(err.instance, err.validator_value if isinstance(err.validator_value, list) else [])
     elif err.validator == "minItems" and path and path[-1] == "any":
@@ -163,6 +174,17 @@ def _schema_problem(src: Source, err: ValidationError) -> Problem:
     if friendly:
         path, message, key = tuple(top.absolute_path), friendly, False
     return src.problem(path, _without_long_values(message, err.instance), key=key)
+
+
+# JSON Schema's type names as a YAML file's writer knows them.
+_TYPE_WORDS = {
+    "object": "a mapping ({key: value})",
+    "array": "a list ([a, b])",
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+}
 
 
 def _without_long_values(message: str, instance: Any) -> str:

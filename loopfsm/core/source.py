@@ -245,6 +245,19 @@ class _Composer:
                         f"an integer written with {len(event.value):,} characters; no machine needs one "
                         f"longer than {MAX_INT_CHARS}",
                     )
+                if event.style == '"' and (bad := _NOT_PRINTABLE.search(event.value)):
+                    # An escape (``"\x01"``) writes what the file itself may not hold: every view of the
+                    # table would carry it, and an XML export could not (SCXML, SVG are XML 1.0).
+                    self.problems.append(
+                        Problem(
+                            self.src.file,
+                            event.start_mark.line + 1,
+                            event.start_mark.column + 1,
+                            format_path(path),
+                            f"an escape in this string writes character U+{ord(bad.group()):04X}, which a "
+                            "YAML file may not hold; remove it (tabs and line breaks are fine)",
+                        )
+                    )
                 node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark, style=event.style)
                 self.info[id(node)] = (path, 1, 1)
                 if parent is not None and len(stack) >= 1:

@@ -150,7 +150,8 @@ def run_agent_script(path: Path) -> int:
             print("\n".join(format_trace(rows)))
         # a ScriptError names its step itself; the machine's own refusals do not know the script
         where = f"step {progress.step}: " if progress.step and not isinstance(err, ScriptError) else ""
-        print(f"loopfsm run: {path}: {where}{type(err).__name__}: {err}", file=sys.stderr)
+        kind = "" if isinstance(err, ScriptError) else f"{type(err).__name__}: "  # as the other drivers say it
+        print(f"loopfsm run: {path}: {where}{kind}{err}", file=sys.stderr)
         return 1
     print("\n".join(format_trace(rows)))
     return 0

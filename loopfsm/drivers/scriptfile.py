@@ -39,11 +39,15 @@ def wrong_script_hint(doc: Any) -> str:
     """`` (this is a script for ...: COMMAND)`` when ``doc`` is another command's script, else ``""``.
 
     Besides the three ``run --script`` drivers, a mapping with ``replies`` is
-    a scripted model for ``router serve --script``, which no driver takes.
+    a scripted model for ``router serve --script``, which no driver takes, and
+    one with ``machine`` and ``states`` is a machine file, which no driver
+    takes either: ``loopfsm run`` drives a shipped machine from a script.
     """
     hint = driver_hint(doc)
     if hint:
         return hint
     if isinstance(doc, dict) and "replies" in doc:
         return " (this is a scripted model: loopfsm router serve --store URL --script FILE)"
+    if isinstance(doc, dict) and "machine" in doc and "states" in doc:
+        return " (this is a machine file: loopfsm check FILE; a run script drives a shipped machine)"
     return ""

@@ -23,6 +23,11 @@ _EXPORTS = {
     "AgentLoopPolicy": "agent_loop",
     "StreamAssembly": "stream_assembly",
     "StreamAssemblyPolicy": "stream_assembly",
+    "RouterRun": "router_run",
+    "RouterRunPolicy": "router_run",
+    "RunLock": "run_lock",
+    "RunLockPolicy": "run_lock",
+    "RouterClient": "router_client",
     "Allow": "breaker_values",
     "Reject": "breaker_values",
     "Route": "breaker_values",
@@ -36,6 +41,9 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .breaker_values import Allow as Allow, FailFast as FailFast, Reject as Reject, Route as Route
     from .engine_brain import LoopMachine as LoopMachine, MachinePolicy as MachinePolicy
     from .fallback_breaker import FallbackBreaker as FallbackBreaker, FallbackBreakerPolicy as FallbackBreakerPolicy
+    from .router_client import RouterClient as RouterClient
+    from .router_run import RouterRun as RouterRun, RouterRunPolicy as RouterRunPolicy
+    from .run_lock import RunLock as RunLock, RunLockPolicy as RunLockPolicy
     from .stream_assembly import StreamAssembly as StreamAssembly, StreamAssemblyPolicy as StreamAssemblyPolicy
     from .tool_breaker import ToolBreaker as ToolBreaker, ToolBreakerPolicy as ToolBreakerPolicy
     from .tool_breaker import ToolHealth as ToolHealth
@@ -47,3 +55,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'loopfsm.machines' has no attribute {name!r}")
     return getattr(import_module(f".{module}", __name__), name)
+
+
+def __dir__() -> list[str]:
+    """The names imported on first use too, so ``dir()`` and completion list every machine."""
+    return sorted({*globals(), *_EXPORTS})

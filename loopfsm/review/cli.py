@@ -1,4 +1,4 @@
-"""The ``loopfsm`` command: validate, check, render and build machine files.
+"""The ``loopfsm`` command: check, render, build, diff and scaffold machine files; run, serve and store.
 
 Exit codes are part of the contract for CI scripts: 0 all good, 1 a machine is
 invalid (or diagrams are stale), 2 the command itself was used wrongly.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from collections.abc import Iterable, Sequence
@@ -578,6 +579,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # ctrl-C at a prompt or mid-request: a line, not a traceback
         print(f"\nloopfsm {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``loopfsm schema | head``): stop quietly with the status a tool
+    killed by SIGPIPE has, instead of a traceback, and let no flush at exit fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout is not a file (a test's capture): nothing to flush
+        pass
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -726,3 +726,43 @@ def test_schema_validator_is_compiled_once(monkeypatch):
     for _ in range(3):
         parse(GOOD, "m.yaml", make_registry())
     assert calls == []  # already built before this test, never rebuilt per load
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "path", "message"),
+    [
+        (
+            "busy: {description: working}",
+            "busy: {description: working, tags: calls_tools}   # <-",
+            "states.busy.tags",
+            "expected a list ([a, b]) here, got string 'calls_tools'",
+        ),
+        (
+            "busy: {description: working}",
+            "busy: {description: 12}   # <-",
+            "states.busy.description",
+            "expected a string here, got integer 12",
+        ),
+        (
+            "      idle:\n        - to: busy",
+            "      idle: busy   # <-",
+            "events.go.from.idle",
+            "expected a list ([a, b]) here, got string 'busy'",
+        ),
+    ],
+)
+def test_a_value_of_the_wrong_type_says_what_was_expected_in_yaml_words(old, new, path, message):
+    """jsonschema says "'calls_tools' is not of type 'array'", which names neither YAML's words nor the fix."""
+    text = GOOD.replace(old, new, 1)
+    [problem] = problems_of(text)
+    assert (problem.line, problem.path, problem.message) == (marked_line(text), path, message)
+
+
+@pytest.mark.parametrize(("key", "shown"), [("1", "integer 1"), ("2.5", "number 2.5"), ("null", "null")])
+def test_a_key_read_as_a_number_or_null_is_located_at_the_key(key, shown):
+    text = GOOD.replace(
+        "  busy: {description: working}", f"  busy: {{description: working}}\n  {key}: {{description: x}}   # <-", 1
+    )
+    [problem] = problems_of(text)
+    assert (problem.line, problem.column) == (marked_line(text), 3)
+    assert problem.message == f"a key was read as {shown}: names are text, so quote the key or choose another name"

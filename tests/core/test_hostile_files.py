@@ -413,3 +413,21 @@ def test_anchor_and_alias_fuzz(text):
         assert all(1 <= p.line <= lines + 1 and p.message for p in err.problems)
     except LoopFsmError as err:  # pragma: no cover - any other refusal must still be ours
         raise AssertionError(f"unexpected {type(err).__name__}: {err}") from None
+
+
+@pytest.mark.parametrize("escape", ["\\x01", "\\0", "\\e", "\\x85\\x9f", "\\uFFFE"])
+def test_a_control_character_written_as_an_escape_is_refused_where_written(escape):
+    """A double-quoted escape must not smuggle in what the file may not hold: the SCXML export (XML 1.0)
+    of a description holding U+0001 would not even parse."""
+    text = GOOD.replace("description: a small machine for tests", f'description: "a small {escape} machine"  # <-')
+    problem = refusal(text).problems[0]
+    assert (problem.line, problem.column, problem.path) == (marked_line(text), len("description: ") + 1, "description")
+    assert "U+" in problem.message and "remove it" in problem.message
+
+
+def test_tabs_and_line_breaks_written_as_escapes_still_load():
+    parse(
+        GOOD.replace("description: a small machine for tests", 'description: "a\\tsmall\\nmachine\\r"'),
+        "m.yaml",
+        make_registry(),
+    )

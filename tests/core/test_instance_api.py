@@ -201,3 +201,29 @@ def test_tool_health_snapshot_has_the_common_envelope():
         ToolHealth.restore({**snap, "format": 1, "fingerprint": "sha256:0"})
     with pytest.raises(loopfsm.SnapshotError):
         ToolHealth.restore({"format": 1, "kind": "tool_health", "breakers": {}})  # the old envelope
+
+
+def test_dir_lists_every_public_name_even_those_imported_on_first_use():
+    """The other layers' errors are imported on first use; ``dir()`` (and a REPL's completion) must still list them."""
+    assert set(loopfsm.__all__) <= set(dir(loopfsm)), set(loopfsm.__all__) - set(dir(loopfsm))
+    assert all(hasattr(loopfsm, name) for name in loopfsm.__all__)
+
+
+def test_every_shipped_machine_class_is_in_loopfsm_machines_and_in_its_dir():
+    """The README says every shipped machine is a class in ``loopfsm.machines``; the router's three were not."""
+    import importlib  # noqa: PLC0415
+    import pkgutil  # noqa: PLC0415
+
+    import loopfsm.machines as machines  # noqa: PLC0415
+    from loopfsm import DeclaredMachine  # noqa: PLC0415
+
+    declared = set()
+    for info in pkgutil.iter_modules(machines.__path__):
+        module = importlib.import_module(f"loopfsm.machines.{info.name}")
+        declared |= {
+            name
+            for name, obj in vars(module).items()
+            if isinstance(obj, type) and issubclass(obj, DeclaredMachine) and obj.__module__ == module.__name__
+        }
+    assert declared and declared <= set(machines.__all__) <= set(dir(machines))
+    assert all(getattr(machines, name).__name__ == name for name in declared)

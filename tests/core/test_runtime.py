@@ -472,3 +472,16 @@ def test_a_refused_fingerprint_is_printed_like_the_local_one(C):
     with pytest.raises(SnapshotError) as info:
         C.restore(huge)
     assert "f" * 100 not in str(info.value) and "(10,009 characters)" in str(info.value)
+
+
+def test_an_argument_outside_its_bounds_is_told_the_bounds_it_missed():
+    """'must be integer, got int 99' left the caller guessing: 99 is an integer; the bounds are what it missed."""
+    C = compiled(
+        COUNTER.replace("n: {type: integer, default: 0}", "n: {type: integer, default: 0, minimum: 0, maximum: 9}")
+    )
+    m = C.new()
+    with pytest.raises(FeedArgumentError, match=r"argument 'n' must be integer \(at least 0, at most 9\), got int 99$"):
+        m.start(99)
+    with pytest.raises(FeedArgumentError, match=r"must be integer \(at least 0, at most 9\), got int -1$"):
+        m.start(n=-1)
+    assert m.state == "idle" and not m.can("start", 10) and m.can("start", 9)

@@ -95,3 +95,14 @@ def test_diff_shows_a_tag_change_as_no_behaviour_change():
     d = diff_specs(plain, tagged)
     assert "  ~ state busy tags [] -> [calls_tools]" in d.lines()
     assert not d.behaviour_changed
+
+
+def test_the_machines_that_tag_nothing_are_the_ones_the_changelog_names():
+    """The CHANGELOG says which shipped machines have no state to tag; a machine that gains a tag, or a new
+    machine without one, must be named there (or tagged)."""
+    untagged = sorted(
+        p.stem for p in (ROOT / "machines").glob("*.yaml") if not any(s.tags for s in loader.load(p).states.values())
+    )
+    assert untagged == ["run_lock", "stream_assembly", "turnstile"]
+    changelog = " ".join((ROOT / "CHANGELOG.md").read_text(encoding="utf-8").split())
+    assert "(`turnstile`, `run_lock` and `stream_assembly` have none)" in changelog

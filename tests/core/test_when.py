@@ -125,6 +125,30 @@ def test_the_transitions_machine_names_the_condition():
     assert model.state == "held"
 
 
+WHEN_FEED = dedent("""
+    machine: m
+    description: d
+    states:
+      a: {initial: true, description: a}
+      b: {terminal: true, description: b}
+    events:
+      go:
+        description: go
+        otherwise: stay
+        args:
+          verdict: {type: string, enum: [approve, reject]}
+          urgent: {type: boolean, default: false}
+          score: {type: integer, minimum: 0, default: 0}
+          tags: {type: string, list: true}
+          extra: {type: json, default: {}}
+          maybe: {type: boolean, nullable: true, default: null}
+        from:
+          a:
+            - when: WHEN
+              to: b
+""")
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -138,33 +162,43 @@ def test_the_transitions_machine_names_the_condition():
     ],
 )
 def test_a_when_the_feed_cannot_meet_is_reported_at_its_line(edit, message):
-    text = dedent("""
-        machine: m
-        description: d
-        states:
-          a: {initial: true, description: a}
-          b: {terminal: true, description: b}
-        events:
-          go:
-            description: go
-            otherwise: stay
-            args:
-              verdict: {type: string, enum: [approve, reject]}
-              urgent: {type: boolean, default: false}
-              score: {type: integer, minimum: 0, default: 0}
-              tags: {type: string, list: true}
-              extra: {type: json, default: {}}
-            from:
-              a:
-                - when: WHEN
-                  to: b
-    """)
-    text = text.replace("WHEN", edit)
+    text = WHEN_FEED.replace("WHEN", edit)
     with pytest.raises(SpecError) as err:
         parse(text, "m.yaml")
     (problem,) = err.value.problems
     assert problem.line == marked_line(text) and message in problem.message
     assert problem.path.startswith("events.go.from.a[0].when.")
+
+
+@pytest.mark.parametrize(
+    "edit, path",
+    [
+        ("{verdict: [approve, reject]}  # <-", "events.go.from.a[0].when.verdict"),
+        ("{urgent: [true, false]}  # <-", "events.go.from.a[0].when.urgent"),
+        ("{maybe: [true, false, null]}  # <-", "events.go.from.a[0].when.maybe"),
+    ],
+)
+def test_a_when_that_lists_every_value_the_argument_can_take_is_refused(edit, path):
+    """It always holds: the branch is unconditional in all but name, and the branches after it never run."""
+    text = WHEN_FEED.replace("WHEN", edit)
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.line == marked_line(text) and problem.path == path
+    assert "so this condition always holds: remove it, or list only the values the branch is for" in problem.message
+
+
+def test_a_when_that_leaves_out_null_or_a_value_is_a_condition():
+    for when in ("{maybe: [true, false]}", "{verdict: [approve]}", "{urgent: [true]}"):
+        parse(WHEN_FEED.replace("WHEN", when), "m.yaml")
+
+
+def test_a_value_listed_twice_is_reported_at_the_second():
+    text = WHEN_FEED.replace("WHEN", "{score: [1, 2, 1]}")
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.path == "events.go.from.a[0].when.score[2]" and "integer 1 is listed twice" in problem.message
 
 
 def test_a_value_in_a_list_is_reported_at_its_own_place():

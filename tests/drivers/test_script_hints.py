@@ -13,6 +13,7 @@ from loopfsm.review import router_commands
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTED_MODEL = "(this is a scripted model: loopfsm router serve --store URL --script FILE)"
+MACHINE_FILE = "(this is a machine file: loopfsm check FILE; a run script drives a shipped machine)"
 
 
 def for_machine(name: str) -> str:
@@ -28,12 +29,16 @@ def for_machine(name: str) -> str:
         ("agent_loop", "approvals.yaml", SCRIPTED_MODEL),
         ("engine_brain", "approvals.yaml", SCRIPTED_MODEL),
         ("agent_loop", "router_run.yaml", for_machine("router_run")),
+        ("agent_loop", "../machines/turnstile.yaml", MACHINE_FILE),
+        ("engine_brain", "../machines/turnstile.yaml", MACHINE_FILE),
+        ("router_run", "../machines/agent_loop.yaml", MACHINE_FILE),
     ],
 )
 def test_run_names_the_command_a_script_is_for(machine, example, hint, capsys):
     assert main(["run", machine, "--script", str(EXAMPLES / example)]) == 1
     err = capsys.readouterr().err
     assert hint in err and err.count("\n") == 1
+    assert "ScriptError" not in err  # every driver says what is wrong, not the class it raised
 
 
 @pytest.mark.parametrize("example,machine", [("fix_tests.yaml", "engine_brain"), ("router_run.yaml", "router_run")])

@@ -171,3 +171,21 @@ def test_check_counts_in_words_that_agree_with_the_number(capsys):
     assert main(["check", str(brain)]) == 0
     summary = capsys.readouterr().out.strip().splitlines()[-1]
     assert summary.endswith("feeds, 1 decision)"), summary
+
+
+@pytest.mark.parametrize("argv", [["schema"], ["validate", "machines/turnstile.yaml"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
+    """``loopfsm schema | head -c 200`` printed a BrokenPipeError traceback; now it stops with SIGPIPE's status."""
+    import os  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write fails, deterministically
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "loopfsm", *argv], cwd=ROOT, stdout=write_end, stderr=subprocess.PIPE, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141 and done.stderr == b"", done.stderr.decode()

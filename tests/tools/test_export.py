@@ -341,3 +341,25 @@ def test_scxml_keeps_tags_policy_and_refusals():
     assert other.get("cond") == "not same_action" and other.get("target") is None
     assert other.get(f"{L}refuse") == "the action named is not the tool call awaiting a decision"
     assert other.get(f"{L}actions") is None  # a refusal runs nothing else
+
+
+def test_the_docs_caveat_a_guard_with_two_sets_of_parameters_is_one_name_in_cond():
+    """docs/export.md says a name holds one verdict, so a guard used with two sets of parameters is ambiguous
+    in ``cond``; the example it gives is the real export."""
+    root = ET.fromstring(render(spec("tool_breaker"), ["scxml"])["tool_breaker.scxml"])
+    closed = next(el for el in root if el.get("id") == "Closed")
+    t = next(t for t in closed if t.get(f"{L}branch") == "record/Closed[2]")
+    cond = t.get("cond")
+    assert f"`{cond}`" in page("docs/export.md")
+    params = [
+        g["params"] for alt in json.loads(t.get(f"{L}guards"))[0]["any"] for g in alt if g["name"] == "outcome_in"
+    ]
+    assert cond.count("outcome_in") == len(params) == 2 and params[0] != params[1]
+
+
+def test_the_command_table_names_every_format_render_writes():
+    from loopfsm.review.render import EXPORTS, FORMATS  # noqa: PLC0415
+
+    (row,) = [line for line in page("docs/cli.md").splitlines() if line.startswith("| `loopfsm render ")]
+    written = row.split("--format ", 1)[1].split(" ", 1)[0].split(",")
+    assert written == [*FORMATS, *EXPORTS]

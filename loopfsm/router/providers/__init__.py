@@ -107,8 +107,8 @@ class Provider(Protocol):
 
     A failed call raises :class:`ProviderError`.  A streamed reply that breaks
     its provider's stream protocol raises stream assembly's
-    :class:`~loopfsm.core.errors.StreamEventError` or
-    :class:`~loopfsm.core.errors.StreamProtocolError`: the reply is refused, never
+    :class:`~loopfsm.router.errors.StreamEventError` or
+    :class:`~loopfsm.machines.errors.StreamProtocolError`: the reply is refused, never
     repaired, and the caller decides what a refused reply means.
     """
 

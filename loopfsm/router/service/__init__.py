@@ -16,7 +16,8 @@ dispatch); each concern is a module of its own, functions over the request's
 :mod:`.sealing` (an encrypted session's seals), :mod:`.responses` (release
 and checkpoint), over the typed bundle of :mod:`.bundle`.
 
-Rules chosen where the seed is silent (README "Router service" repeats them):
+Rules chosen where the seed is silent (docs/router.md, "Rules chosen where seed 002 is
+silent", repeats them):
 
 - The run-input bundle (brain snapshot, the tool breakers of the run, pending
   calls, content awaiting its seal) is kept while the run lives and is

@@ -6,7 +6,7 @@ plaintext session, sealed under the router key in an encrypted one
 (:mod:`loopfsm.router.atrest`).  :meth:`RunBundle.to_json` writes exactly the
 keys the row has always held (a key that was never set is left out, as the
 string-keyed dict this replaces left it out), so rows written before and
-after this type read the same; ``tests/data/router_golden.json`` pins that.
+after this type read the same; ``tests/router/data/router_golden.json`` pins that.
 """
 
 from __future__ import annotations
