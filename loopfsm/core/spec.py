@@ -119,8 +119,24 @@ def _literal(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
+class _Conditioned:
+    """What a branch and a decision rule share: ``when:`` conditions on the arguments, then guards."""
+
+    guards: tuple[Ref, ...]
+    when: tuple[Condition, ...]
+
+    @property
+    def guarded(self) -> bool:
+        """Whether it can fail to hold (in its states): it has a ``when:`` or a guard."""
+        return bool(self.guards or self.when)
+
+    def conditions(self) -> list[str]:
+        """The ``when:`` conditions as every view prints them, in the YAML's order."""
+        return [c.label() for c in self.when]
+
+
 @dataclass(frozen=True)
-class Branch:
+class Branch(_Conditioned):
     """One way a feed can go from a state: its ``when:`` conditions and guards tried in order, then the
     destination and actions."""
 
@@ -132,15 +148,6 @@ class Branch:
     name: str | None = None  # optional stable name for traces; else feed/source[index]
     refusal: str | None = None  # a refusal branch: raise FeedRefused with these words, change nothing
     when: tuple[Condition, ...] = ()  # conditions on the feed's arguments, checked before the guards
-
-    @property
-    def guarded(self) -> bool:
-        """Whether the branch can fail to hold: it has a ``when:`` or a guard."""
-        return bool(self.guards or self.when)
-
-    def conditions(self) -> list[str]:
-        """The ``when:`` conditions as every view prints them, in the YAML's order."""
-        return [c.label() for c in self.when]
 
 
 @dataclass(frozen=True)
@@ -158,7 +165,7 @@ class EventDef:
 
 
 @dataclass(frozen=True)
-class Rule:
+class Rule(_Conditioned):
     """One row of a decision: in which states it applies, its ``when:`` conditions and guards, and the result
     it answers."""
 
@@ -169,15 +176,6 @@ class Rule:
     description: str
     path: PathT
     when: tuple[Condition, ...] = ()  # conditions on the decision's arguments, checked before the guards
-
-    @property
-    def guarded(self) -> bool:
-        """Whether the rule can fail to hold in its states: it has a ``when:`` or a guard."""
-        return bool(self.guards or self.when)
-
-    def conditions(self) -> list[str]:
-        """The ``when:`` conditions as every view prints them, in the YAML's order."""
-        return [c.label() for c in self.when]
 
 
 @dataclass(frozen=True)
