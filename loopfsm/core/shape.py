@@ -84,6 +84,24 @@ def _fields_ok(raw: Any) -> bool:
     )
 
 
+def values_unlike_shape(values: Mapping[str, Any], fields: Mapping[str, str], where: str) -> str | None:
+    """Why a snapshot's ``values`` are not the ``fields`` its shape records (None when they are).
+
+    A restore under another version fills fields the old shape lacked with
+    their defaults; a field the snapshot's own shape records but its values
+    lack would be filled the same way, a saved value lost without a word.
+    Only recorded names are shown: the other keys are untrusted content.
+    """
+    lacking = [n for n in fields if n not in values]
+    if lacking:
+        more = " and more" if len(lacking) > 10 else ""
+        return f"{where} lacks {', '.join(lacking[:10])}{more}, which its shape records"
+    extra = sum(1 for n in values if n not in fields)
+    if extra:
+        return f"{where} holds {extra} field{'s' if extra > 1 else ''} its shape does not record"
+    return None
+
+
 def shape_of(spec: Spec, codec_versions: Mapping[str, int] | None = None) -> Shape:
     """The shape of ``spec``'s runs; ``codec_versions`` (type -> version) from its registry, when known."""
     used = {f.type for f in spec.data.values()} | {f.type for s in spec.states.values() for f in s.data.values()}

@@ -1,0 +1,59 @@
+"""Saved runs as an attacker writes them and as an operator's mistakes leave them.
+
+A snapshot is untrusted: whatever its shape claims, a restore either gives
+back a run whose values are the ones saved and fit the table, or refuses with
+a typed error. A migration chain that would drop a saved value is refused by
+``check``, not discovered in production.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from loopfsm import SnapshotError
+from loopfsm.machines import Turnstile
+
+
+def saved_under_an_edit() -> dict[str, Any]:
+    """A turnstile run with credit, as an edited table (another fingerprint, same shape) saved it."""
+    gate = Turnstile()
+    gate.coin()
+    gate.push()
+    snap = gate.snapshot()
+    snap["data"]["credit"] = 0
+    snap["fingerprint"] = "sha256:" + "0" * 32
+    return snap
+
+
+def test_a_run_saved_under_an_edit_restores():
+    assert Turnstile.restore(saved_under_an_edit()).data.passages == 1
+
+
+@pytest.mark.parametrize(
+    "damage,message",
+    [
+        (lambda s: s["data"].pop("passages"), "data lacks passages, which its shape records"),
+        (lambda s: s["data"].update(secret=1), "data holds 1 field its shape does not record"),
+        (lambda s: s["state_data"].update(a=1, b=2), "state_data holds 2 fields its shape does not record"),
+    ],
+)
+def test_values_unlike_their_own_shape_are_refused_not_filled(damage, message):
+    snap = saved_under_an_edit()
+    damage(snap)
+    before = copy.deepcopy(snap)
+    with pytest.raises(SnapshotError) as info:
+        Turnstile.restore(snap)
+    assert message in str(info.value)
+    assert "secret" not in str(info.value)
+    assert snap == before
+
+
+@pytest.mark.parametrize("version", [True, 1.0])
+def test_a_version_that_is_not_an_integer_is_refused_on_every_path(version):
+    snap = Turnstile().snapshot()  # the very table's fingerprint and shape
+    snap["version"] = version
+    with pytest.raises(SnapshotError, match="is not a positive integer"):
+        Turnstile.restore(snap)
