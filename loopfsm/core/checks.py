@@ -27,9 +27,10 @@ from .fieldtypes import (
 )
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, trace_attributes
-from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, MigrationDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
+    from .shape import Shape
     from .source import PathT
 
 
@@ -579,6 +580,7 @@ class _Checker:
                         + ("" if where else " (a state's field is written State.field)"),
                         key=True,
                     )
+            self._renames_collide(m, old)
             last = i + 1 == len(chain)
             for key, value in m.defaults.items():
                 where, _, name = key.rpartition(".")
@@ -617,6 +619,29 @@ class _Checker:
                     f"the migrations do not carry version {m.from_version} to this table: "
                     + "; ".join(verdict.problems),
                 )
+
+    def _renames_collide(self, m: MigrationDef, old: Shape) -> None:
+        """Two fields renamed to one name, or onto a field kept under its own, would keep one value and drop the other.
+
+        A restore would then fill the dropped field with its default: a saved
+        value lost without a word, so the table is refused where it says so.
+        """
+        scopes: dict[str | None, list[str]] = {None: list(old.data), **{s: list(f) for s, f in old.states.items()}}
+        for where, names in scopes.items():
+            prefix = "" if where is None else f"{where}."
+            landed: dict[str, list[str]] = {}
+            for name in names:
+                landed.setdefault(m.fields.get(prefix + name, name), []).append(prefix + name)
+            for target, keys in landed.items():
+                for key in keys:
+                    if key in m.fields and len(keys) > 1:
+                        other = next(k for k in keys if k != key)
+                        self.error(
+                            m.path + ("fields", key),
+                            f"'{key}' is renamed {target}, which '{other}' also becomes: "
+                            "one of the two saved values would be lost",
+                            key=True,
+                        )
 
     def run(self) -> list[Problem]:
         self.names()
