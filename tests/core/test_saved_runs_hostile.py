@@ -11,11 +11,13 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
+from textwrap import dedent
 from typing import Any
 
 import pytest
 
-from loopfsm import SnapshotError, SpecError, load_machine
+from loopfsm.review.cli import main
+from loopfsm import Registry, SnapshotError, SpecError, compile_spec, load_machine, parse
 from loopfsm.machines import Turnstile
 
 
@@ -103,3 +105,65 @@ def test_fields_that_swap_names_keep_both_values(tmp_path):
     gate.push()
     run = load_machine(str(path)).restore(gate.snapshot())
     assert (run.data.credit, run.data.passages) == (1, 0)
+
+
+# -- states merged by a migration are judged one saved state at a time -----------------------
+
+MERGED_V1 = dedent("""
+    machine: merging
+    description: two waiting states that a new version merges
+    states:
+      idle: {initial: true, description: nothing yet}
+      by_count: {description: counted, terminal: true, data: {mark: {type: integer}}}
+      by_name: {description: named, terminal: true, data: {mark: {type: string}}}
+    events:
+      count: {description: c, from: {idle: [{to: by_count, actions: [mark_count]}]}}
+      name: {description: n, from: {idle: [{to: by_name, actions: [mark_name]}]}}
+""")
+MERGED_V2 = dedent("""
+    machine: merging
+    version: 2
+    description: one waiting state
+    states:
+      idle: {initial: true, description: nothing yet}
+      marked: {description: marked, terminal: true, data: {mark: {type: string}}}
+    events:
+      name: {description: n, from: {idle: [{to: marked, actions: [mark_name]}]}}
+    migrations:
+      - from: 1
+        reads: {states: {idle: {}, by_count: {mark: integer}, by_name: {mark: string}}}
+        states: {by_count: marked, by_name: marked}
+""")
+
+
+def merging(text: str) -> Any:
+    reg = Registry("merging_test")
+
+    @reg.action
+    def mark_count(m: Any, ctx: Any) -> None:
+        ctx.enter(mark=3)
+
+    @reg.action
+    def mark_name(m: Any, ctx: Any) -> None:
+        ctx.enter(mark="three")
+
+    return compile_spec(parse(text, "merging.yaml", reg), reg)
+
+
+def test_merged_states_whose_field_types_differ_are_refused_by_check_and_diff(tmp_path, capsys):
+    counted = merging(MERGED_V1).new()
+    counted.count()
+    with pytest.raises(SpecError) as info:
+        merging(MERGED_V2)
+    assert re.search(
+        r"merging\.yaml:\d+:\d+: migrations\[0\]: the migrations do not carry version 1 to this table: "
+        r"field mark of state marked changed from integer to string",
+        str(info.value),
+    ), str(info.value)
+    (tmp_path / "v1.yaml").write_text(MERGED_V1)
+    (tmp_path / "v2.yaml").write_text(MERGED_V2)
+    main(["diff", str(tmp_path / "v1.yaml"), str(tmp_path / "v2.yaml")])
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "  saved runs in by_count are refused even through the migration from version 1: "
+        "field mark of state marked changed from integer to string; runs in other states restore"
+    )
