@@ -269,6 +269,7 @@ def cmd_router(args: argparse.Namespace) -> int:
     if args.cost_ceiling < 0:
         raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
     key = load_router_key(args.key_file)  # read now: a missing or unsafe key file stops the start, not a run
+    tables = _machine_tables()  # which tables this router runs: an operator deploying edited ones sees them named
     router = Router(
         args.store,
         prefix=args.prefix,
@@ -292,9 +293,30 @@ def cmd_router(args: argparse.Namespace) -> int:
         )
         where = args.key_file or default_key_path()
         print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
+        print(tables, file=sys.stderr, flush=True)
 
     serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening)
     return 0
+
+
+def _machine_tables() -> str:
+    """Which machine tables this process runs, in one line; every one of them compiled now.
+
+    A mistake in an edited table (or a ``LOOPFSM_MACHINES`` that is not a
+    directory) then stops the start with its file:line:col, instead of
+    answering the first request that needs the machine.
+    """
+    from loopfsm.core.catalog import load_machine
+    from loopfsm.core.resources import MACHINES_VARIABLE, edited_machines_dir, machine_path
+
+    names = ("router_run", "run_lock", "engine_brain", "tool_breaker", "fallback_breaker", "stream_assembly")
+    for name in names:
+        load_machine(name)
+    edited = edited_machines_dir()
+    if edited is None:
+        return "machine tables: the shipped ones"
+    mine = [n for n in names if machine_path(n).parent == edited]
+    return f"machine tables: {', '.join(mine) or 'none'} from {edited} ({MACHINES_VARIABLE}), the others shipped"
 
 
 def cmd_keygen(path: str, *, rotate: bool = False) -> int:
