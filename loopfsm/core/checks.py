@@ -591,8 +591,14 @@ class _Checker:
                         f"'{key}' is not a field of the version this migration leads to",
                         key=True,
                     )
-                elif last:
-                    f = spec.data[name] if not where else spec.states[where].data[name]
+                else:
+                    # The last entry's default is held to the table's field (bounds too); an earlier
+                    # one's to the type words the next entry records, which a restore holds it to later.
+                    f = (
+                        (spec.data[name] if not where else spec.states[where].data[name])
+                        if last
+                        else _field_of_words(name, fields_of[name])
+                    )
                     codec = BUILTIN_CODECS.get(f.type)
                     if codec is not None and not python_checker(f, codec)(value):
                         self.error(
@@ -656,6 +662,14 @@ class _Checker:
         self.migrations()
         self.unused()
         return self.problems
+
+
+def _field_of_words(name: str, words: str) -> FieldDef:
+    """A field as a recorded shape's type words describe it (``string?``, ``integer[]``): type, list, nullable."""
+    nullable = words.endswith("?")
+    base = words.removesuffix("?")
+    listed = base.endswith("[]")
+    return FieldDef(name, base.removesuffix("[]"), listed, nullable, MISSING, "", ())
 
 
 def check_spec(spec: Spec, registry: Registry) -> list[Problem]:

@@ -167,3 +167,36 @@ def test_merged_states_whose_field_types_differ_are_refused_by_check_and_diff(tm
         "  saved runs in by_count are refused even through the migration from version 1: "
         "field mark of state marked changed from integer to string; runs in other states restore"
     )
+
+
+# -- a default given in the middle of a chain is held to the version it leads to --------------
+
+CHAIN = """version: 3
+migrations:
+  - from: 1
+    reads:
+      data: {credit: integer}
+      states: {locked: {}, unlocked: {}}
+    defaults: {passages: DEFAULT}
+  - from: 2
+    reads:
+      data: {credit: integer, passages: integer}
+      states: {locked: {}, unlocked: {}}
+"""
+
+
+@pytest.mark.parametrize("default,ok", [("0", True), ("'none'", False), ("1.5", False)])
+def test_a_default_of_an_earlier_entry_is_checked_against_the_next_versions_type(tmp_path, default, ok):
+    path = tmp_path / "v3.yaml"
+    path.write_text(
+        TURNSTILE.replace("registry: turnstile\n", "registry: turnstile\n" + CHAIN.replace("DEFAULT", default))
+    )
+    if ok:
+        assert load_machine(str(path)).spec.version == 3
+        return
+    with pytest.raises(SpecError) as info:
+        load_machine(str(path))
+    line = next(i for i, x in enumerate(path.read_text().splitlines(), 1) if x.startswith("    defaults:"))
+    assert re.search(
+        rf"v3\.yaml:{line}:\d+: migrations\[0\]\.defaults\.passages: default .* is not a integer", str(info.value)
+    ), str(info.value)
