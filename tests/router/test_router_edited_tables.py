@@ -96,3 +96,23 @@ def test_router_serve_names_the_tables_it_runs_and_refuses_a_broken_one(tmp_path
     broken = subprocess.run(serve, env=env, capture_output=True, text=True, timeout=120)
     assert broken.returncode != 0
     assert f"{tmp_path / 'router_run.yaml'}:" in broken.stderr and "default -5 is below the minimum 1" in broken.stderr
+
+
+def test_the_sweep_reads_the_same_tables(tmp_path):
+    import re
+
+    from tests.support.router_support import PLAN_SCRIPT, make
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    router, tc = make(url, "t_", PLAN_SCRIPT, create=True)
+    paused = tc.post("/v1/sessions/s/execute", json={"type": "execute", "request_id": "e1", "data": {"prompt": "go"}})
+    assert paused.json()["status"] == "awaiting_approval"
+    router.close()
+    tables = tmp_path / "machines"
+    tables.mkdir()
+    (tables / "router_run.yaml").write_text(
+        re.sub(r"\bAwaitingApproval\b", "AwaitingApprovals", machine_path("router_run").read_text())
+    )
+    done = python("", tables, "-m", "loopfsm", "store", "sweep", "--prefix", "t_", url)
+    assert done.returncode == 0, done.stderr
+    assert "1 run(s) these machine tables cannot read kept as saved (s; " in done.stdout
