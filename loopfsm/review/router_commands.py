@@ -424,10 +424,10 @@ def cmd_client(args: argparse.Namespace) -> int:
         print(json.dumps(resp, indent=2, sort_keys=True))
     elif done:
         print(client.last_message or "")
+    elif resp["status"] == "error":  # the run may still be waiting (run_live, a run its tables cannot read)
+        print(f"client stopped: error {data.get('code', '')} {data.get('error', '')}".strip())
     else:
-        print(
-            f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip()
-        )
+        print(f"run ended: {resp['status']} {data.get('ended', '')}".strip())
         if data.get("code") == "run_live":
             print(
                 f"(session {args.session} still has a run waiting at a pause: answer it, or run again "

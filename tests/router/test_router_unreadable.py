@@ -86,3 +86,22 @@ def test_a_phase_these_tables_cannot_read_is_kept_and_reported_by_the_sweep(
     reply = tc.post("/v1/sessions/s/continue", json={"type": "break", "request_id": "b1"}).json()
     assert reply["status"] == "error" and reply["allowed_continuations"] == []
     assert "state 'AwaitingApproval' no longer exists" in reply["data"]["error"]
+
+
+def test_client_run_says_it_stopped_not_that_the_run_ended(paused_for_the_plan, tmp_path, monkeypatch, capsys):
+    from loopfsm.review.cli import main
+    from loopfsm.router import client as client_module
+
+    router, tc, approval = paused_for_the_plan
+    edited = tmp_path / "router_run.yaml"
+    edited.write_text(re.sub(r"\bAwaitingApproval\b", "AwaitingApprovals", Path(ROUTER_RUN.spec.file).read_text()))
+    monkeypatch.setattr(records, "ROUTER_RUN", load_machine(str(edited)))
+    real = client_module.Client
+    monkeypatch.setattr(client_module, "Client", lambda *a, **kw: real(*a, http=tc, retry_delay_s=0.01, **kw))
+    code = main(
+        ["client", "run", "--router", "http://testserver", "--session", "s", "--workspace", str(tmp_path), "hi"]
+    )
+    out = capsys.readouterr().out
+    assert code == 1
+    assert out.startswith("client stopped: error internal this session's saved run cannot be read"), out
+    assert "run ended" not in out
