@@ -38,7 +38,7 @@ from .loader import load
 from .registries import registry_named
 from .registry import Codec, Registry
 from .runtime import READ_FORMATS, SNAPSHOT_FORMAT, Binder, MachineInstance
-from .shape import MigratingRun, Shape, migrate_run, plan, shape_of
+from .shape import MigratingRun, Shape, migrate_run, plan, shape_of, values_unlike_shape
 from .fieldcodecs import field_decoder, field_encoder, fields_validator, limits, no_fields_problem
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
@@ -493,7 +493,12 @@ class CompiledMachine:
         if not isinstance(snap["fingerprint"], str):
             raise fail(f"fingerprint {shown_fingerprint(snap['fingerprint'])} is not a string")
         same = snap["fingerprint"] == self.fingerprint and (
-            fmt == 1 or (snap["version"] == self.spec.version and snap["shape"] == self._shape_json)
+            fmt == 1
+            or (
+                type(snap["version"]) is int
+                and snap["version"] == self.spec.version
+                and snap["shape"] == self._shape_json
+            )
         )
         if not same:
             if fmt == 1:
@@ -529,6 +534,12 @@ class CompiledMachine:
             raise fail(f"state {shown(state)} is not one of the states its shape records")
         if not isinstance(snap["data"], dict) or not isinstance(snap["state_data"], dict):
             raise fail("data and state_data must be JSON objects")
+        # Values that are not the fields their own shape records would be filled or dropped without a word.
+        unrecorded = values_unlike_shape(snap["data"], shape.data, "data") or values_unlike_shape(
+            snap["state_data"], shape.states[state], "state_data"
+        )
+        if unrecorded is not None:
+            raise fail(unrecorded)
         verdict = plan(self.spec, shape, self.codec_versions, state)
         if not verdict.ok:
             listed = verdict.problems[:_PROBLEMS_SHOWN]

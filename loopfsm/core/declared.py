@@ -15,7 +15,9 @@ from __future__ import annotations
 import threading
 from typing import Any, ClassVar
 
-from .compiler import CompiledMachine, compile_file
+from .compiler import CompiledMachine, compile_spec
+from .errors import ConfigError
+from .loader import load
 from .registry import Registry
 from .resources import machine_path
 from .runtime import MachineInstance
@@ -37,7 +39,11 @@ class _CompiledOnFirstUse:
                         "with class X(DeclaredMachine, machine=..., registry=...)"
                     )
                 machine, registry = source
-                compile_file(machine_path(machine), registry, bind=owner)
+                path = machine_path(machine)
+                spec = load(path, registry)
+                if spec.name != machine:  # an edited table put under another machine's name
+                    raise ConfigError(f"{path} declares machine '{spec.name}', not '{machine}'")
+                compile_spec(spec, registry, bind=owner)
             return owner.__dict__["compiled"]  # type: ignore[no-any-return]
 
 

@@ -7,13 +7,14 @@ only prove what a restore will do.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from .errors import did_you_mean
 from .fieldtypes import python_checker
 from .registry import BUILTIN_CODECS, Registry
-from .shape import plan, reads_shape, shape_of
-from .spec import Spec
+from .shape import Shape, plan, reads_shape, shape_of
+from .spec import MISSING, FieldDef, MigrationDef, Spec
 
 if TYPE_CHECKING:  # pragma: no cover
     from .source import PathT
@@ -84,6 +85,7 @@ def check_migrations(spec: Spec, reg: Registry | None, report: Report) -> None:
                     + ("" if where else " (a state's field is written State.field)"),
                     key=True,
                 )
+        _renames_collide(m, old, error)
         last = i + 1 == len(chain)
         for key, value in m.defaults.items():
             where, _, name = key.rpartition(".")
@@ -94,8 +96,14 @@ def check_migrations(spec: Spec, reg: Registry | None, report: Report) -> None:
                     f"'{key}' is not a field of the version this migration leads to",
                     key=True,
                 )
-            elif last:
-                f = spec.data[name] if not where else spec.states[where].data[name]
+            else:
+                # The last entry's default is held to the table's field (bounds too); an earlier
+                # one's to the type words the next entry records, which a restore holds it to later.
+                f = (
+                    (spec.data[name] if not where else spec.states[where].data[name])
+                    if last
+                    else _field_of_words(name, fields_of[name])
+                )
                 codec = BUILTIN_CODECS.get(f.type)
                 if codec is not None and not python_checker(f, codec)(value):
                     error(
@@ -121,3 +129,35 @@ def check_migrations(spec: Spec, reg: Registry | None, report: Report) -> None:
                 m.path,
                 f"the migrations do not carry version {m.from_version} to this table: " + "; ".join(verdict.problems),
             )
+
+
+def _renames_collide(m: MigrationDef, old: Shape, error: Callable[..., None]) -> None:
+    """Two fields renamed to one name, or onto a field kept under its own, would keep one value and drop the other.
+
+    A restore would then fill the dropped field with its default: a saved
+    value lost without a word, so the table is refused where it says so.
+    """
+    scopes: dict[str | None, list[str]] = {None: list(old.data), **{s: list(f) for s, f in old.states.items()}}
+    for where, names in scopes.items():
+        prefix = "" if where is None else f"{where}."
+        landed: dict[str, list[str]] = {}
+        for name in names:
+            landed.setdefault(m.fields.get(prefix + name, name), []).append(prefix + name)
+        for target, keys in landed.items():
+            for key in keys:
+                if key in m.fields and len(keys) > 1:
+                    other = next(k for k in keys if k != key)
+                    error(
+                        m.path + ("fields", key),
+                        f"'{key}' is renamed {target}, which '{other}' also becomes: "
+                        "one of the two saved values would be lost",
+                        key=True,
+                    )
+
+
+def _field_of_words(name: str, words: str) -> FieldDef:
+    """A field as a recorded shape's type words describe it (``string?``, ``integer[]``): type, list, nullable."""
+    nullable = words.endswith("?")
+    base = words.removesuffix("?")
+    listed = base.endswith("[]")
+    return FieldDef(name, base.removesuffix("[]"), listed, nullable, MISSING, "", ())

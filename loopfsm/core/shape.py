@@ -84,6 +84,24 @@ def _fields_ok(raw: Any) -> bool:
     )
 
 
+def values_unlike_shape(values: Mapping[str, Any], fields: Mapping[str, str], where: str) -> str | None:
+    """Why a snapshot's ``values`` are not the ``fields`` its shape records (None when they are).
+
+    A restore under another version fills fields the old shape lacked with
+    their defaults; a field the snapshot's own shape records but its values
+    lack would be filled the same way, a saved value lost without a word.
+    Only recorded names are shown: the other keys are untrusted content.
+    """
+    lacking = [n for n in fields if n not in values]
+    if lacking:
+        more = " and more" if len(lacking) > 10 else ""
+        return f"{where} lacks {', '.join(lacking[:10])}{more}, which its shape records"
+    extra = sum(1 for n in values if n not in fields)
+    if extra:
+        return f"{where} holds {extra} field{'s' if extra > 1 else ''} its shape does not record"
+    return None
+
+
 def shape_of(spec: Spec, codec_versions: Mapping[str, int] | None = None) -> Shape:
     """The shape of ``spec``'s runs; ``codec_versions`` (type -> version) from its registry, when known."""
     used = {f.type for f in spec.data.values()} | {f.type for s in spec.states.values() for f in s.data.values()}
@@ -248,20 +266,23 @@ def plan(spec: Spec, old: Shape, new_codecs: Mapping[str, int], state: str | Non
     elif spec.migrations and old.version < min(m.from_version for m in spec.migrations):
         oldest = min(m.from_version for m in spec.migrations)
         why.append(f"it was taken under version {old.version}, older than the oldest this table migrates ({oldest})")
-    shape = migrate_shape(old, steps, spec) if steps else old
-    mapped = {s: _mapped_state(s, steps) for s in saved}
-    misfits = [x for x in fit_problems(shape, spec, new_codecs) if x.state is None or x.state in mapped.values()]
-    if not misfits:
+    # Each saved state is carried on its own: states merged by a migration may record one field
+    # under two types, and a run holds only its own state's values.
+    texts: dict[str, None] = {}  # in order, once each: the data's misfits are every state's
+    stranded: dict[str, bool] = {}  # saved state -> refused by a data misfit (True) or its own
+    each: list[str | None] = [*saved] or [None]  # no saved state: the data alone
+    for s in each:
+        one = Shape(old.machine, old.version, old.data, {} if s is None else {s: old.states.get(s, {})}, old.codecs)
+        shape = migrate_shape(one, steps, spec) if steps else one
+        for x in fit_problems(shape, spec, new_codecs):
+            texts.setdefault(x.text)
+            if s is not None:
+                stranded[s] = stranded.get(s, False) or x.state is None
+    if not texts:
         return Plan(steps, (), ())
-    everyone = any(x.state is None for x in misfits)
-    refused = tuple(s for s in saved if everyone or any(x.state == mapped[s] for x in misfits))
-    return Plan(steps, (*why, *(x.text for x in misfits)), refused)
-
-
-def _mapped_state(state: str, steps: tuple[MigrationDef, ...]) -> str:
-    for m in steps:
-        state = m.states.get(state, state)
-    return state
+    everyone = any(stranded.values()) or not stranded
+    refused = tuple(s for s in saved if everyone or s in stranded)
+    return Plan(steps, (*why, *texts), refused)
 
 
 def migrate_run(run: MigratingRun, steps: tuple[MigrationDef, ...], transforms: Callable[[str], Any]) -> MigratingRun:

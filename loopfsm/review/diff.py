@@ -58,7 +58,26 @@ class MachineDiff:
     @property
     def snapshots_restore(self) -> bool:
         """Whether every run saved under OLD restores under NEW (as it is or through NEW's migrations)."""
-        return self.old.name == self.new.name and self.saved_runs.ok
+        return self.old.name == self.new.name and self.saved_runs.ok and not self.narrowed
+
+    @property
+    def narrowed(self) -> list[str]:
+        """Fields whose new bounds or choices refuse some value the old table allowed.
+
+        The shape does not carry bounds, so these runs pass the shape test;
+        ``restore`` then checks the values against the new table and refuses
+        the runs holding such a value (a snapshot never restores outside its table).
+        """
+        out = [f"field {n}" for n, f in self.old.data.items() if n in self.new.data and _narrows(f, self.new.data[n])]
+        for state, s in self.old.states.items():
+            now = self.new.states.get(state)
+            if now is not None:
+                out += [
+                    f"field {n} of state {state}"
+                    for n, f in s.data.items()
+                    if n in now.data and _narrows(f, now.data[n])
+                ]
+        return out
 
     @property
     def saved_runs(self) -> Plan:
@@ -74,18 +93,24 @@ class MachineDiff:
         if self.old.name != self.new.name:
             return f"saved runs are refused: the machine was renamed {self.old.name} -> {self.new.name}"
         verdict = self.saved_runs
+        narrowed = self.narrowed
+        unless = (
+            f" unless they hold a value the narrowed bounds or choices of {', '.join(narrowed)} refuse"
+            if narrowed
+            else ""
+        )
         if verdict.ok:
             added = [n for n in self.new.data if n not in self.old.data]
             extra = f"; new fields take their defaults ({', '.join(added)})" if added and not verdict.steps else ""
             if not verdict.steps:
-                return f"saved runs restore as they are{extra}"
-            return "saved runs restore through " + _steps_words(verdict.steps)
+                return f"saved runs restore as they are{unless}{extra}"
+            return "saved runs restore through " + _steps_words(verdict.steps) + unless
         why = "; ".join(verdict.problems)
         through = f" even through {_steps_words(verdict.steps)}" if verdict.steps else ""
         if set(verdict.refused_states) == set(self.old.states):
             return f"saved runs are refused{through}: {why}"
         states = ", ".join(verdict.refused_states)
-        return f"saved runs in {states} are refused{through}: {why}; runs in other states restore"
+        return f"saved runs in {states} are refused{through}: {why}; runs in other states restore{unless}"
 
     def lines(self) -> list[str]:
         proofs = any(c.proof for c in self.changes)
@@ -159,6 +184,28 @@ def field_words(f: FieldDef) -> str:
     if repr(f.default) != "MISSING":
         t += f" = {value(f.default)}"
     return t
+
+
+def _allows(f: FieldDef, v: Any) -> bool:
+    """Whether ``f``'s choices and bounds accept the value ``v`` (types aside: the shape compares those)."""
+    if v is None:
+        return f.nullable
+    if f.enum is not None and v not in f.enum:
+        return False
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return (f.minimum is None or v >= f.minimum) and (f.maximum is None or v <= f.maximum)
+    return True
+
+
+def _narrows(old: FieldDef, new: FieldDef) -> bool:
+    """Whether ``new`` refuses a value ``old`` allowed: a choice dropped, or a bound added or tightened."""
+    if old.enum is not None:
+        return not all(_allows(new, v) for v in old.enum)
+    if new.enum is not None:
+        return True
+    lower = new.minimum is not None and (old.minimum is None or new.minimum > old.minimum)
+    upper = new.maximum is not None and (old.maximum is None or new.maximum < old.maximum)
+    return lower or upper
 
 
 def _fields(where: str, old: dict[str, FieldDef], new: dict[str, FieldDef], out: list[Change]) -> None:

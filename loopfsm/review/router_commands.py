@@ -269,6 +269,7 @@ def cmd_router(args: argparse.Namespace) -> int:
     if args.cost_ceiling < 0:
         raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
     key = load_router_key(args.key_file)  # read now: a missing or unsafe key file stops the start, not a run
+    tables = _machine_tables()  # which tables this router runs: an operator deploying edited ones sees them named
     router = Router(
         args.store,
         prefix=args.prefix,
@@ -292,9 +293,30 @@ def cmd_router(args: argparse.Namespace) -> int:
         )
         where = args.key_file or default_key_path()
         print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
+        print(tables, file=sys.stderr, flush=True)
 
     serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening)
     return 0
+
+
+def _machine_tables() -> str:
+    """Which machine tables this process runs, in one line; every one of them compiled now.
+
+    A mistake in an edited table (or a ``LOOPFSM_MACHINES`` that is not a
+    directory) then stops the start with its file:line:col, instead of
+    answering the first request that needs the machine.
+    """
+    from loopfsm.core.catalog import load_machine
+    from loopfsm.core.resources import MACHINES_VARIABLE, edited_machines_dir, machine_path
+
+    names = ("router_run", "run_lock", "engine_brain", "tool_breaker", "fallback_breaker", "stream_assembly")
+    for name in names:
+        load_machine(name)
+    edited = edited_machines_dir()
+    if edited is None:
+        return "machine tables: the shipped ones"
+    mine = [n for n in names if machine_path(n).parent == edited]
+    return f"machine tables: {', '.join(mine) or 'none'} from {edited} ({MACHINES_VARIABLE}), the others shipped"
 
 
 def cmd_keygen(path: str, *, rotate: bool = False) -> int:
@@ -402,10 +424,10 @@ def cmd_client(args: argparse.Namespace) -> int:
         print(json.dumps(resp, indent=2, sort_keys=True))
     elif done:
         print(client.last_message or "")
+    elif resp["status"] == "error":  # the run may still be waiting (run_live, a run its tables cannot read)
+        print(f"client stopped: error {data.get('code', '')} {data.get('error', '')}".strip())
     else:
-        print(
-            f"run ended: {resp['status']} {data.get('ended') or data.get('code', '')} {data.get('error', '')}".strip()
-        )
+        print(f"run ended: {resp['status']} {data.get('ended', '')}".strip())
         if data.get("code") == "run_live":
             print(
                 f"(session {args.session} still has a run waiting at a pause: answer it, or run again "

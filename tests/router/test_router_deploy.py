@@ -1,9 +1,10 @@
 """A deploy of edited machine tables does not strand the router's paused runs (real processes, SQLite and PostgreSQL).
 
 Runs are paused in each phase a client answers (approval, tools, sealing,
-decrypting); the router is stopped, the machine files it runs from are edited
-(a policy default of router_run, a guard parameter of the engine brain), the
-router is started again, and every run continues and completes.  A run paused
+decrypting); the router is stopped, edited copies of machine files are put in
+the directory ``LOOPFSM_MACHINES`` names (a policy default of router_run, a
+guard parameter of the engine brain), the router is started again, and every
+run continues and completes.  A run paused
 in a state the new table removed, without a migration, is answered with an
 error naming the reason, never a 5xx and never a reset.
 """
@@ -23,6 +24,7 @@ from typing import Any
 import pytest
 
 import loopfsm
+from loopfsm.core.resources import machine_path
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.store import open_store
 
@@ -48,14 +50,16 @@ def Client(*args: Any, **kw: Any) -> Any:  # noqa: N802 - the client class, impo
 
 
 class Deployment:
-    """A copy of the project (package and machine files) served by one router process on one port."""
+    """One router process on one port, run with ``LOOPFSM_MACHINES`` naming a directory of edited machine files.
+
+    That is how docs/router.md tells an operator to deploy edited tables: the
+    installed package is left alone, and a file not in the directory is the
+    shipped one.
+    """
 
     def __init__(self, tmp_path: Path, url: str, prefix: str):
-        self.project = tmp_path / "project"
-        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        for part in ("loopfsm", "machines", "spec"):
-            shutil.copytree(ROOT / part, self.project / part, ignore=ignore)
-        shutil.copy(ROOT / "pyproject.toml", self.project / "pyproject.toml")
+        self.machines = tmp_path / "machines"
+        self.machines.mkdir()
         self.store_url, self.prefix = url, prefix
         self.port = free_port()
         self.log = tmp_path / "router.log"
@@ -70,8 +74,9 @@ class Deployment:
         ]
         self.env = dict(
             os.environ,
-            PYTHONPATH=os.pathsep.join([str(self.project), str(SUPPORT)]),
+            PYTHONPATH=os.pathsep.join([str(ROOT), str(SUPPORT)]),
             LOOPFSM_CACHE_DIR=str(tmp_path / "cache"),
+            LOOPFSM_MACHINES=str(self.machines),
         )
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -93,14 +98,21 @@ class Deployment:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
 
+    def _table(self, machine: str) -> Path:
+        """The deployed copy of a machine file, made from the shipped one on its first edit."""
+        path = self.machines / f"{machine}.yaml"
+        if not path.exists():
+            shutil.copy(machine_path(machine), path)
+        return path
+
     def edit(self, machine: str, old: str, new: str, count: int = 1) -> None:
-        path = self.project / "machines" / f"{machine}.yaml"
+        path = self._table(machine)
         text = path.read_text()
         assert text.count(old) >= count, (machine, old)
         path.write_text(text.replace(old, new, count))
 
     def rename_state(self, machine: str, old: str, new: str) -> None:
-        path = self.project / "machines" / f"{machine}.yaml"
+        path = self._table(machine)
         path.write_text(re.sub(rf"\b{old}\b", new, path.read_text()))
 
 

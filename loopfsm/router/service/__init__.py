@@ -274,7 +274,8 @@ class Router:
             return P.error("internal", str(err), list(ctx.phase.decide("continuations")))
         except SnapshotError as err:  # the run's brain or breakers were saved in a shape these tables cannot read
             self._release(lease)
-            return admission.unreadable(err)
+            allowed = adm.record.phase_machine().decide("continuations")  # as saved: this request changed nothing
+            return admission.unreadable(err, [c for c in ("inject", "break") if c in allowed])
         except Exception as err:  # noqa: BLE001 - a bug must not wedge the run: release, say so without content
             self._release(lease)
             return P.error(

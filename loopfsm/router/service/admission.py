@@ -10,7 +10,7 @@ session's history first.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from loopfsm.core.errors import SnapshotError
@@ -45,18 +45,22 @@ def continuations(services: Services, session_id: str, valid: bool) -> list[str]
     return list(phase.decide("continuations"))
 
 
-def unreadable(err: SnapshotError) -> dict[str, Any]:
+def unreadable(err: SnapshotError, escapes: Sequence[str] = ()) -> dict[str, Any]:
     """The answer for a paused run these tables cannot read: why, by name, and that the run is kept as saved.
 
     Never a reset: deploying the tables it was saved under, or a migration
     that reads it, resumes it; the message names machines, states and fields
-    only, never content.
+    only, never content.  ``escapes`` are the break and inject the saved phase
+    still allows when only the run's brain or breakers are unreadable: they end
+    the run without reading what it kept, and the user can always stop a run
+    (seed 002).  A phase these tables cannot read allows nothing.
     """
+    escape = f", or {' or '.join(escapes)} to end it without reading it (the user's escape hatches)" if escapes else ""
     return P.error(
         "internal",
         f"this session's saved run cannot be read by this router's machine tables ({err}); "
-        "it is kept as saved: deploy the tables it was saved under or a migration that reads it",
-        [],
+        f"it is kept as saved: deploy the tables it was saved under or a migration that reads it{escape}",
+        list(escapes),
         retryable=False,
     )
 

@@ -51,12 +51,22 @@ class Swept:
     runs_expired: list[str] = field(default_factory=list)
     bundles_emptied: int = 0
     conflicts: list[str] = field(default_factory=list)  # rows that changed under the sweep; looked at again next time
+    # Runs whose saved phase these machine tables cannot read: kept as saved, and said, so an operator
+    # who deployed an edit that strands them hears of it from the sweep too.
+    unreadable: list[str] = field(default_factory=list)
 
     def summary(self) -> str:
+        shown = ", ".join(self.unreadable[:5]) + (", ..." if len(self.unreadable) > 5 else "")
         return (
             f"{len(self.runs_expired)} paused run(s) expired, {len(self.leases_freed)} expired lease(s) freed, "
             f"{self.bundles_emptied} clear bundle row(s) emptied"
             + (f", {len(self.conflicts)} row(s) changed under the sweep" if self.conflicts else "")
+            + (
+                f", {len(self.unreadable)} run(s) these machine tables cannot read kept as saved ({shown}; "
+                "`loopfsm router serve` answers them with the reason)"
+                if self.unreadable
+                else ""
+            )
         )
 
 
@@ -73,6 +83,7 @@ def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
     freed: list[str] = []
     expired: list[str] = []
     conflicts: list[str] = []
+    unreadable: list[str] = []
     emptied = 0
     for (session_id,) in rows:
         rec = store.load(session_id)
@@ -81,12 +92,14 @@ def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
         done = _sweep_one(store, rec, now)
         if done.conflict:
             conflicts.append(session_id)
+        if done.unreadable:
+            unreadable.append(session_id)
         if done.lease_freed:
             freed.append(session_id)
         if done.run_expired:
             expired.append(session_id)
         emptied += done.emptied
-    return Swept(now, freed, expired, emptied, conflicts)
+    return Swept(now, freed, expired, emptied, conflicts, unreadable)
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,7 @@ class _Done:
     run_expired: bool = False
     emptied: int = 0
     conflict: bool = False
+    unreadable: bool = False
 
 
 def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
@@ -108,7 +122,7 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
     try:
         phase = rec.phase_machine()
     except SnapshotError:
-        return _Done()  # saved in a shape these tables cannot read: kept as saved, never reset by a sweep
+        return _Done(unreadable=True)  # saved in a shape these tables cannot read: kept as saved, never reset
     since = rec.snapshot["state_data"].get("since")
     answer = phase.decide(
         "admit",
