@@ -7,6 +7,8 @@ import shlex
 import shutil
 from pathlib import Path
 
+import pytest
+
 from loopfsm.core import loader
 from tests.support.docs_pages import page
 from loopfsm.review.cli import main
@@ -46,6 +48,7 @@ def test_the_invariants_example_is_a_valid_section_of_the_tool_breaker():
     assert list(spec.invariants) == ["probes_bounded", "stale_result_never_moves", "half_opens"]
 
 
+@pytest.mark.slow
 def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "machines").mkdir()

@@ -11,6 +11,9 @@ import pytest
 from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
 
+# Each exploration runs for seconds: proving the shipped invariants and finding planted faults.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 BREAKER = ROOT / "machines" / "tool_breaker.yaml"
 
