@@ -197,3 +197,102 @@ def test_the_review_sheet_expands_each_feeds_sources_once(monkeypatch):
     sheet = render(brain, ["md"])["engine_brain.md"]
     assert "## Was in x Feed" in sheet
     assert sorted(calls) == sorted(brain.events)
+
+
+def test_router_run_draws_inject_and_break_once_from_notes_naming_the_paused_states():
+    """Before: "inject" sat on 13 labels and break_run on 4; the pauses take both the same way."""
+    s = spec("router_run")
+    mmd = mermaid.state_diagram(s)
+    pauses = ("AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
+    for src, line in ((m.group(1), m.group(0)) for m in re.finditer(r"^    (\w+) --> \w+:.*$", mmd, re.M)):
+        if src in pauses:
+            assert "inject" not in line and "break_run" not in line, line
+    notes = dict(re.findall(r'^    state "([^"]+)" as (\w+)$', mmd, re.M))
+    inject = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool"]
+    brk = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool, AwaitingEncrypt"]
+    assert re.findall(rf"^    {inject} --> (\w+): inject$", mmd, re.M) == ["Idle", *pauses]
+    assert f"    {brk} --> Idle: break_run (break)\n" in mmd
+    # Idle's inject acts as execute (no run.injected): it differs, so it stays on Idle's edges.
+    assert "    Idle --> AwaitingTool: execute (model requested allow/ask tools), inject\n" in mmd
+    src = dot.state_graph(s).source
+    labels = re.findall(r"^\t(\w+) -> \w+ \[label=\"([^\"]*)\"", src, re.M)
+    assert [lbl for a, lbl in labels if "inject" in lbl and a in pauses] == []
+    assert sum(a == inject for a, _ in labels) == 5 and "from AwaitingDecrypt" in src
+
+
+FOLDS = """\
+machine: folds
+description: d
+states:
+  a: {initial: true, description: d}
+  b: {description: d}
+  c: {description: d}
+  done: {terminal: true, description: d}
+events:
+  stop:
+    description: the same from every live state, written per state
+    from:
+      a: [{to: done, description: stopped}]
+      b: [{to: done, description: stopped}]
+      c: [{to: done, description: stopped}]
+  hop:
+    description: the same from b and c only
+    from:
+      a: [{to: b, description: on}]
+      b: [{to: a, description: back}]
+      c: [{to: a, description: back}]
+  go:
+    description: differs per state, so drawn per state
+    from:
+      a: [{to: c, description: ahead}]
+      b: [{to: c, description: ahead, actions: [{name: log, params: {text: x}}]}]
+  poke:
+    description: only stays, alike from two states
+    from:
+      a: [{stay: true}]
+      b: [{stay: true}]
+"""
+
+
+def test_a_feed_alike_from_some_states_is_drawn_once_and_one_that_differs_per_state():
+    from tests.support.specs import make_registry
+
+    s = loader.parse(FOLDS, "folds.yaml", make_registry())
+    ov = overview(s)
+    assert [(e.dst, e.lines()) for e in ov.any_moves] == [("done", ["stop: stopped"])]
+    assert ov.any_label == "any live state"
+    [note] = ov.shared
+    assert note.states == ["b", "c"] and [(e.dst, e.lines()) for e in note.moves] == [("a", ["hop: back"])]
+    pairs = {(e.src, e.dst): e.lines() for e in ov.edges}
+    # go differs by an action between a and b, so each keeps its own arrow.
+    assert pairs[("a", "c")] == ["go: ahead"] and pairs[("b", "c")] == ["go: ahead"]
+    assert pairs[("a", "b")] == ["hop: on"]
+    assert ("b", "a") not in pairs and ("c", "a") not in pairs and ("a", "done") not in pairs
+    # A feed that only stays keeps its self-loops.
+    assert pairs[("a", "a")] == ["poke"] and pairs[("b", "b")] == ["poke"]
+    mmd = mermaid.state_diagram(s)
+    assert f'    state "from b, c" as {note.node}\n    {note.node} --> a: hop (back)\n' in mmd
+    assert f"    {ANY} --> done: stop (stopped)\n" in mmd
+
+
+def test_a_feed_alike_from_every_state_keeps_clear_of_an_other_live_states_note():
+    from tests.support.specs import make_registry
+
+    text = FOLDS.replace(
+        "  poke:\n",
+        "  ping:\n    description: from '*', but c says otherwise\n    from:\n"
+        "      '*': [{to: a, description: reset}]\n      c: [{stay: true}]\n  poke:\n",
+    )
+    ov = overview(loader.parse(text, "folds.yaml", make_registry()))
+    assert ov.any_label == "other live states"
+    assert [(e.dst, e.lines()) for e in ov.any_moves] == [("a", ["ping: reset"])]
+    every = next(n for n in ov.shared if n.states == ["a", "b", "c"])
+    assert [(e.dst, e.lines()) for e in every.moves] == [("done", ["stop: stopped"])]
+
+
+def test_shipped_machines_fold_only_feeds_that_move():
+    assert overview(spec("tool_breaker")).shared == []  # tick and acquire only stay: self-loops
+    [hand_off] = overview(spec("agent_loop")).shared
+    assert [(e.dst, e.lines()) for e in hand_off.moves] == [("expired", ["hand_off: past the deadline"])]
+    assert hand_off.stays == ["hand_off"] and len(hand_off.states) == 5
+    assert "hand_off" not in "".join(line for e in overview(spec("agent_loop")).edges for line in e.lines())

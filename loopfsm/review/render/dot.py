@@ -101,6 +101,13 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
         for e in ov.any_moves:
             g.edge(ANY, e.dst, _wrap(e.lines()), style="dashed", color="#777777", fontcolor="#444444")
+    for sh in ov.shared:
+        note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
+        if sh.stays:
+            note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(sh.stays), 34)
+        g.node(sh.node, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
+        for e in sh.moves:
+            g.edge(sh.node, e.dst, _wrap(e.lines()), style="dashed", color="#777777", fontcolor="#444444")
     return g
 
 

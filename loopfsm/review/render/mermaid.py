@@ -65,8 +65,20 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
                 lines.append("        accepted there without moving:")
                 lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(ov.any_stays), 100)]
                 lines.append("    end note")
+        for sh in ov.shared:
+            label = textwrap.shorten(sh.label, MAX_LINE - len(sh.node) - 20, placeholder=" …")
+            lines.append(f'    state "{label}" as {sh.node}')
+            for e in sh.moves:
+                lines.append(_edge(f"    {sh.node} --> {e.dst}", e))
+            if sh.stays:
+                lines.append(f"    note right of {sh.node}")
+                lines.append("        accepted there without moving:")
+                lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(sh.stays), 100)]
+                lines.append("    end note")
+        notes = ([ANY] if ov.any_moves or ov.any_stays else []) + [sh.node for sh in ov.shared]
+        if notes:
             lines.append("    classDef housekeeping fill:#ffffff,stroke:#777,stroke-dasharray:4 3")
-            lines.append(f"    class {ANY} housekeeping")
+            lines.append(f"    class {','.join(notes)} housekeeping")
     for t in spec.terminal_states:
         lines.append(f"    {t} --> [*]")
     if spec.terminal_states:

@@ -10,6 +10,10 @@ table into what a design review needs:
 - feeds declared from ``"*"`` (resets, cancels, admin moves) leave the state
   edges alone: the ones that move are drawn once, from an "any live state"
   note, and the ones that stay are listed in that note;
+- a feed written per state but with the same branches from several live
+  states (router_run's ``inject`` from each pause) is folded the same way:
+  drawn once from a note naming those states, or from the "any live state"
+  note when it is all of them, and left off those states' own edges;
 - no actions, no policy numbers: the review sheet and the detailed view keep
   those.
 
@@ -21,9 +25,9 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from loopfsm.core.spec import WILDCARD, Branch, Ref, Spec
+from loopfsm.core.spec import WILDCARD, Branch, Condition, Ref, Spec
 
 ANY = "__any__"
 SHORT = 44
@@ -68,11 +72,29 @@ def _without(feed: str, words: str) -> str:
 
 
 @dataclass
+class Shared:
+    """A note standing for several live states, and the feeds each of them takes the same way.
+
+    ``node`` is the note's node name in DOT and Mermaid; ``moves`` start at it.
+    """
+
+    node: str
+    states: list[str]
+    moves: list[Edge] = field(default_factory=list)
+    stays: list[str] = field(default_factory=list)  # feeds that never move from those states
+
+    @property
+    def label(self) -> str:
+        return "from " + ", ".join(self.states)
+
+
+@dataclass
 class Overview:
     edges: list[Edge]
-    any_moves: list[Edge]  # from the "any live state" note, feeds declared from '*'
-    any_stays: list[str]  # feeds declared from '*' that never move
+    any_moves: list[Edge]  # from the "any live state" note: feeds declared from '*' or alike from every state
+    any_stays: list[str]  # those of them that never move
     any_label: str  # "any live state", or "other live states" when some state overrides '*'
+    shared: list[Shared] = field(default_factory=list)  # feeds alike from some live states, not all
 
 
 def _literal(v: object) -> str | None:
@@ -116,24 +138,87 @@ def branch_words(b: Branch) -> str:
     return ""
 
 
+def _alike(branches: tuple[Branch, ...]) -> str:
+    """What makes two states take a feed the same way: the branches without their place in the file.
+
+    The drawn words are part of it, so folding never changes what an arrow says.
+    """
+    return repr([_placeless(b) for b in branches])
+
+
+def _placeless(x: object) -> object:
+    """``x`` with every ``path`` (where in the file it was written) blanked, nested refs included."""
+    if isinstance(x, Branch):
+        return (
+            x.dest,
+            x.refusal,
+            branch_words(x),
+            [_placeless(c) for c in x.when],
+            [_placeless(g) for g in x.guards],
+            [_placeless(a) for a in x.actions],
+        )
+    if isinstance(x, Ref):
+        return (x.name, x.params, x.negate, [[_placeless(g) for g in opt] for opt in x.options])
+    if isinstance(x, Condition):
+        return replace(x, path=())
+    return x
+
+
+def _fold(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> list[list[str]]:
+    """The groups of two or more live states whose branches for one feed are alike and move, in table order."""
+    groups: dict[str, list[str]] = {}
+    for state in live:
+        if state in sources:
+            groups.setdefault(_alike(sources[state]), []).append(state)
+    # A feed that only stays keeps its self-loops: a feed name over each state is
+    # shorter than a note and the arrow to it.
+    moves = {key for key, states in groups.items() if any(b.dest is not None for b in sources[states[0]])}
+    return [states for key, states in groups.items() if len(states) > 1 and key in moves]
+
+
+def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
+    moving = [b for b in branches if b.dest is not None and b.refusal is None]
+    for b in moving:
+        e = moves.setdefault(b.dest, Edge(src, b.dest))  # type: ignore[arg-type]
+        e.feeds.setdefault(feed, []).append(branch_words(b))
+        e.guarded &= b.guarded
+    if any(b.dest is None and b.refusal is None for b in branches) and feed not in stays:
+        stays.append(feed)
+
+
 def overview(spec: Spec) -> Overview:
     edges: dict[tuple[str, str], Edge] = {}
     any_moves: dict[str, Edge] = {}
     any_stays: list[str] = []
-    overridden = False
+    shared: dict[tuple[str, ...], tuple[Shared, dict[str, Edge]]] = {}
+    live = [s.name for s in spec.states.values() if not s.terminal]
+    overridden = any(WILDCARD in ev.sources and any(s in ev.sources for s in live) for ev in spec.events.values())
     for ev in spec.events.values():
         wild = ev.sources.get(WILDCARD)
+        folded: set[str] = set()
         if wild is not None:
-            overridden |= any(s in ev.sources and not spec.states[s].terminal for s in spec.states)
-            moves = [b for b in wild if b.dest is not None]
-            for b in moves:
+            moving = [b for b in wild if b.dest is not None]
+            for b in moving:
                 e = any_moves.setdefault(b.dest, Edge(ANY, b.dest))  # type: ignore[arg-type]
                 e.feeds.setdefault(ev.name, []).append(branch_words(b))
                 e.guarded &= b.guarded
-            if len(moves) < len(wild):
+            if len(moving) < len(wild):
                 any_stays.append(ev.name)
+        else:
+            for states in _fold(ev.sources, live):
+                folded.update(states)
+                branches = ev.sources[states[0]]
+                # Under an "other live states" note a feed from every state would read as from fewer.
+                if len(states) == len(live) and not overridden:
+                    _note(any_moves, any_stays, ev.name, ANY, branches)
+                    continue
+                key = tuple(states)
+                if key not in shared:
+                    shared[key] = (Shared(f"__shared{len(shared) + 1}__", states), {})
+                note, moves = shared[key]
+                _note(moves, note.stays, ev.name, note.node, branches)
         for state, branches in ev.sources.items():
-            if state == WILDCARD or (wild is not None and branches == wild):
+            if state == WILDCARD or state in folded or (wild is not None and branches == wild):
                 continue
             for b in branches:
                 if b.refusal is not None:  # refusals change nothing: the review sheet lists them
@@ -149,6 +234,14 @@ def overview(spec: Spec) -> Overview:
             e.feeds = {f: [] for f in e.feeds}
     order = {name: i for i, name in enumerate(spec.states)}
     ordered = sorted(edges.values(), key=lambda e: (order[e.src], e.loop, order[e.dst]))
+    notes = []
+    for note, moves in shared.values():
+        note.moves = sorted(moves.values(), key=lambda e: order[e.dst])
+        notes.append(note)
     return Overview(
-        ordered, list(any_moves.values()), any_stays, "other live states" if overridden else "any live state"
+        ordered,
+        list(any_moves.values()),
+        any_stays,
+        "other live states" if overridden else "any live state",
+        notes,
     )
