@@ -119,6 +119,13 @@ def leases_live(m: Any, ctx: Any, *, ttl_ms: int) -> bool:
     return all(now < lease["expires_at"] <= now + ttl_ms for lease in m.data.leases)
 
 
+@REGISTRY.guard
+def lease_ids_unique(m: Any, ctx: Any) -> bool:
+    """No two probe leases name the same call id, so a record settles exactly the lease it names."""
+    ids = [lease["call_id"] for lease in m.data.leases]
+    return len(ids) == len(set(ids))
+
+
 def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
 
@@ -302,13 +309,21 @@ def _record(
         raise
 
 
+def _acquire(breaker: Any, now: int, call_id: str, policy: PolicyArg) -> Allow | Reject:
+    try:
+        return breaker.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+    except FeedRefused:  # the call holds a probe lease already: the table refused it; the stats count it
+        bump(breaker.data.stats, "refused_permits")
+        raise
+
+
 class ToolBreaker(DeclaredMachine, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
     """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
     __slots__ = ()
 
     def acquire(self, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        return self.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+        return _acquire(self, now, call_id, policy)
 
     def record(
         self,
@@ -418,7 +433,7 @@ class ToolHealth:
             if policy is None:
                 overrides = self.overrides
                 policy = overrides.get(tool, self.policy) if overrides else self.policy
-            return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
+            return _acquire(b, now, call_id, policy)
         finally:
             lock.release()
 
