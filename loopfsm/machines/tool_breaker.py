@@ -309,21 +309,13 @@ def _record(
         raise
 
 
-def _acquire(breaker: Any, now: int, call_id: str, policy: PolicyArg) -> Allow | Reject:
-    try:
-        return breaker.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
-    except FeedRefused:  # the call holds a probe lease already: the table refused it; the stats count it
-        bump(breaker.data.stats, "refused_permits")
-        raise
-
-
 class ToolBreaker(DeclaredMachine, machine="tool_breaker", registry=REGISTRY, policy="ToolBreakerPolicy"):
     """One tool's circuit breaker; compiled from ``machines/tool_breaker.yaml`` on first use."""
 
     __slots__ = ()
 
     def acquire(self, now: int, call_id: str, *, policy: PolicyArg = None) -> Allow | Reject:
-        return _acquire(self, now, call_id, policy)
+        return self.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
 
     def record(
         self,
@@ -433,7 +425,7 @@ class ToolHealth:
             if policy is None:
                 overrides = self.overrides
                 policy = overrides.get(tool, self.policy) if overrides else self.policy
-            return _acquire(b, now, call_id, policy)
+            return b.feed("acquire", now, call_id, policy=policy)  # type: ignore[no-any-return]
         finally:
             lock.release()
 

@@ -58,7 +58,8 @@ STALE_IN_HALF_OPEN = """        - guard: {any: [stale, {name: holds_lease, negat
 """
 
 ONE_LEASE_PER_CALL = """        - guard: holds_lease
-          refuse: "this call holds a probe lease already: record its outcome before asking again"
+          stay: true
+          actions: [{name: reject, params: {reason: probe_in_flight, retry_at: first_lease_expiry}}]
           description: one lease per call id, so one record settles it
 """
 
