@@ -47,6 +47,13 @@ def probe_lease_within(m: Any, ctx: Any, *, ttl_ms: int) -> bool:
 
 
 @REGISTRY.guard
+def probe_lease_live(m: Any, ctx: Any) -> bool:
+    """No probe lease is out, or it has not expired by the latest time; an invariant's guard."""
+    expires = m.data.probe_expires_at
+    return expires is None or bool(m.data.last_now < expires)
+
+
+@REGISTRY.guard
 def cooldown_within(m: Any, ctx: Any, *, max_ms: int) -> bool:
     """The cooldown ends no later than ``max_ms`` after the latest time; an invariant's guard."""
     return bool(m.state_data["until"] <= m.data.last_now + max_ms)

@@ -119,6 +119,13 @@ def leases_live(m: Any, ctx: Any, *, ttl_ms: int) -> bool:
     return all(now < lease["expires_at"] <= now + ttl_ms for lease in m.data.leases)
 
 
+@REGISTRY.guard
+def lease_ids_unique(m: Any, ctx: Any) -> bool:
+    """No two probe leases name the same call id, so a record settles exactly the lease it names."""
+    ids = [lease["call_id"] for lease in m.data.leases]
+    return len(ids) == len(set(ids))
+
+
 def error_kind_in(m: Any, ctx: Any, *, kinds: list[str]) -> bool:
     return ctx.args.get("error_kind") in kinds
 

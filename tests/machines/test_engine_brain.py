@@ -496,6 +496,25 @@ def test_brain_pre_answers_calls_whose_breaker_rejects():
     assert m2.snapshot() == before
 
 
+def test_brain_pre_answers_a_reused_call_id_whose_probe_lease_is_still_out():
+    """A model may reuse a call id across turns; a probe lease its driver never recorded is not granted twice."""
+    from loopfsm.machines.tool_breaker import ToolBreakerPolicy, ToolHealth
+
+    health = ToolHealth(ToolBreakerPolicy(trip_after=1, cooldown_ms=10, max_probes=2))
+    health.record("shell", 0, health.acquire("shell", 0, "x"), "failure")
+    m = brain_in("AwaitingModel")
+    m.model_response(reply_with_tools("shell"), 1, TOOLS, tool_health=health, now=100)
+    (shell,) = m.data.pending_tools
+    assert not shell.pre_answered and health.states == {"shell": "HalfOpen"}
+    step(m)
+    m.tool_results(answers(m))  # the tool ran; its outcome was never recorded
+    step(m)
+    m.model_response(reply_with_tools("shell"), 1, TOOLS, tool_health=health, now=101)
+    (shell,) = m.data.pending_tools
+    assert shell.answer is not None and "(probe_in_flight); retry at t=30100 ms" in shell.answer.text
+    assert len(health.breaker("shell").data.leases) == 1
+
+
 def test_brain_answers_a_forced_open_breaker_with_the_tables_retry_wording():
     """A breaker only a reset reopens has no retry time: the answer says so, in the YAML's words."""
     from loopfsm.machines.tool_breaker import ToolHealth

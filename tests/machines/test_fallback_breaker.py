@@ -108,6 +108,29 @@ def test_an_expired_probe_lease_returns_to_fallback():
     assert b2.route(1100, policy=P).model == "fallback" and b2.state == "Fallback"
 
 
+def test_a_record_after_the_probe_lease_expired_returns_to_fallback_first():
+    # The lease's expiry is checked on record too: a fallback call reported at the expiry moves the breaker
+    # (the probe stays out no longer), and its outcome moves nothing (counted as late).
+    b = tripped()
+    probe = b.route(1000, policy=P)
+    other = b.route(1050, policy=P)
+    assert other.model == "fallback"
+    b.record(1100, other, "success", policy=P)
+    assert b.state == "Fallback" and b.state_data == {"until": 3100, "reason": "probe_lease_expired"}
+    assert b.data.probe_expires_at is None and b.data.stats["late"] == 1
+    assert b.data.stats.get("fallback_success", 0) == 0
+    b.record(1100, probe, "success", policy=P)  # the probe itself, now from an old generation
+    assert b.state == "Fallback" and b.data.stats["stale"] == 1
+
+
+def test_a_probe_reported_at_its_expiry_is_late_not_a_success():
+    b = tripped()
+    probe = b.route(1000, policy=P)
+    b.record(1100, probe, "success", policy=P)
+    assert b.state == "Fallback" and b.state_data["reason"] == "probe_lease_expired"
+    assert b.data.probe_success_count == 0 and b.data.stats["late"] == 1
+
+
 def test_retry_after_is_respected():
     b = FallbackBreaker()
     send(b, 10, "quota", retry_after=50_000)

@@ -175,11 +175,21 @@ def test_fallback_while_recovering_fallback_failures_and_other_fallback_results(
     side = b.route(1001, policy=FP)
     assert side.model == "fallback"
     rec, _ = traced(b, "record", 1002, side, "rate_limited", policy=FP)
-    assert rec.branch == "record/Recovering[3]" and b.state == "Recovering" and b.data.fallback_failures == 1
+    assert rec.branch == "record/Recovering[4]" and b.state == "Recovering" and b.data.fallback_failures == 1
     side = b.route(1003, policy=FP)
     rec, _ = traced(b, "record", 1003, side, "context_length", policy=FP)
-    assert rec.branch == "record/Recovering[4]" and b.state == "Recovering"
+    assert rec.branch == "record/Recovering[5]" and b.state == "Recovering"
     assert b.data.probe_expires_at is not None  # the primary's probe is still out
+
+
+def test_fallback_a_record_after_the_probe_lease_expired_is_late_and_trips():
+    b = fallback_tripped()
+    b.route(1000, policy=FP)
+    side = b.route(1001, policy=FP)
+    expiry = b.data.probe_expires_at
+    rec, _ = traced(b, "record", expiry, side, "success", policy=FP)
+    assert rec.branch == "record/Recovering[1]" and b.state == "Fallback"
+    assert b.state_data["reason"] == "probe_lease_expired" and b.data.stats["late"] == 1
 
 
 def test_fallback_ticks_in_primary_and_fallback_only_move_the_clock():
@@ -233,7 +243,7 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
     probe = b.route(1000, policy=FP)
     assert b.state == "Recovering" and probe.probe
     rec, _ = traced(b, "record", 1010, probe, "content_policy", policy=FP)
-    assert rec.branch == "record/Recovering[5]" and b.state == "Recovering"
+    assert rec.branch == "record/Recovering[6]" and b.state == "Recovering"
     assert b.data.probe_expires_at is None and b.data.probe_success_count == 0
     assert b.route(1020, policy=FP).probe  # the next call may probe again
 

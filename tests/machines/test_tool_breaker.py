@@ -224,6 +224,18 @@ def test_probe_limit_stops_a_stampede():
     assert b.acquire(1040, "p4", policy=p).probe
 
 
+def test_a_call_id_holding_a_probe_lease_is_rejected_a_second_one():
+    # One lease per call id: asking again for the same call is rejected, even with a probe slot free,
+    # so one record settles exactly the lease it names.
+    p = ToolBreakerPolicy(**{**P.__dict__, "max_probes": 2})
+    b, first = half_open(p)
+    assert b.acquire(1010, "p", policy=p) == Reject(1100, "probe_in_flight")
+    assert b.data.leases == [{"call_id": "p", "expires_at": 1100}] and b.state == "HalfOpen"
+    assert b.acquire(1010, "p2", policy=p).probe  # another call still gets the free slot
+    b.record(1020, first, "success", policy=p)
+    assert b.acquire(1030, "p", policy=p).probe  # recorded: the id may probe again
+
+
 def test_results_from_before_a_transition_cannot_move_it():
     b = ToolBreaker()
     old_permits = [b.acquire(0, f"c{i}", policy=P) for i in range(5)]

@@ -34,6 +34,7 @@ def test_the_tool_breaker_holds_every_invariant_to_its_bound(tmp_path, monkeypat
         "half_open_age_bounded",
         "leases_bounded_by_ttl",
         "probes_bounded",
+        "lease_call_ids_unique",
         "stale_result_never_moves",
         "stale_probe_result_never_moves",
     ):
@@ -56,13 +57,21 @@ STALE_IN_HALF_OPEN = """        - guard: {any: [stale, {name: holds_lease, negat
           description: from before the last transition, or for a lease that expired or never was
 """
 
-# (invariant, what is planted: (old text, new text), every occurrence replaced)
-FAULTS = [
+ONE_LEASE_PER_CALL = """        - guard: holds_lease
+          stay: true
+          actions: [{name: reject, params: {reason: probe_in_flight, retry_at: first_lease_expiry}}]
+          description: one lease per call id, so one record settles it
+"""
+
+# (invariant, what is planted: (old text, new text), every occurrence replaced[, more verify arguments])
+FAULTS: list[tuple[str, tuple[str, str]] | tuple[str, tuple[str, str], list[str]]] = [
     ("half_open_age_bounded", (HALF_OPEN_OVERDUE, "half_open_overdue, params: {max_ms: 1000000}")),
     ("leases_bounded_by_ttl", (PROBE_TTL, "grant_probe, params: {ttl_ms: 100}")),
     (
         "probes_bounded",
         ("probe_slot_free, params: {max_probes: {policy: max_probes}}", "probe_slot_free, params: {max_probes: 2}"),
+        # one call id gets one lease: a third probe needs a second id (4 feeds reach it)
+        ["--values", 'call_id=["a", "b"]', "--depth", "4"],
     ),
     (
         "stale_result_never_moves",
@@ -75,18 +84,24 @@ FAULTS = [
         ),
     ),
     ("stale_probe_result_never_moves", (STALE_IN_HALF_OPEN, "")),
+    # a second lease for one call id needs room for two probes
+    ("lease_call_ids_unique", (ONE_LEASE_PER_CALL, ""), ["--set", "max_probes=2"]),
 ]
 
 
-@pytest.mark.parametrize(("invariant", "fault"), FAULTS, ids=[f[0] for f in FAULTS])
-def test_a_planted_fault_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
+@pytest.mark.parametrize(
+    ("invariant", "fault", "more"),
+    [(f[0], f[1], f[2] if len(f) > 2 else []) for f in FAULTS],
+    ids=[f[0] for f in FAULTS],
+)
+def test_a_planted_fault_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault, more):
     monkeypatch.chdir(tmp_path)
     old, new = fault
     text = BREAKER.read_text(encoding="utf-8")
     assert old in text
     faulty = tmp_path / "tool_breaker.yaml"
     faulty.write_text(text.replace(old, new), encoding="utf-8")
-    assert main(["verify", str(faulty), *BOUND]) == 1
+    assert main(["verify", str(faulty), *BOUND, *more]) == 1
     out = capsys.readouterr().out
     assert f"VIOLATED     {invariant}:" in out
     assert "shortest counterexample" in out
@@ -197,6 +212,16 @@ STALE_IN_FALLBACK = """      Fallback:
           stay: true
           actions: [{name: count, params: {what: stale}}]
 """
+EXPIRY_ON_RECORD = """        - guard: probe_expired
+          to: Fallback
+          actions: [{name: count, params: {what: late}}, {name: trip, params: *trip_params}]
+          description: the probe lease expired first; time moves it, not the result (before the stale check)
+"""
+ON_FALLBACK = "        - when: {outcome: success}\n          guard: &on_fallback"
+STALE_IN_RECOVERING = (
+    "        - guard: stale\n          stay: true\n          actions: [{name: count, params: {what: stale}}]\n"
+    + ON_FALLBACK
+)
 FALLBACK_FAULTS = [
     (
         "probe_lease_bounded",
@@ -204,6 +229,8 @@ FALLBACK_FAULTS = [
     ),
     ("cooldown_bounded", ("max_cooldown_ms: {policy: max_cooldown_ms}", "max_cooldown_ms: 100000")),
     ("stale_result_never_moves", (STALE_IN_FALLBACK, "      Fallback:\n        - *refuse_unheld\n")),
+    ("probe_lease_unexpired", (EXPIRY_ON_RECORD, "")),
+    ("stale_probe_result_never_moves", (STALE_IN_RECOVERING, ON_FALLBACK)),
 ]
 
 
@@ -211,7 +238,13 @@ def test_the_fallback_breaker_holds_every_invariant_to_its_bound(tmp_path, monke
     monkeypatch.chdir(tmp_path)
     assert main(["verify", str(FALLBACK), *FALLBACK_BOUND]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    for name in ("probe_lease_bounded", "cooldown_bounded", "stale_result_never_moves"):
+    for name in (
+        "probe_lease_bounded",
+        "cooldown_bounded",
+        "probe_lease_unexpired",
+        "stale_result_never_moves",
+        "stale_probe_result_never_moves",
+    ):
         assert f"holds        {name}\n" in out
 
 
