@@ -110,11 +110,13 @@ def test_a_planted_fault_gives_the_shortest_counterexample_and_replay_reproduces
     )
     assert fault != text
     faulty.write_text(fault)
-    assert main(["verify", str(faulty), "--depth", "4", *SMALL]) == 1
+    # Two call ids: one id holds one probe lease at most (a second acquire is rejected).
+    two_ids = [a if a != 'call_id=["a"]' else 'call_id=["a","b"]' for a in SMALL]
+    assert main(["verify", str(faulty), "--depth", "4", *two_ids]) == 1
     out = capsys.readouterr().out
     assert "VIOLATED     probes_bounded" in out
     assert "shortest counterexample, 4 feeds:" in out
-    assert "      4  acquire(now=2, call_id='a')  -> HalfOpen" in out
+    assert "      4  acquire(now=2, call_id='b')  -> HalfOpen" in out
     trace = breaker.parent / "tool_breaker.probes_bounded.trace.yaml"
     assert main(["replay", str(faulty), str(trace)]) == 1
     out = capsys.readouterr().out
