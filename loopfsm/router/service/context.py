@@ -76,10 +76,12 @@ class Ctx:
         record: RunRecord,
         now: int,
         emit: Callable[[str], None],
+        phase: Any = None,
     ):
+        """``phase`` is the record's router_run instance when admission already restored it (None: restored here)."""
         self.services, self.session_id, self.req = services, session_id, req
         self.lease, self.record, self.now = lease, record, now
-        self.phase = record.phase_machine()
+        self.phase = record.phase_machine() if phase is None else phase
         self.rows: list[Row] = []
         self.events: list[str | dict[str, Any]] = []
         self._emit = emit

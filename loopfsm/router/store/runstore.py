@@ -299,6 +299,7 @@ class RunStore:
                     lease=granted,
                     took_over=lock == "expired" and answer == "admit",
                     preempted=answer == "preempt" and lock != "free",
+                    phase=phase,
                 )
             rec, used = self._admission_read(session_id, request_id, now_ms)
         now = self.now(now_ms)
