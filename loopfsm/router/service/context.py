@@ -88,6 +88,8 @@ class Ctx:
         #: The live run's bundle (None: no run was live and none started in this request).
         self.bundle: RunBundle | None = None
         self.run_id: str = self.phase.data.run_id or ""
+        #: The run live when the request was admitted ("" when none), as saved: ``run_id`` moves to a new run.
+        self.saved_run_id = self.run_id
         self.to_encrypt: dict[str, str] = {}
         self.expire = False
         # The session's history row as read once for this request (None: not read yet); only the
