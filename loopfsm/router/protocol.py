@@ -68,6 +68,34 @@ def _validator(name: str) -> Any:
     return jsonschema.Draft202012Validator(sub, format_checker=None)
 
 
+@cache
+def _fast_validator(name: str) -> Any:
+    """The same sub-schema compiled to Python once (fastjsonschema): a quick yes for the common, valid request.
+
+    The protocol schema keeps to keywords whose meaning draft 7 and 2020-12
+    share (no ``$ref`` with siblings, no ``prefixItems``), so its yes is
+    jsonschema's yes; a no, or anything it cannot judge, is handed to
+    jsonschema, whose first error is what the client reads, so no message
+    changes.  Annotations are dropped and ``const`` is spelled ``enum`` as
+    for the machine schema (:func:`loopfsm.core.loader._fast_schema`).
+    """
+    import fastjsonschema  # noqa: PLC0415 - only a process that checks requests pays for it
+
+    from loopfsm.core.loader import _fast_schema  # noqa: PLC0415
+
+    schema = protocol_schema()
+    sub = {"$defs": schema["$defs"], "$ref": f"#/$defs/{name}"}
+    return fastjsonschema.compile(_fast_schema(sub), detailed_exceptions=False)
+
+
+def _fast_valid(name: str, obj: Any) -> bool:
+    try:
+        _fast_validator(name)(obj)
+    except Exception:  # noqa: BLE001 - invalid, or a value it cannot judge: jsonschema decides
+        return False
+    return True
+
+
 def _where(err: Any) -> str:
     return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
 
@@ -92,6 +120,8 @@ def parse_request(obj: object) -> Request:
     kind = obj.get("type")
     if kind not in REQUEST_TYPES:
         raise ProtocolError(f"request type must be one of {', '.join(REQUEST_TYPES)}")
+    if _fast_valid(kind, obj):
+        return Request(kind, obj["request_id"], dict(obj.get("data") or {}))
     errors = sorted(_validator(kind).iter_errors(obj), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]

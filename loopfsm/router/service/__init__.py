@@ -253,7 +253,7 @@ class Router:
         lease = adm.lease
         assert lease is not None
         emit("lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired")
-        ctx = Ctx(self, session_id, req, lease, adm.record, store.now(), emit)
+        ctx = Ctx(self, session_id, req, lease, adm.record, store.now(), emit, adm.phase)
         ctx.expire = adm.answer == "expire"  # the admission table found the pause too old: it only ends
         ctx.events.append(
             "lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired"

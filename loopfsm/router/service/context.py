@@ -76,16 +76,20 @@ class Ctx:
         record: RunRecord,
         now: int,
         emit: Callable[[str], None],
+        phase: Any = None,
     ):
+        """``phase`` is the record's router_run instance when admission already restored it (None: restored here)."""
         self.services, self.session_id, self.req = services, session_id, req
         self.lease, self.record, self.now = lease, record, now
-        self.phase = record.phase_machine()
+        self.phase = record.phase_machine() if phase is None else phase
         self.rows: list[Row] = []
         self.events: list[str | dict[str, Any]] = []
         self._emit = emit
         #: The live run's bundle (None: no run was live and none started in this request).
         self.bundle: RunBundle | None = None
         self.run_id: str = self.phase.data.run_id or ""
+        #: The run live when the request was admitted ("" when none), as saved: ``run_id`` moves to a new run.
+        self.saved_run_id = self.run_id
         self.to_encrypt: dict[str, str] = {}
         self.expire = False
         # The session's history row as read once for this request (None: not read yet); only the

@@ -75,7 +75,7 @@ def finish(ctx: Ctx, out: Outcome) -> dict[str, Any]:
     data["trace_id"] = f"trace:{run_id}"
     response = P.envelope(decided["status"], data, decided["allowed_continuations"])
     stored: dict[str, Any] = response
-    old = None if was_idle else ctx.record.phase_machine().data.run_id
+    old = None if was_idle else ctx.saved_run_id
     if old and old != run_id:  # an inject ended the old run: its bundle goes with it
         rows.append(Row("input", "bundle", {"run_id": old, "ended": True}, body=None, row_id=f"b-{old}"))
     if run_ended:

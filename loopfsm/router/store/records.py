@@ -105,7 +105,10 @@ class Admission:
     request_id, None when it was not stored)
     or ``refused`` (``answer`` is busy, run_live, not_allowed or idle;
     ``allowed_continuations`` what the phase accepts; ``retry_after_ms`` for busy).
-    ``rule`` names the admission rule that answered.
+    ``rule`` names the admission rule that answered.  ``phase`` is the
+    router_run instance the decision was asked of (restored from ``record``'s
+    snapshot once): an admitted request's processing takes it over rather
+    than restoring the same snapshot again; it is the caller's to feed.
     """
 
     outcome: Literal["admitted", "replayed", "refused"]
@@ -118,6 +121,7 @@ class Admission:
     preempted: bool = False
     retry_after_ms: int | None = None
     allowed_continuations: list[str] = field(default_factory=list)
+    phase: Any = None
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,7 @@ class RunStore:
                     lease=granted,
                     took_over=lock == "expired" and answer == "admit",
                     preempted=answer == "preempt" and lock != "free",
+                    phase=phase,
                 )
             rec, used = self._admission_read(session_id, request_id, now_ms)
         now = self.now(now_ms)
@@ -380,6 +381,7 @@ class RunStore:
                 raise ValueError(f"row {r.kind}:{r.slot} has both body and sealed content")
         now = self.now(now_ms)
         snap = phase.snapshot()
+        stored = dump(response) if replayable else None  # once: the row, and the record returned below
         run_id = run_id or phase.data.run_id or phase.data.last_run_id or ""
         all_rows = list(rows) + [
             Row("trace", f"trace/{i}", dict(e) if isinstance(e, Mapping) else {"event": e}) for i, e in enumerate(trace)
@@ -395,7 +397,7 @@ class RunStore:
                     phase.state,
                     dump(snap),
                     request_id,
-                    dump(response) if replayable else None,
+                    stored,
                     now,
                     lease.session_id,
                     lease.holder,
@@ -437,7 +439,7 @@ class RunStore:
             None,
             None,
             request_id,
-            json.loads(dump(response)) if replayable else None,
+            None if stored is None else json.loads(stored),
             now,
         )
 
