@@ -28,7 +28,7 @@ from loopfsm.core.resources import machine_path
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.store import open_store
 
-from tests.support.router_support import START_S, free_port, wait_until_up
+from tests.support.router_support import START_S, free_port, stop, wait_until_up
 from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"  # router_proc.py
@@ -90,13 +90,7 @@ class Deployment:
         wait_until_up(self.url, self.proc, lambda: self.log.read_text()[-2000:])
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop(self.proc)
 
     def _table(self, machine: str) -> Path:
         """The deployed copy of a machine file, made from the shipped one on its first edit."""

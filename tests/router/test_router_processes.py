@@ -22,7 +22,7 @@ import loopfsm
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.store import open_store
 
-from tests.support.router_support import START_S, TOOLS_SCRIPT, free_port, wait_until_up
+from tests.support.router_support import START_S, TOOLS_SCRIPT, free_port, stop, wait_until_up
 from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow  # real router processes over sockets, and a schemathesis run against one
@@ -85,13 +85,7 @@ class RouterProcess:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        stop(self.proc)
 
 
 @pytest.fixture

@@ -63,6 +63,17 @@ PLAN_SCRIPT = [
 ]
 
 
+def stop(proc: subprocess.Popen[Any] | None) -> None:
+    """Stop a router process politely, then for good: terminate, wait 10 s, kill."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
 def make(url: str, prefix: str, script: list[dict[str, Any]] | None = None, **kw: Any) -> tuple[Any, Any]:
     from starlette.testclient import TestClient
 
