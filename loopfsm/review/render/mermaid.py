@@ -114,7 +114,7 @@ def _because(spec: Spec, r: Rule, room: int) -> str:
     chart beside it in SVG and the review sheet have the rest); a cut, if it
     comes to that, falls between words and is marked.
     """
-    words = _quoted("; ".join(rule_words(spec, r)))
+    words = _quoted(" and ".join(rule_words(spec, r)))
     for text in (words, short(words, RHOMBUS), textwrap.shorten(words, RHOMBUS, placeholder=" …")):
         label = "<br/>".join(textwrap.wrap("yes: " + text, RHOMBUS, break_long_words=False))
         if len(label) <= room:
