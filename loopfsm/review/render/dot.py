@@ -1,8 +1,9 @@
 """Graphviz views: the state graph and each decision chain, as DOT text and SVG.
 
 Terminal states are drawn with a double border and grey fill, guarded edges
-dashed, and branches that stay in their state as dotted self-loops, so the
-kinds are told apart at a glance in a design review.
+dashed, and the feeds a state accepts without moving written in its box
+("stays on tick"; dotted self-loops in the detailed view), so the kinds are
+told apart at a glance in a design review.
 """
 
 from __future__ import annotations

@@ -184,8 +184,8 @@ def _fold(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> list[list[
     for state in live:
         if state in sources:
             groups.setdefault(_alike(sources[state]), []).append(state)
-    # A feed that only stays keeps its self-loops: a feed name over each state is
-    # shorter than a note and the arrow to it.
+    # A feed that only stays keeps its self-loops (in DOT, "stays on" in the box): a feed
+    # name on each state is shorter than a note and the arrow to it.
     moves = {key for key, states in groups.items() if any(b.dest is not None for b in sources[states[0]])}
     return [states for key, states in groups.items() if len(states) > 1 and key in moves]
 
