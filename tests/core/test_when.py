@@ -340,8 +340,9 @@ def test_a_decision_when_is_checked_against_the_decisions_arguments():
 def test_decision_views_and_diff_print_the_rules_condition(tmp_path: Path):
     spec = triage().spec
     d = spec.decisions["queue"]
-    assert '{"[priority] kind in [bug, question] and paying=true?"}' in mermaid.decision_flowchart(spec, d)
-    assert "kind=bug\\lweekday\\l" in dot.decision_graph(spec, d).source
+    chart = mermaid.decision_flowchart(spec, d)
+    assert '{"2. priority?"}' in chart and '|"yes: kind in [bug, question] and<br/>paying=true"| a1' in chart
+    assert '>kind=bug<BR ALIGN="LEFT"/>weekday<BR ALIGN="LEFT"/>' in dot.decision_graph(spec, d).source
     assert "| 3 | `engineers` | any | kind=bug and weekday | `answer(value=engineers)` |" in matrix.review_sheet(spec)
     old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
     old.write_text(TRIAGE)

@@ -142,7 +142,7 @@ def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
             feed, _, words = line.partition(": ")
             assert not words.startswith(feed + ","), line
     src = dot.state_graph(spec("tool_breaker")).source
-    assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>>' in src
+    assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>' in src
 
 
 def test_review_sheet_lists_coverage_excuses_with_their_reasons():
@@ -156,8 +156,8 @@ def test_review_sheet_lists_coverage_excuses_with_their_reasons():
 
 def test_feeds_with_the_same_words_share_a_line():
     mmd = mermaid.state_diagram(spec("agent_loop"))
-    line = next(x for x in mmd.splitlines() if x.startswith("    planning --> expired:"))
-    assert line.count("past the deadline") == 1 and "tool_proposed, approval_required" in line
+    line = next(x for x in mmd.splitlines() if x.startswith("    executing_tool --> recovering:"))
+    assert line.count("retryable") == 1 and "tool_failed, worker_lost (retryable)" in line
 
 
 def test_moves_both_ways_between_two_states_say_where_each_goes():
@@ -167,10 +167,11 @@ def test_moves_both_ways_between_two_states_say_where_each_goes():
     edges = [line for line in source.splitlines() if " -> " in line]
     to_half = next(e for e in edges if e.strip().startswith("Open -> HalfOpen"))
     to_open = next(e for e in edges if e.strip().startswith("HalfOpen -> Open"))
-    assert "to HalfOpen:" in to_half and "decorate=true" in to_half
-    assert "to Open:" in to_open and "decorate=true" in to_open
+    assert "to HalfOpen:" in to_half and "to Open:" in to_open
     one_way = next(e for e in edges if e.strip().startswith("Closed -> Open"))
-    assert "to Open:" not in one_way and "decorate" not in one_way
+    assert "to Open:" not in one_way
+    # Underlining a label onto its edge (decorate) drew leader lines across the picture.
+    assert "decorate" not in source
 
 
 def test_a_description_just_over_the_limit_keeps_its_clause():
@@ -208,16 +209,16 @@ def test_router_run_draws_inject_and_break_once_from_notes_naming_the_paused_sta
         if src in pauses:
             assert "inject" not in line and "break_run" not in line, line
     notes = dict(re.findall(r'^    state "([^"]+)" as (\w+)$', mmd, re.M))
-    inject = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool"]
     brk = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool, AwaitingEncrypt"]
-    assert re.findall(rf"^    {inject} --> (\w+): inject$", mmd, re.M) == ["Idle", *pauses]
     assert f"    {brk} --> Idle: break_run (break)\n" in mmd
-    # Idle's inject acts as execute (no run.injected): it differs, so it stays on Idle's edges.
-    assert "    Idle --> AwaitingTool: execute (model requested allow/ask tools), inject\n" in mmd
+    # inject may lead to any state from Idle and each pause: one note says so, no arrow carries it.
+    assert notes["inject may lead to any live state from Idle, AwaitingDecrypt, AwaitingApproval, AwaitingTool"]
+    assert "    Idle --> AwaitingTool: execute (model requested allow/ask tools)\n" in mmd
+    assert not [line for line in mmd.splitlines() if "-->" in line and "inject" in line]
     src = dot.state_graph(s).source
     labels = re.findall(r"^\t(\w+) -> \w+ \[label=\"([^\"]*)\"", src, re.M)
-    assert [lbl for a, lbl in labels if "inject" in lbl and a in pauses] == []
-    assert sum(a == inject for a, _ in labels) == 5 and "from AwaitingDecrypt" in src
+    assert [lbl for _, lbl in labels if "inject" in lbl] == []
+    assert "inject may lead to any live state" in src and "__anywhere__ ->" not in src
 
 
 FOLDS = """\
@@ -292,7 +293,7 @@ def test_a_feed_alike_from_every_state_keeps_clear_of_an_other_live_states_note(
 
 def test_shipped_machines_fold_only_feeds_that_move():
     assert overview(spec("tool_breaker")).shared == []  # tick and acquire only stay: self-loops
-    [hand_off] = overview(spec("agent_loop")).shared
-    assert [(e.dst, e.lines()) for e in hand_off.moves] == [("expired", ["hand_off: past the deadline"])]
-    assert hand_off.stays == ["hand_off"] and len(hand_off.states) == 5
-    assert "hand_off" not in "".join(line for e in overview(spec("agent_loop")).edges for line in e.lines())
+    ov = overview(spec("agent_loop"))
+    # hand_off only stays once "past the deadline" is drawn from the note: most live states take it.
+    assert ov.shared == [] and "hand_off (not in executing_tool)" in ov.any_stays
+    assert "hand_off" not in "".join(line for e in ov.edges for line in e.lines())

@@ -1,8 +1,9 @@
 """Graphviz views: the state graph and each decision chain, as DOT text and SVG.
 
 Terminal states are drawn with a double border and grey fill, guarded edges
-dashed, and branches that stay in their state as dotted self-loops, so the
-kinds are told apart at a glance in a design review.
+dashed, and the feeds a state accepts without moving written in its box
+("stays on tick"; dotted self-loops in the detailed view), so the kinds are
+told apart at a glance in a design review.
 """
 
 from __future__ import annotations
@@ -13,14 +14,14 @@ import textwrap
 import graphviz
 
 from loopfsm.review.errors import GraphvizMissing
-from loopfsm.core.spec import Decision, Spec
+from loopfsm.core.spec import Decision, Rule, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label
-from .overview import ANY, overview
+from .overview import ANY, ANYWHERE, Overview, overview
 
 SOURCE_MARK = "loopfsm-source-sha256"
 
 
-def _wrap(lines: list[str], width: int = 38) -> str:
+def _wrap(lines: list[str], width: int = 30) -> str:
     out: list[str] = []
     for line in lines:
         out += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False) or [""]
@@ -28,14 +29,91 @@ def _wrap(lines: list[str], width: int = 38) -> str:
     return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
 
 
-def _node_title(spec: Spec, name: str) -> str:
-    """The state's name, its data fields below in a smaller face: long field lists made nodes wide."""
+WRAP_AT = 4  # machines whose arrows chain this many states or more are drawn top to bottom (see state_graph)
+
+
+def columns(spec: Spec, ov: Overview | None = None) -> int:
+    """How many columns a left-to-right drawing of the overview takes, the way ``dot`` ranks it.
+
+    Depth-first from the initial state in table order, an arrow back onto the
+    path is turned round (as ``dot`` breaks cycles); the longest chain left is
+    the number of columns. Worked out from the table, not from a drawing, so
+    ``build --check`` still needs no Graphviz.
+    """
+    ov = ov or overview(spec)
+    order = [spec.initial, *(s for s in spec.states if s != spec.initial)]
+    out: dict[str, list[str]] = {s: [] for s in order}
+    for e in ov.edges:
+        if not e.loop:
+            out[e.src].append(e.dst)
+    seen: dict[str, bool] = {}  # state -> still on the depth-first path
+    dag: dict[str, set[str]] = {s: set() for s in order}
+
+    def visit(u: str) -> None:
+        seen[u] = True
+        for v in out[u]:
+            if seen.get(v):
+                dag[v].add(u)
+            else:
+                dag[u].add(v)
+                if v not in seen:
+                    visit(v)
+        seen[u] = False
+
+    for s in order:
+        if s not in seen:
+            visit(s)
+    longest: dict[str, int] = {}
+    for s in reversed(_topological(order, dag)):
+        longest[s] = 1 + max((longest[v] for v in dag[s]), default=0)
+    return max(longest.values(), default=0)
+
+
+def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
+    done: list[str] = []
+    mark: set[str] = set()
+
+    def walk(u: str) -> None:
+        mark.add(u)
+        for v in sorted(dag[u], key=order.index):
+            if v not in mark:
+                walk(v)
+        done.append(u)
+
+    for s in order:
+        if s not in mark:
+            walk(s)
+    return done[::-1]
+
+
+def _node_title(spec: Spec, name: str, stays: list[str] | None = None) -> str:
+    """The state's name, its data fields below in a smaller face (long field lists made nodes wide),
+    then the feeds it accepts without moving.
+
+    Those feeds were a dotted self-loop; a loop sits on the node's side, where
+    another arrow's head often is, so the words now live inside the box.
+    """
     fields = list(spec.states[name].data)
-    if not fields:
+    if not fields and not stays:
         return name
-    lines = textwrap.wrap("{ " + ", ".join(fields) + " }", 28, break_long_words=False)
-    rows = "".join(f'<BR/><FONT POINT-SIZE="10">{_html(line)}</FONT>' for line in lines)
+    rows = "".join(f'<BR/><FONT POINT-SIZE="10">{_html(line)}</FONT>' for line in braced(fields, 28))
+    if stays:
+        said = textwrap.wrap("stays on " + ", ".join(stays), 28, break_long_words=False)
+        rows += "".join(f'<BR/><FONT POINT-SIZE="10" COLOR="#555555"><I>{_html(t)}</I></FONT>' for t in said)
     return f"<{_html(name)}{rows}>"
+
+
+def braced(fields: list[str], width: int) -> list[str]:
+    """``{ a, b, c }`` wrapped at ``width``: the braces ride on the first and last field.
+
+    Wrapping the braced text let a lone "}" fall onto a line of its own.
+    """
+    if not fields:
+        return []
+    lines = textwrap.wrap(", ".join(fields), width - 4, break_long_words=False)
+    lines[0] = "{ " + lines[0]
+    lines[-1] += " }"
+    return lines
 
 
 def _html(text: str) -> str:
@@ -49,50 +127,59 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     """The state diagram: the reviewer's overview, or with ``detailed`` every branch with guards and actions.
 
     ``highlight`` names a state to draw filled, for a live instance's picture.
+    A machine whose arrows chain WRAP_AT states or more (see :func:`columns`)
+    is laid out top to bottom: left to right its columns of states and labels
+    grew past 2,000 px, and fitted to a 1,000 px page its 10 pt labels shrank
+    below legibility.
     """
     title = spec.name + (" (detailed)" if detailed else "") + (f": now in {highlight}" if highlight else "")
+    ov = overview(spec)
+    tall = not detailed and columns(spec, ov) >= WRAP_AT
     g = graphviz.Digraph(
         spec.name,
         graph_attr={
-            "rankdir": "LR",
+            "rankdir": "TB" if tall else "LR",
             "fontname": "Helvetica",
             "label": title,
             "labelloc": "t",
-            "nodesep": "0.4",
+            "nodesep": "0.2" if tall else "0.4",
             "ranksep": "0.6",
         },
         node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
         edge_attr={"fontname": "Helvetica", "fontsize": "10"},
     )
     g.node("__start__", "", shape="point", width="0.15")
+    loops = {} if detailed else {e.src: list(e.feeds) for e in ov.edges if e.loop}
     for s in spec.states.values():
         attrs = {}
         if s.terminal:
             attrs = {"peripheries": "2", "style": "rounded,filled", "fillcolor": "#e6e6e6"}
         if s.name == highlight:
             attrs = {**attrs, **HIGHLIGHT}
-        g.node(s.name, _node_title(spec, s.name), tooltip=s.description, **attrs)
+        g.node(s.name, _node_title(spec, s.name, loops.get(s.name)), tooltip=s.description, **attrs)
     g.edge("__start__", spec.initial)
+    if tall and spec.terminal_states:
+        # Top to bottom, the ends share the last row: where a run can end reads as the page's foot.
+        with g.subgraph(name="ends") as ends:
+            ends.attr(rank="sink")
+            for t in spec.terminal_states:
+                ends.node(t)
     if detailed:
         _detailed_edges(spec, g)
         return g
-    ov = overview(spec)
     pairs = {(e.src, e.dst) for e in ov.edges if not e.loop}
     for e in ov.edges:
-        if e.loop:
-            g.edge(e.src, e.dst, _wrap([", ".join(e.feeds)], 30), style="dotted", color="#555555")
-        else:
+        if not e.loop:
             # Between two states with moves both ways the two labels sit side by side between
-            # the two edges: each names where it goes and is underlined onto its own edge.
+            # the two edges: each names where it goes ("to X:"). Underlining each onto its
+            # edge (decorate) drew leader lines across the picture.
             back = (e.dst, e.src) in pairs
-            two_way = {"decorate": "true"} if back else {}
             g.edge(
                 e.src,
                 e.dst,
                 _wrap(([f"to {e.dst}:"] if back else []) + e.lines()),
                 style="dashed" if e.guarded else "solid",
                 color="#1f5fa8" if e.guarded else "black",
-                **two_way,
             )
     if ov.any_moves or ov.any_stays:
         note = [ov.any_label]
@@ -101,6 +188,9 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
         for e in ov.any_moves:
             g.edge(ANY, e.dst, _wrap(e.lines()), style="dashed", color="#777777", fontcolor="#444444")
+    if ov.anywhere:
+        note = [w for line in ov.anywhere_lines() for w in textwrap.wrap(line, 34, subsequent_indent="  ")]
+        g.node(ANYWHERE, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
     for sh in ov.shared:
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
@@ -157,11 +247,7 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
             g.edge(prev, f"a{i}", prev_label)
             break
         q = f"q{i}"
-        lines = [f"{i + 1}. {r.name}"]
-        if r.states is not None:
-            lines.append("state in " + ", ".join(r.states))
-        lines += [*r.conditions(), *(ref_label(spec, gd) for gd in r.guards)]
-        label = "".join(t.replace("\\", "\\\\") + "\\l" for t in _wrap_each(lines, 60))
+        label = _question(spec, i, r)
         with g.subgraph() as row:
             row.attr(rank="same")
             row.node(q, label, shape="box", style="rounded,dashed", color="#1f5fa8")
@@ -173,6 +259,30 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
         g.node("none", "no answer (raises)", shape="box", style="dashed")
         g.edge(prev, "none", prev_label)
     return g
+
+
+def _question(spec: Spec, i: int, r: Rule) -> str:
+    """A rule's box: its number and name, what it asks in words, then the exact test in a small grey face.
+
+    The words are the rule's YAML description; the test (states, conditions,
+    guards with durations in units) stays beneath them so a reviewer approving
+    a policy change still sees the number it compares against.
+    """
+    left = '<BR ALIGN="LEFT"/>'
+    head = f"{i + 1}. {r.name}"
+    words = _wrap_each([r.description], 44) if r.description else []
+    test = [] if not r.guarded and r.states is None else _wrap_each(_test(spec, r), 52)
+    rows = _html(head) + left + "".join(_html(t) + left for t in words)
+    if test and r.description:
+        rows += '<FONT POINT-SIZE="9" COLOR="#555555">' + "".join(_html(t) + left for t in test) + "</FONT>"
+    elif test:
+        rows += "".join(_html(t) + left for t in test)
+    return f"<{rows}>"
+
+
+def _test(spec: Spec, r: Rule) -> list[str]:
+    conds = ["state in " + ", ".join(r.states)] if r.states is not None else []
+    return conds + [*r.conditions(), *(ref_label(spec, g) for g in r.guards)]
 
 
 def _wrap_each(lines: list[str], width: int) -> list[str]:

@@ -8,20 +8,47 @@ from typing import Any
 from loopfsm.core.spec import Branch, Decision, Ref, Rule, Spec, policy_ref
 
 
-def value_label(spec: Spec, v: Any) -> str:
-    """A parameter value; a policy reference shows its name and its current YAML default."""
-    name = policy_ref(v)
-    if name is not None:
-        p = spec.policy.get(name)
-        default = json.dumps(p.default) if p is not None else "?"
-        return f"{default} (policy.{name})"
+_UNITS = (("h", 3_600_000), ("min", 60_000), ("s", 1_000))
+
+
+def duration(ms: int) -> str:
+    """Milliseconds as a reviewer reads them: the largest unit that divides exactly, up to hours.
+
+    86400000 -> "24 h", 30000 -> "30 s", 90000 -> "90 s", 1500 -> "1500 ms".
+    Hours are the top unit: "24 h" is how a time-to-live is usually said.
+    """
+    for unit, size in _UNITS:
+        if ms and ms % size == 0:
+            return f"{ms // size} {unit}"
+    return f"{ms} ms"
+
+
+def is_duration(name: str, v: Any) -> bool:
+    """Durations are named ``*_ms`` throughout the machines (``pause_ttl_ms``, ``ttl_ms``)."""
+    return name.endswith("_ms") and isinstance(v, int) and not isinstance(v, bool)
+
+
+def value_label(spec: Spec, v: Any, name: str = "") -> str:
+    """A parameter value; a policy reference shows its current YAML default and its name.
+
+    A duration (a policy or parameter named ``*_ms``) is shown in units: ``24 h``.
+    """
+    ref = policy_ref(v)
+    if ref is not None:
+        p = spec.policy.get(ref)
+        if p is None:
+            return f"? (policy.{ref})"
+        shown = duration(p.default) if is_duration(ref, p.default) else json.dumps(p.default)
+        return f"{shown} (policy.{ref})"
+    if is_duration(name, v):
+        return duration(v)
     return v if isinstance(v, str) else json.dumps(v)
 
 
 def ref_label(spec: Spec, ref: Ref) -> str:
     if ref.options:
         return "(" + " or ".join(guards_label(spec, opt) for opt in ref.options) + ")"
-    args = ", ".join(f"{k}={value_label(spec, v)}" for k, v in ref.params.items())
+    args = ", ".join(f"{k}={value_label(spec, v, k)}" for k, v in ref.params.items())
     core = f"{ref.name}({args})" if args else ref.name
     return f"not {core}" if ref.negate else core
 
@@ -54,6 +81,18 @@ def state_title(spec: Spec, name: str) -> str:
     """``AwaitingModel { turn }`` for states that carry data."""
     fields = spec.states[name].data
     return f"{name} {{ {', '.join(fields)} }}" if fields else name
+
+
+def rule_words(spec: Spec, r: Rule) -> list[str]:
+    """What a decision rule asks, in words: its YAML description, else its conditions and guards.
+
+    The description is what the rule is for; the conditions follow it only
+    when there is none (the review sheet's table has them in full).
+    """
+    if r.description:
+        return [r.description]
+    conds = ["state in " + ", ".join(r.states)] if r.states is not None else []
+    return conds + [*r.conditions(), *(ref_label(spec, g) for g in r.guards)]
 
 
 def decision_signature(d: Decision) -> str:

@@ -11,7 +11,7 @@ import json
 from loopfsm.review.coverage import rows_of
 from loopfsm.core.spec import MISSING, Branch, FieldDef, Spec
 from . import mermaid, review
-from .labels import condition_label, guards_label, ref_label, state_title
+from .labels import condition_label, duration, guards_label, is_duration, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
 
@@ -137,7 +137,8 @@ def review_sheet(spec: Spec) -> str:
                 )
                 if x
             )
-            out.append(f"| `{p.name}` | {p.type} | {json.dumps(p.default)} | {bounds} | {_esc(p.description)} |")
+            default = json.dumps(p.default) + (f" ({duration(p.default)})" if is_duration(p.name, p.default) else "")
+            out.append(f"| `{p.name}` | {p.type} | {default} | {bounds} | {_esc(p.description)} |")
         out.append("")
     out += _fields_table("Data", spec.data)
     for d in spec.decisions.values():

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import textwrap
 
-from loopfsm.core.spec import Decision, Ref, Rule, Spec
-from .labels import branch_label, chain_steps, decision_signature, ref_label
-from .overview import ANY, Edge, overview
+from loopfsm.core.spec import Decision, Rule, Spec
+from .labels import branch_label, chain_steps, decision_signature, ref_label, rule_words
+from .overview import ANY, ANYWHERE, Edge, overview, short
 
 
 def _text(s: str) -> str:
@@ -75,7 +75,10 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
                 lines.append("        accepted there without moving:")
                 lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(sh.stays), 100)]
                 lines.append("    end note")
+        if ov.anywhere:
+            lines.append(f'    state "{_text("; ".join(ov.anywhere_lines()))}" as {ANYWHERE}')
         notes = ([ANY] if ov.any_moves or ov.any_stays else []) + [sh.node for sh in ov.shared]
+        notes += [ANYWHERE] if ov.anywhere else []
         if notes:
             lines.append("    classDef housekeeping fill:#ffffff,stroke:#777,stroke-dasharray:4 3")
             lines.append(f"    class {','.join(notes)} housekeeping")
@@ -87,25 +90,36 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _guard_name(g: Ref) -> str:
-    if g.options:
-        return "(" + " or ".join(" and ".join(_guard_name(x) for x in opt) for opt in g.options) + ")"
-    return ("not " if g.negate else "") + g.name
+RHOMBUS = 40  # characters a decision rhombus carries per line; a rhombus grows with the square of its text
 
 
-def _question(r: Rule) -> str:
-    # Guard names without their numbers: the table beside the chart has them in full.
-    conds = ["state in " + "/".join(r.states)] if r.states is not None else []
-    conds += [*r.conditions(), *(_guard_name(g) for g in r.guards)]
-    return f"[{r.name}] {' and '.join(conds)}?"
+def _quoted(s: str) -> str:
+    # Inside a quoted flowchart label only a quote or a newline ends the text; colons may stay.
+    return s.replace('"', "'").replace("\n", " ")
 
 
-def _node(prefix: str, open_: str, text: str, close: str) -> str:
-    line = f'{prefix}{open_}"{_text(text)}"{close}'
-    if len(line) > MAX_LINE:
-        keep = MAX_LINE - len(prefix) - len(open_) - len(close) - 3
-        line = f'{prefix}{open_}"{_text(text)[:keep].rstrip()}…"{close}'
-    return line
+def _question(i: int, r: Rule) -> str:
+    """The rhombus: the rule's number and name as a question, wrapped at RHOMBUS characters.
+
+    What the rule asks in words goes on its "yes" edge (see :func:`_because`):
+    110 characters in a rhombus drew a diamond wider than the chart.
+    """
+    return "<br/>".join(textwrap.wrap(_quoted(f"{i + 1}. {r.name}?"), RHOMBUS, break_long_words=False))
+
+
+def _because(spec: Spec, r: Rule, room: int) -> str:
+    """The "yes" edge: what the rule asks in words, wrapped at RHOMBUS characters, in at most ``room``.
+
+    The whole description when it fits the line, else its first clause (the
+    chart beside it in SVG and the review sheet have the rest); a cut, if it
+    comes to that, falls between words and is marked.
+    """
+    words = _quoted(" and ".join(rule_words(spec, r)))
+    for text in (words, short(words, RHOMBUS), textwrap.shorten(words, RHOMBUS, placeholder=" …")):
+        label = "<br/>".join(textwrap.wrap("yes: " + text, RHOMBUS, break_long_words=False))
+        if len(label) <= room:
+            return label
+    return "yes"
 
 
 def decision_flowchart(spec: Spec, d: Decision) -> str:
@@ -118,8 +132,10 @@ def decision_flowchart(spec: Spec, d: Decision) -> str:
         if final:
             lines.append(f"    {prev}{arrow}{answer}")
             break
-        lines.append(_node(f"    {prev}{arrow}q{i}", "{", _question(r), "}"))
-        lines.append(f"    q{i} -- yes --> {answer}")
+        lines.append(f'    {prev}{arrow}q{i}{{"{_question(i, r)}"}}')
+        lines.append(f"    {answer}")
+        edge = f'    q{i} -->|""| a{i}'
+        lines.append(edge.replace('""', f'"{_because(spec, r, MAX_LINE - len(edge))}"'))
         prev, label = f"q{i}", "no"
     if unanswered:
         lines.append(f'    {prev} -- no --> none["no answer (raises)"]')

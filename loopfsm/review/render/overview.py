@@ -14,6 +14,14 @@ table into what a design review needs:
   states (router_run's ``inject`` from each pause) is folded the same way:
   drawn once from a note naming those states, or from the "any live state"
   note when it is all of them, and left off those states' own edges;
+- a move every live state makes first on every feed it takes, with the same
+  words (agent_loop's "past the deadline" to ``expired``), is drawn once from
+  the "any live state" note as ``any feed: ...`` and left off every other
+  arrow: seven arrows fanning into one state said one thing;
+- a feed that from two states or more may lead to every live state
+  (router_run's ``inject``, a new prompt that replaces whatever was paused) is
+  not drawn as an arrow to each of them: one note says so and names the
+  states it is taken from;
 - no actions, no policy numbers: the review sheet and the detailed view keep
   those.
 
@@ -27,9 +35,10 @@ import re
 import textwrap
 from dataclasses import dataclass, field, replace
 
-from loopfsm.core.spec import WILDCARD, Branch, Condition, Ref, Spec
+from loopfsm.core.spec import WILDCARD, Branch, Condition, EventDef, Ref, Spec
 
 ANY = "__any__"
+ANYWHERE = "__anywhere__"  # the note for feeds that may lead to any live state
 SHORT = 44
 SLACK = 12
 
@@ -95,6 +104,11 @@ class Overview:
     any_stays: list[str]  # those of them that never move
     any_label: str  # "any live state", or "other live states" when some state overrides '*'
     shared: list[Shared] = field(default_factory=list)  # feeds alike from some live states, not all
+    anywhere: dict[str, list[str]] = field(default_factory=dict)  # feed -> states it may leave for any live state
+
+    def anywhere_lines(self) -> list[str]:
+        """The "may lead to any live state" note, one sentence per feed."""
+        return [f"{feed} may lead to any live state from {', '.join(states)}" for feed, states in self.anywhere.items()]
 
 
 def _literal(v: object) -> str | None:
@@ -170,10 +184,25 @@ def _fold(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> list[list[
     for state in live:
         if state in sources:
             groups.setdefault(_alike(sources[state]), []).append(state)
-    # A feed that only stays keeps its self-loops: a feed name over each state is
-    # shorter than a note and the arrow to it.
+    # A feed that only stays keeps its self-loops (in DOT, "stays on" in the box): a feed
+    # name on each state is shorter than a note and the arrow to it.
     moves = {key for key, states in groups.items() if any(b.dest is not None for b in sources[states[0]])}
     return [states for key, states in groups.items() if len(states) > 1 and key in moves]
+
+
+def _stays_alike(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> list[str]:
+    """The live states that only stay on a feed, when that is most of them (else [], drawn as self-loops).
+
+    A feed most live states accept without moving reads better in the note,
+    with the few states that do not take it named, than as a loop on each.
+    """
+    staying = [st for st in live if st in sources and all(b.dest is None for b in sources[st])]
+    alike = {_alike(sources[st]) for st in staying}
+    if len(alike) != 1 or len(staying) < 3 or 2 * len(staying) <= len(live):
+        return []
+    if any(st in sources for st in live if st not in staying):
+        return []  # some other state takes the feed and moves: its arrows tell, the note would half-tell
+    return staying
 
 
 def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
@@ -186,14 +215,109 @@ def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branche
         stays.append(feed)
 
 
+def _universal(spec: Spec, live: list[str]) -> set[tuple[str, str]]:
+    """(destination, words) of the move every live state tries first on every feed it takes.
+
+    Only a move out of the live states counts (to a terminal state): it is what
+    "whatever happens, this ends the run" looks like in a table. Read from the
+    entries as written, '*' once for the states it stands for, so a large
+    table costs no more than its size.
+    """
+    if len(live) < 2:
+        return set()
+    alive = set(live)
+    found: set[tuple[str, str]] | None = None
+    taking: set[str] = set()
+    for ev in spec.events.values():
+        for state, branches in ev.sources.items():
+            if state == WILDCARD:
+                if alive <= set(ev.sources):
+                    continue  # every live state names its own entry: '*' stands for none of them
+                taking = alive
+            elif state in alive:
+                taking.add(state)
+            else:
+                continue
+            b = branches[0]
+            if b.dest is None or b.refusal is not None or b.dest in alive:
+                return set()
+            key = {(b.dest, branch_words(b))}
+            found = key if found is None else found & key
+            if not found:
+                return set()
+    # Every live state must take some feed, or "any live state" would claim a move it cannot make.
+    return found if found and taking == alive else set()
+
+
+def _strip(branches: tuple[Branch, ...], universal: set[tuple[str, str]]) -> tuple[Branch, ...]:
+    b = branches[0] if branches else None
+    if b is not None and b.dest is not None and (b.dest, branch_words(b)) in universal:
+        return branches[1:]
+    return branches
+
+
+def _reaching(ev: EventDef, live: list[str]) -> list[str]:
+    """The live states from which ``ev`` may end in every live state (staying counts as the state itself)."""
+    if len(live) < 3:
+        return []
+    alive = set(live)
+
+    def missing(branches: tuple[Branch, ...]) -> tuple[set[str], bool]:
+        moves = {b.dest for b in branches if b.dest is not None and b.refusal is None}
+        return alive - moves, any(b.dest is None and b.refusal is None for b in branches)
+
+    wild = ev.sources.get(WILDCARD)
+    wild_missing = missing(wild) if wild is not None else None
+    out = []
+    for state in live:
+        gap, stays = missing(ev.sources[state]) if state in ev.sources else wild_missing or (alive, False)
+        if not gap or (stays and gap == {state}):
+            out.append(state)
+    return out
+
+
+def _overrides(ev: EventDef, state: str) -> bool:
+    """Whether ``state``'s own entry for ``ev`` makes the '*' entry's note say something untrue of it.
+
+    An entry that keeps every move and the stay of '*' (and adds its own) leaves
+    the note true: the note need not say "other live states" for it.
+    """
+    wild = ev.sources.get(WILDCARD)
+    own = ev.sources.get(state)
+    if wild is None or own is None:
+        return False
+    has = {(b.dest, branch_words(b)) for b in own if b.dest is not None}
+    moves = {(b.dest, branch_words(b)) for b in wild if b.dest is not None}
+    stays = any(b.dest is None and b.refusal is None for b in wild)
+    return not moves <= has or (stays and not any(b.dest is None and b.refusal is None for b in own))
+
+
 def overview(spec: Spec) -> Overview:
     edges: dict[tuple[str, str], Edge] = {}
     any_moves: dict[str, Edge] = {}
     any_stays: list[str] = []
     shared: dict[tuple[str, ...], tuple[Shared, dict[str, Edge]]] = {}
     live = [s.name for s in spec.states.values() if not s.terminal]
-    overridden = any(WILDCARD in ev.sources and any(s in ev.sources for s in live) for ev in spec.events.values())
-    for ev in spec.events.values():
+    universal = _universal(spec, live)
+    for dst, words in sorted(universal):
+        any_moves[dst] = Edge(ANY, dst, {"any feed": [words]})
+    anywhere: dict[str, list[str]] = {}
+    events = []
+    for ev0 in spec.events.values():
+        sources = {st: _strip(bs, universal) for st, bs in ev0.sources.items()}
+        # Only a feed that does so from two states or more: one state's feed that may go anywhere
+        # (Idle's execute) is that state's own fan of arrows, and the main path.
+        reaching = _reaching(ev0, live)
+        if len(reaching) > 1:
+            anywhere[ev0.name] = reaching
+            for st in reaching:
+                sources.pop(st, None)
+        # A feed whose '*' entry every live state leaves for any state is drawn by the note alone.
+        if WILDCARD in sources and set(anywhere.get(ev0.name, ())) >= set(live):
+            sources.pop(WILDCARD)
+        events.append(replace(ev0, sources={st: bs for st, bs in sources.items() if bs}))
+    overridden = any(_overrides(ev, st) for ev in events for st in live)
+    for ev in events:
         wild = ev.sources.get(WILDCARD)
         folded: set[str] = set()
         if wild is not None:
@@ -205,6 +329,11 @@ def overview(spec: Spec) -> Overview:
             if len(moving) < len(wild):
                 any_stays.append(ev.name)
         else:
+            stays = _stays_alike(ev.sources, live)
+            if stays:
+                folded.update(stays)
+                rest = [st for st in live if st not in stays]
+                any_stays.append(ev.name + (f" (not in {', '.join(rest)})" if rest else ""))
             for states in _fold(ev.sources, live):
                 folded.update(states)
                 branches = ev.sources[states[0]]
@@ -244,4 +373,5 @@ def overview(spec: Spec) -> Overview:
         any_stays,
         "other live states" if overridden else "any live state",
         notes,
+        anywhere,
     )
