@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -343,6 +344,9 @@ def serve(
 
     base = router.holder
     router.close()  # no connection of the parent's crosses the fork: each worker opens its own
+    # Under uvloop (uvicorn's choice when installed) a worker that wakes accepts every waiting connection, so
+    # clients connecting together all land on one process; libuv's switch makes it accept one and yield.
+    os.environ["UV_TCP_SINGLE_ACCEPT"] = "1"
     sock.listen(2048)  # connections queue while the workers start
 
     def child(index: int) -> None:

@@ -197,15 +197,18 @@ def test_workers_end_when_the_supervisor_is_killed(tmp_path, started):
     wait_for("the orphaned workers to end", lambda: not any(running(pid) for pid in w.workers), timeout=30)
 
 
-def test_serve_forks_with_no_store_connection_open(tmp_path, monkeypatch):
+def test_serve_forks_with_no_store_connection_open_and_workers_accepting_one_connection_at_a_time(tmp_path, monkeypatch):
     """The parent frees its holder's locks, then closes every connection before the workers are forked."""
     from loopfsm.router import Router
     from loopfsm.router import workers as workers_module
     from loopfsm.router.http import serve
 
+    monkeypatch.delenv("UV_TCP_SINGLE_ACCEPT", raising=False)
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     router = Router(url, holder="r1", create=True)
     at_fork: list[tuple[int, int]] = []
     monkeypatch.setattr(workers_module, "supervise", lambda n, child: at_fork.append((n, router.connections())))
     serve(router, "127.0.0.1", free_port(), workers=3)
     assert at_fork == [(3, 0)]
+    # the workers inherit it: under uvloop each accepts one waiting connection per wake-up, so they spread
+    assert os.environ["UV_TCP_SINGLE_ACCEPT"] == "1"
