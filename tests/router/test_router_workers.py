@@ -162,7 +162,8 @@ def test_a_worker_killed_mid_turn_is_started_again_and_the_other_serves_meanwhil
     survivor = next(pid for pid in w.workers if pid != victim)
     os.kill(victim, signal.SIGKILL)
     with open_store(url, prefix=prefix) as s:
-        held_by = s.load("crash").holder
+        held = s.load("crash")
+    held_by = held.holder
     assert held_by in ("r1-w0", "r1-w1")  # the killed worker's own holder id
     marker.unlink()
     # the other worker goes on serving while the killed one is started again
@@ -182,7 +183,10 @@ def test_a_worker_killed_mid_turn_is_started_again_and_the_other_serves_meanwhil
         rows = s.rows("crash")
         assert [m.meta["role"] for m in rows if m.kind == "message"] == ["user", "assistant"]
         assert [x.meta["event"] for x in rows if x.kind == "trace"].count("run.completed") == 1
-        assert s.load("crash").holder is None
+        done = s.load("crash")
+        assert done.holder is None
+        # served again before the killed worker's lease ran out (30 s): its successor freed the lock on starting
+        assert held.lease_expires_at is not None and done.updated_at < held.lease_expires_at
     log = w.log.read_text()
     assert f"worker {held_by[-1]} (pid {victim}) was killed by SIGKILL; starting it again" in log
 
