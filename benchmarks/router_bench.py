@@ -364,7 +364,11 @@ def bench(name: str, url: str) -> None:
             with open_store(url, prefix=p_base) as s:
                 assert len(s.rows("template")) == len(rows), "baseline writes other rows than the router"
             seq: dict[str, list[Sequential]] = {"router": [], "baseline": []}
-            par: dict[str, list[Parallel]] = {"router": [], "baseline": [], **{f"router, {w} workers": [] for w in WORKERS}}
+            par: dict[str, list[Parallel]] = {
+                "router": [],
+                "baseline": [],
+                **{f"router, {w} workers": [] for w in WORKERS},
+            }
             con: dict[str, list[Burst]] = {"router": [], "baseline": []}
             per_round = N_SEQ // ROUNDS
             for _ in range(ROUNDS):

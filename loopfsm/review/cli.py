@@ -394,9 +394,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
     if (args.url is None) == (args.store_url is None):
-        raise _UsageError(
-            f"store {args.store_command} needs the store's URL, once: --store URL (or as an argument)"
-        )
+        raise _UsageError(f"store {args.store_command} needs the store's URL, once: --store URL (or as an argument)")
     url = args.url or args.store_url
     if args.store_command == "sweep":
         with open_store(url, prefix=args.prefix) as store:

@@ -316,7 +316,14 @@ def cmd_router(args: argparse.Namespace) -> int:
         print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
         print(tables, file=sys.stderr, flush=True)
 
-    serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening, workers=args.workers)
+    serve(
+        router,
+        args.host,
+        args.port,
+        sweep_every_s=args.sweep_every or None,
+        on_listening=listening,
+        workers=args.workers,
+    )
     return 0
 
 

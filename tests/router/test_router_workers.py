@@ -65,14 +65,14 @@ def holders_seen(url: str, tries: int = 200) -> set[str]:
     import httpx
 
     seen: set[str] = set()
+
+    def ask(replies: list[str]) -> None:
+        with httpx.Client(timeout=30) as h:
+            replies.append(h.get(url + "/healthz").json()["holder"])
+
     for _ in range(tries // 10):
         replies: list[str] = []
-
-        def ask() -> None:
-            with httpx.Client(timeout=30) as h:
-                replies.append(h.get(url + "/healthz").json()["holder"])
-
-        threads = [threading.Thread(target=ask) for _ in range(10)]
+        threads = [threading.Thread(target=ask, args=(replies,)) for _ in range(10)]
         for t in threads:
             t.start()
         for t in threads:
@@ -95,7 +95,8 @@ class Workers:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([sys.executable, *args, str(workers)], stdout=out, stderr=out, env=env)
         wait_until_up(self.url, self.proc, lambda: self.log.read_text())
-        self.workers = wait_for(f"{workers} workers", lambda: len(children(self.proc.pid)) == workers and children(self.proc.pid))
+        pid = self.proc.pid
+        self.workers = wait_for(f"{workers} workers", lambda: len(children(pid)) == workers and children(pid))
 
     def stop(self) -> None:
         stop(self.proc)
@@ -201,7 +202,7 @@ def test_workers_end_when_the_supervisor_is_killed(tmp_path, started):
     wait_for("the orphaned workers to end", lambda: not any(running(pid) for pid in w.workers), timeout=30)
 
 
-def test_serve_forks_with_no_store_connection_open_and_workers_accepting_one_connection_at_a_time(tmp_path, monkeypatch):
+def test_serve_forks_with_no_store_connection_open_and_workers_accepting_one_connection_each(tmp_path, monkeypatch):
     """The parent frees its holder's locks, then closes every connection before the workers are forked."""
     from loopfsm.router import Router
     from loopfsm.router import workers as workers_module
