@@ -233,6 +233,28 @@ def sequential(server: Server, n: int) -> Sequential:
         return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n, own / n)
 
 
+def machine_cpu() -> tuple[float, float]:
+    """Seconds of CPU time the whole machine has spent busy and in all, over every core (/proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / hz, sum(ticks[:8]) / hz
+
+
+def postgres_cpu_s() -> float:
+    """CPU seconds of every PostgreSQL server process on this machine (0 when there is none, as for SQLite)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        if text.split("(", 1)[1].startswith("postgres)"):
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 @dataclass
 class Parallel:
     """Several clients at once, each a process of its own: turns per second, and CPU per turn on each side."""
@@ -240,11 +262,21 @@ class Parallel:
     turns_per_s: float
     cpu_per_turn_s: float  # the server's: the supervisor and every worker
     client_cpu_per_turn_s: float  # every client process's own
+    db_cpu_per_turn_s: float  # PostgreSQL's server processes (0 on SQLite, which runs inside the router)
+    busy: float  # how busy the machine's cores were during the run, 0 to 1, whoever used them
     spread: list[int]  # how many of the clients' connections each answering process took, most first
 
     def ceiling(self) -> float:
-        """The most turns per second these CPU costs allow when server and clients share this machine's cores."""
-        return (os.cpu_count() or 1) / (self.cpu_per_turn_s + self.client_cpu_per_turn_s)
+        """The most turns per second these CPU costs allow when router, clients and database share the cores."""
+        return (os.cpu_count() or 1) / self.cpu_s()
+
+    def cpu_s(self) -> float:
+        """CPU seconds a turn costs the router, the clients and the database together."""
+        return self.cpu_per_turn_s + self.client_cpu_per_turn_s + self.db_cpu_per_turn_s
+
+    def ours(self) -> float:
+        """The share of the machine's cores the router, the clients and the database used during the run."""
+        return self.turns_per_s * self.cpu_s() / (os.cpu_count() or 1)
 
 
 def parallel(server: Server, clients: int, n: int) -> Parallel:
@@ -273,10 +305,10 @@ def parallel(server: Server, clients: int, n: int) -> Parallel:
     procs = [ctx.Process(target=client) for _ in range(clients)]
     for p in procs:
         p.start()
-    c0 = cpu_s(server.proc.pid)
+    c0, db0, m0 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
     start.wait()
     got = [out.get(timeout=600) for _ in procs]
-    c1 = cpu_s(server.proc.pid)
+    c1, db1, m1 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
     for p in procs:
         p.join()
     assert all(p.exitcode == 0 for p in procs), "a client failed"
@@ -284,7 +316,8 @@ def parallel(server: Server, clients: int, n: int) -> Parallel:
     total = clients * n
     holders = [g[3] for g in got]
     spread = sorted((holders.count(x) for x in set(holders)), reverse=True)
-    return Parallel(total / wall, (c1 - c0) / total, sum(g[2] for g in got) / total, spread)
+    busy = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1e-9)
+    return Parallel(total / wall, (c1 - c0) / total, sum(g[2] for g in got) / total, (db1 - db0) / total, busy, spread)
 
 
 @dataclass
@@ -430,25 +463,29 @@ def bench(name: str, url: str) -> None:
     one = vals["router"]["turns/s, 1 client"]
     print(f"\n{CLIENTS} clients (each a process) against the router in 1 and more processes (`serve --workers N`):")
     print(
-        f"{'router processes':>18}{'turns/s':>10}{'/ 1 client':>12}{'server CPU':>12}{'client CPU':>12}"
-        f"{'ceiling':>10}{'allows':>8}  connections per process"
+        f"{'processes':>10}{'turns/s':>9}{'/ 1 client':>11}{'CPU per turn: router':>22}{'clients':>9}{'database':>10}"
+        f"{'cores busy':>12}{'ours':>6}{'ceiling':>9}{'allows':>8}  connections"
     )
     for w, runs in [(1, par["router"])] + [(w, par[f"router, {w} workers"]) for w in WORKERS]:
         best = max(runs, key=lambda p: p.turns_per_s)
         ratio, allows = best.turns_per_s / one, best.ceiling() / one
         met = "met" if ratio >= GOAL_SCALING else "MISSED"
         print(
-            f"{w:>18}{best.turns_per_s:10.1f}{ratio:11.2f}x{1000 * best.cpu_per_turn_s:9.2f} ms"
-            f"{1000 * best.client_cpu_per_turn_s:9.2f} ms{best.ceiling():10.1f}{allows:7.2f}x"
-            f"  {'+'.join(map(str, best.spread)):<8}  goal >= {GOAL_SCALING:g}x  {met}"
+            f"{w:>10}{best.turns_per_s:9.1f}{ratio:10.2f}x{1000 * best.cpu_per_turn_s:19.2f} ms"
+            f"{1000 * best.client_cpu_per_turn_s:6.2f} ms{1000 * best.db_cpu_per_turn_s:7.2f} ms"
+            f"{100 * best.busy:11.0f}%{100 * best.ours():5.0f}%{best.ceiling():9.1f}{allows:7.2f}x"
+            f"  {'+'.join(map(str, best.spread)):<8}"
+            f"  goal >= {GOAL_SCALING:g}x  {met}"
         )
         GOALS.append(
             f"{name}, {CLIENTS} clients / 1 client, {w} router process{'es' if w > 1 else ''}: {ratio:.2f}  "
             f"goal >= {GOAL_SCALING:g}x  {met}  (this machine allows at most {allows:.2f}x)"
         )
     print(
-        f"  ceiling = {os.cpu_count()} cores / (server + client CPU per turn, both measured in that run): the most "
-        "turns/s this machine gives when the clients run on the same cores; allows = ceiling / 1 client's turns/s"
+        f"  ceiling = {os.cpu_count()} cores / (router + clients + database CPU per turn, all measured in that run): "
+        "the most turns/s the cores give them; allows = ceiling / 1 client's turns/s; cores busy: the whole "
+        "machine's, other jobs included, ours: the router's, clients' and database's share of it; "
+        "connections: how many of the clients' connections each process took"
     )
     for label in ("router", "baseline"):
         why = sorted({w for b in con[label] for w in b.not_completed})
