@@ -28,7 +28,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 
 #: Seconds the children have, after the parent is told to stop, to finish their requests before they are killed.
@@ -76,8 +75,10 @@ def _start(index: int, run_child: Callable[[int], None]) -> int:
         _watch_parent(parent)
         run_child(index)
         code = 0
-    except BaseException:  # noqa: BLE001 - the child says why it ended, then ends; the parent starts another
-        traceback.print_exc()
+    except SystemExit as stop:  # uvicorn's way to say it could not start
+        code = stop.code if isinstance(stop.code, int) else 1
+    except BaseException as err:  # noqa: BLE001 - the child says why it ended, in a line, then ends; another starts
+        _say(f"worker {index} stopped: {type(err).__name__}: {str(err)[:300]}")
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -217,3 +217,24 @@ def test_serve_forks_with_no_store_connection_open_and_workers_accepting_one_con
     assert at_fork == [(3, 0)]
     # the workers inherit it: under uvloop each accepts one waiting connection per wake-up, so they spread
     assert os.environ["UV_TCP_SINGLE_ACCEPT"] == "1"
+
+
+def test_a_worker_that_fails_says_why_in_one_line_and_is_started_again(tmp_path):
+    """No traceback: the supervisor's log says which worker stopped and why, and starts it again until told to stop."""
+    code = (
+        "import os, signal, threading\n"
+        "from loopfsm.router.workers import supervise\n"
+        "def child(index):\n"
+        "    raise RuntimeError(f'cannot reach the store (worker {index})')\n"
+        "threading.Timer(2.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+        "supervise(1, child)\n"
+        "print('supervisor returned')\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout == "supervisor returned\n", done.stderr
+    lines = done.stderr.splitlines()
+    stopped = "loopfsm router: worker 0 stopped: RuntimeError: cannot reach the store (worker 0)"
+    assert lines.count(stopped) >= 2  # started again after RESTART_DELAY_S, and failed again
+    assert "loopfsm router: worker 0 (pid " in done.stderr and "exited with status 1; starting it again" in done.stderr
+    assert "Traceback" not in done.stderr
