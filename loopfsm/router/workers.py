@@ -18,7 +18,7 @@ The parent only supervises: a child that dies is started again under the same
 index (so its successor frees the locks it held); SIGTERM or SIGINT to the
 parent is passed on to every child, which finish the requests they are
 serving, and a child still running after ``STOP_S`` is killed.  A child whose
-parent is gone (killed with SIGKILL) stops itself within a second.
+parent is gone (killed with SIGKILL) notices within a second and stops as on SIGTERM.
 """
 
 from __future__ import annotations

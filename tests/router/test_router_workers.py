@@ -238,3 +238,25 @@ def test_a_worker_that_fails_says_why_in_one_line_and_is_started_again(tmp_path)
     assert lines.count(stopped) >= 2  # started again after RESTART_DELAY_S, and failed again
     assert "loopfsm router: worker 0 (pid " in done.stderr and "exited with status 1; starting it again" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_worker_that_ignores_sigterm_is_killed_once_the_stop_time_is_up():
+    """A turn that never ends cannot keep the router from stopping: past STOP_S the worker is killed."""
+    code = (
+        "import os, signal, threading, time\n"
+        "from loopfsm.router import workers\n"
+        "workers.STOP_S = 1.0\n"
+        "def child(index):\n"
+        "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(600)\n"
+        "threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGTERM)).start()\n"
+        "workers.supervise(1, child)\n"
+        "print('supervisor returned', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    child, returned = done.stdout.splitlines()
+    assert done.returncode == 0 and returned == "supervisor returned", done.stderr
+    assert not running(int(child))
+    assert "starting it again" not in done.stderr  # a worker ended while stopping is not started again
