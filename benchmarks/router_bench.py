@@ -19,8 +19,14 @@ server that cannot be reached is reported and skipped).  How it measures:
   turn, turns per second, the *server's* CPU time per turn (from
   /proc/PID/stat), and the client's own (the driver's process time: it runs
   on the same cores, so it bounds what more clients can add).
-* 4 clients at once, each its own kept-alive connection and its own sessions:
-  turns per second, and its ratio to one client's.
+* 4 clients at once, each its own process, kept-alive connection and
+  sessions: turns per second, and its ratio to one client's; against the
+  router with 1 process, then with ``--workers 2`` and ``--workers 4``
+  (server CPU counts the supervisor and every worker).  Beside it, the
+  ceiling this machine allows: the server's and the clients' CPU per turn
+  in that same run, all on the same cores, give at most
+  ``cores / (server + client CPU per turn)`` turns per second, and so at
+  most that over one client's rate as a ratio, whatever the router does.
 * 100 concurrent sessions: 100 clients at once on fresh connections, one
   execute each; wall time for all of them and server CPU per request; an
   answer that is not ``completed`` is counted and its message printed.
@@ -44,7 +50,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -56,6 +61,7 @@ PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else "postgresql
 N_SEQ = 60 if QUICK else 400  # turns of one client, over all rounds
 ROUNDS = 2 if QUICK else 4
 CLIENTS = 4
+WORKERS = (2, 4)  # router processes (``serve --workers``) the 4 clients are also measured against
 SESSION_TURNS = 20  # turns a client's session takes before it starts another
 CONCURRENT = 100
 #: The goals of issue 20: p50 of one client's turn (ms) per store, and 4 clients' turns/s over one client's.
@@ -131,11 +137,13 @@ def serve_router() -> None:
     from loopfsm.router.http import serve
 
     url, prefix, port = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    workers = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     script = [{"text": "done", "input_tokens": 10, "output_tokens": 2}]
     serve(
         Router(url, prefix=prefix, provider=ScriptedProvider(script), holder=f"bench-{port}", create=True),
         "127.0.0.1",
         port,
+        workers=workers,
     )
 
 
@@ -149,8 +157,11 @@ def free_port() -> int:
 
 
 def cpu_s(pid: int) -> float:
+    """CPU seconds of ``pid`` and of its live children (a router's workers), user and system."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return own + sum(cpu_s(int(k)) for k in kids)
 
 
 class Server:
@@ -222,31 +233,91 @@ def sequential(server: Server, n: int) -> Sequential:
         return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n, own / n)
 
 
-def parallel(server: Server, clients: int, n: int) -> float:
-    """Turns per second of ``clients`` clients at once, each ``n`` turns over its own kept-alive connection."""
+def machine_cpu() -> tuple[float, float]:
+    """Seconds of CPU time the whole machine has spent busy and in all, over every core (/proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / hz, sum(ticks[:8]) / hz
+
+
+def postgres_cpu_s() -> float:
+    """CPU seconds of every PostgreSQL server process on this machine (0 when there is none, as for SQLite)."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        if text.split("(", 1)[1].startswith("postgres)"):
+            fields = text.rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+@dataclass
+class Parallel:
+    """Several clients at once, each a process of its own: turns per second, and CPU per turn on each side."""
+
+    turns_per_s: float
+    cpu_per_turn_s: float  # the server's: the supervisor and every worker
+    client_cpu_per_turn_s: float  # every client process's own
+    db_cpu_per_turn_s: float  # PostgreSQL's server processes (0 on SQLite, which runs inside the router)
+    busy: float  # how busy the machine's cores were during the run, 0 to 1, whoever used them
+    spread: list[int]  # how many of the clients' connections each answering process took, most first
+
+    def ceiling(self) -> float:
+        """The most turns per second these CPU costs allow when router, clients and database share the cores."""
+        return (os.cpu_count() or 1) / self.cpu_s()
+
+    def cpu_s(self) -> float:
+        """CPU seconds a turn costs the router, the clients and the database together."""
+        return self.cpu_per_turn_s + self.client_cpu_per_turn_s + self.db_cpu_per_turn_s
+
+    def ours(self) -> float:
+        """The share of the machine's cores the router, the clients and the database used during the run."""
+        return self.turns_per_s * self.cpu_s() / (os.cpu_count() or 1)
+
+
+def parallel(server: Server, clients: int, n: int) -> Parallel:
+    """``clients`` clients at once, each ``n`` turns over its own kept-alive connection from a process of its own.
+
+    Processes, not threads: client threads would share one interpreter lock and bound the rate themselves.
+    """
+    import multiprocessing
+
     import httpx
 
-    start = threading.Barrier(clients + 1)
-    done: list[int] = []
+    ctx = multiprocessing.get_context("fork")
+    start = ctx.Barrier(clients + 1)
+    out: Any = ctx.Queue()
 
     def client() -> None:
         with httpx.Client(base_url=server.base, timeout=60) as h:
-            h.get("/healthz")
+            holder = h.get("/healthz").json().get("holder", "")  # the process this connection landed on
             start.wait()
+            own0, t0 = time.process_time(), time.perf_counter()
             _, local = turns(h, n)
+            t1 = time.perf_counter()
             assert len(local) == 1, "a client opened a new connection between turns"
-            done.append(n)
+            out.put((t0, t1, time.process_time() - own0, holder))
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    for t in threads:
-        t.start()
+    procs = [ctx.Process(target=client) for _ in range(clients)]
+    for p in procs:
+        p.start()
+    c0, db0, m0 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
     start.wait()
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - t0
-    assert len(done) == clients, "a client failed"
-    return clients * n / wall
+    got = [out.get(timeout=600) for _ in procs]
+    c1, db1, m1 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
+    for p in procs:
+        p.join()
+    assert all(p.exitcode == 0 for p in procs), "a client failed"
+    wall = max(g[1] for g in got) - min(g[0] for g in got)
+    total = clients * n
+    holders = [g[3] for g in got]
+    spread = sorted((holders.count(x) for x in set(holders)), reverse=True)
+    busy = (m1[0] - m0[0]) / max(m1[1] - m0[1], 1e-9)
+    return Parallel(total / wall, (c1 - c0) / total, sum(g[2] for g in got) / total, (db1 - db0) / total, busy, spread)
 
 
 @dataclass
@@ -326,7 +397,11 @@ def bench(name: str, url: str) -> None:
             with open_store(url, prefix=p_base) as s:
                 assert len(s.rows("template")) == len(rows), "baseline writes other rows than the router"
             seq: dict[str, list[Sequential]] = {"router": [], "baseline": []}
-            par: dict[str, list[float]] = {"router": [], "baseline": []}
+            par: dict[str, list[Parallel]] = {
+                "router": [],
+                "baseline": [],
+                **{f"router, {w} workers": [] for w in WORKERS},
+            }
             con: dict[str, list[Burst]] = {"router": [], "baseline": []}
             per_round = N_SEQ // ROUNDS
             for _ in range(ROUNDS):
@@ -334,6 +409,15 @@ def bench(name: str, url: str) -> None:
                     seq[label].append(sequential(srv, per_round))
                     par[label].append(parallel(srv, CLIENTS, per_round // CLIENTS))
                     con[label].append(concurrent(srv, CONCURRENT))
+            # the same 4 clients against the router in several processes (the baseline stays in one)
+            for w in WORKERS:
+                many = Server("--serve-router", url, p_router, str(w))
+                try:
+                    parallel(many, CLIENTS * w, 5)  # warm every worker up (its first turns compile what it caches)
+                    for _ in range(ROUNDS):
+                        par[f"router, {w} workers"].append(parallel(many, CLIENTS, per_round // CLIENTS))
+                finally:
+                    many.stop()
         finally:
             base.stop()
     finally:
@@ -351,8 +435,8 @@ def bench(name: str, url: str) -> None:
             "p50 turn, 1 client (ms)": 1000 * statistics.median(lat),
             "p99 turn, 1 client (ms)": 1000 * pct(lat, 0.99),
             "turns/s, 1 client": one,
-            f"turns/s, {CLIENTS} clients": max(par[label]),
-            f"{CLIENTS} clients / 1 client": max(par[label]) / one,
+            f"turns/s, {CLIENTS} clients": max(p.turns_per_s for p in par[label]),
+            f"{CLIENTS} clients / 1 client": max(p.turns_per_s for p in par[label]) / one,
             "server CPU / turn (ms)": 1000 * min(r.cpu_per_turn_s for r in seq[label]),
             "client CPU / turn (ms)": 1000 * min(r.client_cpu_per_turn_s for r in seq[label]),
             f"{CONCURRENT} concurrent, wall (ms)": 1000 * min(b.wall_s for b in con[label]),
@@ -363,10 +447,6 @@ def bench(name: str, url: str) -> None:
         "p50 turn, 1 client (ms)": (
             f"goal <= {GOAL_P50_MS[name]:g} ms",
             vals["router"]["p50 turn, 1 client (ms)"] <= GOAL_P50_MS[name],
-        ),
-        f"{CLIENTS} clients / 1 client": (
-            f"goal >= {GOAL_SCALING:g}x",
-            vals["router"][f"{CLIENTS} clients / 1 client"] >= GOAL_SCALING,
         ),
     }
     for key in vals["router"]:
@@ -380,6 +460,33 @@ def bench(name: str, url: str) -> None:
             line += f"  {goal}  {'met' if met else 'MISSED'}"
             GOALS.append(f"{name}, {key}: {r:.2f}  {goal}  {'met' if met else 'MISSED'}")
         print(line)
+    one = vals["router"]["turns/s, 1 client"]
+    print(f"\n{CLIENTS} clients (each a process) against the router in 1 and more processes (`serve --workers N`):")
+    print(
+        f"{'processes':>10}{'turns/s':>9}{'/ 1 client':>11}{'CPU per turn: router':>22}{'clients':>9}{'database':>10}"
+        f"{'cores busy':>12}{'ours':>6}{'ceiling':>9}{'allows':>8}  connections"
+    )
+    for w, runs in [(1, par["router"])] + [(w, par[f"router, {w} workers"]) for w in WORKERS]:
+        best = max(runs, key=lambda p: p.turns_per_s)
+        ratio, allows = best.turns_per_s / one, best.ceiling() / one
+        met = "met" if ratio >= GOAL_SCALING else "MISSED"
+        print(
+            f"{w:>10}{best.turns_per_s:9.1f}{ratio:10.2f}x{1000 * best.cpu_per_turn_s:19.2f} ms"
+            f"{1000 * best.client_cpu_per_turn_s:6.2f} ms{1000 * best.db_cpu_per_turn_s:7.2f} ms"
+            f"{100 * best.busy:11.0f}%{100 * best.ours():5.0f}%{best.ceiling():9.1f}{allows:7.2f}x"
+            f"  {'+'.join(map(str, best.spread)):<8}"
+            f"  goal >= {GOAL_SCALING:g}x  {met}"
+        )
+        GOALS.append(
+            f"{name}, {CLIENTS} clients / 1 client, {w} router process{'es' if w > 1 else ''}: {ratio:.2f}  "
+            f"goal >= {GOAL_SCALING:g}x  {met}  (this machine allows at most {allows:.2f}x)"
+        )
+    print(
+        f"  ceiling = {os.cpu_count()} cores / (router + clients + database CPU per turn, all measured in that run): "
+        "the most turns/s the cores give them; allows = ceiling / 1 client's turns/s; cores busy: the whole "
+        "machine's, other jobs included, ours: the router's, clients' and database's share of it; "
+        "connections: how many of the clients' connections each process took"
+    )
     for label in ("router", "baseline"):
         why = sorted({w for b in con[label] for w in b.not_completed})
         if why:
@@ -441,7 +548,8 @@ def main() -> None:
     print(stack())
     print(
         f"router turn over kept-alive loopback connections; {N_SEQ} turns of 1 client, then of {CLIENTS} clients, "
-        f"{CONCURRENT} concurrent on fresh connections; x {ROUNDS} alternating rounds"
+        f"{CONCURRENT} concurrent on fresh connections; x {ROUNDS} alternating rounds; then {CLIENTS} clients against "
+        f"--workers {' and '.join(map(str, WORKERS))}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         print(f"fsync of 4 KiB where the SQLite file lives: p50 {fsync_ms(tmp):.2f} ms")

@@ -387,20 +387,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_store(args: argparse.Namespace) -> int:
     """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row;
-    ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.router.store.sweep`)."""
+    ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.router.store.sweep`).
+
+    Every action takes the store's URL as its first argument or as ``--store URL`` (as ``router serve`` does), once.
+    """
     from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
+    if (args.url is None) == (args.store_url is None):
+        raise _UsageError(f"store {args.store_command} needs the store's URL, once: --store URL (or as an argument)")
+    url = args.url or args.store_url
     if args.store_command == "sweep":
-        if (args.url is None) == (args.store_url is None):
-            raise _UsageError("store sweep needs the store's URL, once: --store URL (or as an argument)")
-        with open_store(args.url or args.store_url, prefix=args.prefix) as store:
+        with open_store(url, prefix=args.prefix) as store:
             print(f"swept: {sweep(store).summary()}")
         return EXIT_OK
     if args.store_command == "init":
-        with open_store(args.url, prefix=args.prefix, create=True) as store:
+        with open_store(url, prefix=args.prefix, create=True) as store:
             print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
         return EXIT_OK
-    with open_store(args.url, prefix=args.prefix) as store:
+    with open_store(url, prefix=args.prefix) as store:
         rec = store.load(args.session)
         if rec is None:
             print(f"no run state for session {args.session!r}", file=sys.stderr)
@@ -512,11 +516,13 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("store", help="create or inspect a run-state store (sqlite:///PATH or postgresql://...)")
     store_sub = s.add_subparsers(dest="store_command", required=True, metavar="ACTION")
     t = store_sub.add_parser("init", help="create the store's tables (idempotent) and record the schema version")
-    t.add_argument("url", help="sqlite:///runs.db or postgresql://user@host/db")
+    t.add_argument("url", nargs="?", help="sqlite:///runs.db or postgresql://user@host/db (or --store)")
+    t.add_argument("--store", dest="store_url", metavar="URL", help="the store to create")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     t = store_sub.add_parser("show", help="print a session's saved phase, lock and row count")
-    t.add_argument("url", help="sqlite:///runs.db or postgresql://user@host/db")
+    t.add_argument("url", nargs="?", help="sqlite:///runs.db or postgresql://user@host/db (or --store)")
     t.add_argument("session", help="session id")
+    t.add_argument("--store", dest="store_url", metavar="URL", help="the store to read")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
     t = store_sub.add_parser(
         "sweep",

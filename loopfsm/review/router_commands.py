@@ -32,6 +32,17 @@ def _tokens(text: str) -> int:
     return n
 
 
+def _workers(text: str) -> int:
+    """A number of router processes, 1 to 64: refused by argparse (a usage error) otherwise."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of processes: {text!r}") from None
+    if not 1 <= n <= 64:
+        raise argparse.ArgumentTypeError(f"--workers is 1 to 64 processes, got {n}")
+    return n
+
+
 def _router_url(text: str) -> str:
     """An http(s) URL: a typo fails at once instead of being retried as an unreachable router."""
     from urllib.parse import urlsplit  # noqa: PLC0415 - only when the option is given
@@ -76,6 +87,14 @@ def add_commands(sub: Any) -> None:
     )
     t.add_argument("--port", type=_port, default=8787, help="TCP port to listen on (default: 8787)")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        metavar="N",
+        help="router processes serving the port, each with its own store connections and the holder id HOLDER-wI; "
+        "a process that dies is started again (default: 1, no supervisor)",
+    )
     t.add_argument(
         "--script",
         metavar="FILE",
@@ -284,10 +303,12 @@ def cmd_router(args: argparse.Namespace) -> int:
         key=key,
     )
 
+    workers = f", {args.workers} worker processes" if args.workers > 1 else ""
+
     def listening() -> None:
         print(
             f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
-            f"holder {router.holder}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
+            f"holder {router.holder}{workers}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
             file=sys.stderr,
             flush=True,
         )
@@ -295,7 +316,14 @@ def cmd_router(args: argparse.Namespace) -> int:
         print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
         print(tables, file=sys.stderr, flush=True)
 
-    serve(router, args.host, args.port, sweep_every_s=args.sweep_every or None, on_listening=listening)
+    serve(
+        router,
+        args.host,
+        args.port,
+        sweep_every_s=args.sweep_every or None,
+        on_listening=listening,
+        workers=args.workers,
+    )
     return 0
 
 

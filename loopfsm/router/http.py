@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -300,18 +301,24 @@ def serve(
     *,
     sweep_every_s: float | None = None,
     on_listening: Callable[[], None] | None = None,
+    workers: int = 1,
 ) -> None:
     """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
 
     The socket is bound before recovery: a second router started by mistake on a
     port already taken (same holder id) fails there, and never frees the locks
-    of the router that is serving.
+    of the router that is serving.  With ``workers`` above 1 this process
+    supervises that many forked router processes on the socket (see
+    :mod:`loopfsm.router.workers`): each takes the holder id ``HOLDER-wI``,
+    frees its own previous incarnation's locks and opens its own store
+    connections after the fork; only worker 0 sweeps.
     """
     import socket
 
     import uvicorn
 
-    config = uvicorn.Config(create_app(router, sweep_every_s=sweep_every_s), host=host, port=port, log_level=log_level)
+    if workers < 1:
+        raise ConfigError(f"a router serves with 1 worker process or more, got {workers}")
     # IPPROTO_TCP, not the default 0: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose proto
     # says TCP, and they inherit it from this one. Without it every reply on a kept-alive connection waits ~40 ms
     # for the client's delayed ACK.
@@ -324,5 +331,27 @@ def serve(
         raise ConfigError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from None
     if on_listening is not None:
         on_listening()
-    router.recover()
-    uvicorn.Server(config).run(sockets=[sock])
+    router.recover()  # with workers: the locks of a one-process incarnation under the plain holder id
+
+    def run(sweep: float | None) -> None:
+        config = uvicorn.Config(create_app(router, sweep_every_s=sweep), host=host, port=port, log_level=log_level)
+        uvicorn.Server(config).run(sockets=[sock])
+
+    if workers == 1:
+        run(sweep_every_s)
+        return
+    from .workers import supervise, worker_holder
+
+    base = router.holder
+    router.close()  # no connection of the parent's crosses the fork: each worker opens its own
+    # Under uvloop (uvicorn's choice when installed) a worker that wakes accepts every waiting connection, so
+    # clients connecting together all land on one process; libuv's switch makes it accept one and yield.
+    os.environ["UV_TCP_SINGLE_ACCEPT"] = "1"
+    sock.listen(2048)  # connections queue while the workers start
+
+    def child(index: int) -> None:
+        router.holder = worker_holder(base, index)
+        router.recover()
+        run(sweep_every_s if index == 0 else None)
+
+    supervise(workers, child)

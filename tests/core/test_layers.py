@@ -179,3 +179,23 @@ def test_the_router_service_is_split_by_concern_into_small_modules():
         assert len(path.read_text().splitlines()) < 400, path.name
     graph = import_graph()
     assert not any("loopfsm.router.service" in graph[f"loopfsm.router.service.{n}"] for n in names - {"__init__"})
+
+
+def test_import_loopfsm_loads_the_core_alone():
+    """docs/architecture.md: the other layers' errors are importable from ``loopfsm`` but loaded only when asked for."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = str(Path(__file__).resolve().parents[2])
+    code = "import json, sys, loopfsm; print(json.dumps(sorted(m for m in sys.modules if m.startswith('loopfsm'))))"
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    loaded = json.loads(out)
+    assert "loopfsm.core" in loaded and "loopfsm.core.errors" in loaded
+    assert [m for m in loaded if m != "loopfsm" and not m.startswith("loopfsm.core")] == []
+    # and asking for another layer's error loads that layer: the check above would see a leak
+    code = code.replace("import json, sys, loopfsm;", "import json, sys, loopfsm; loopfsm.FencedOut;")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert "loopfsm.machines.errors" in json.loads(out)

@@ -129,6 +129,14 @@ def test_bad_permissions_are_refused(tmp_path, capsys):
     assert Path(tmp_path).exists()
 
 
+@pytest.mark.parametrize("workers", ["0", "65", "two"])
+def test_workers_outside_1_to_64_are_a_usage_error(tmp_path, capsys, workers):
+    with pytest.raises(SystemExit) as stopped:  # argparse's usage error
+        main(["router", "serve", "--store", f"sqlite:///{tmp_path / 'r.db'}", "--workers", workers])
+    assert stopped.value.code == 2 and "--workers" in capsys.readouterr().err
+    assert not (tmp_path / "r.db").exists()  # refused before anything is opened
+
+
 def _subcommand(*names: str) -> argparse.ArgumentParser:
     """The parser of ``loopfsm NAMES...`` (e.g. ``router serve``)."""
     parser = build_parser()

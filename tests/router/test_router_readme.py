@@ -56,5 +56,9 @@ def test_router_benchmark_output_is_pasted():
         assert label in bench and label in figures, label
     for store in ("SQLite (WAL)", "PostgreSQL"):
         assert f"{store}: 10 rows per run" in figures, store
-    assert figures.count("goal <= ") == 4 and figures.count("goal >= 3x") == 4
+    # p50 per store twice (its table, the goals); 4 clients / 1 client per store for 1, 2 and 4 processes, twice
+    assert figures.count("goal <= ") == 4 and figures.count("goal >= 3x") == 12
+    for label in ("CPU per turn: router", "cores busy", "ceiling", "allows", "(`serve --workers N`)"):
+        assert label in bench and label in figures, label
+    assert "2 router processes: " in figures and "4 router processes: " in figures
     assert "uvicorn with " in figures and "fsync of 4 KiB" in figures  # the machine and stack are named

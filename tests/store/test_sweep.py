@@ -357,3 +357,23 @@ def test_router_serve_refuses_a_bad_sweep_interval(tmp_path, capsys):
     assert main(["router", "serve", "--store", url, "--sweep-every", "-1"]) == 1
     assert "--sweep-every" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "r.db")  # refused before anything was opened
+
+
+def test_every_store_command_takes_the_url_as_store_too(tmp_path, capsys):
+    """``store init`` / ``show`` / ``sweep`` take ``--store URL`` as ``router serve`` does, or the URL first; once."""
+    from loopfsm.review.cli import main
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert main(["store", "init", "--store", url]) == 0
+    with open_store(url) as s:
+        serve(s, "s1", "execute", "r1", holder="router", process=Outcome("completed"))
+    capsys.readouterr()
+    assert main(["store", "show", "--store", url, "s1"]) == 0
+    by_option = capsys.readouterr().out
+    assert main(["store", "show", url, "s1"]) == 0
+    assert by_option == capsys.readouterr().out and by_option.startswith("session s1: phase Idle, version 1,")
+    assert main(["store", "show", "s1", "--store", url]) == 0 and capsys.readouterr().out == by_option
+    for action in (["init"], ["show", "s1"]):
+        assert main(["store", *action]) == 2  # no URL
+        assert main(["store", action[0], url, *action[1:], "--store", url]) == 2  # two
+        assert "needs the store's URL, once: --store URL" in capsys.readouterr().err

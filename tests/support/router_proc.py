@@ -1,12 +1,12 @@
 """A router process for the process tests: ``loopfsm router serve`` plus a crash/timing hook on the store.
 
-    python router_proc.py URL PREFIX PORT HOLDER SCRIPT_JSON FAULT
+    python router_proc.py URL PREFIX PORT HOLDER SCRIPT_JSON FAULT [WORKERS]
 
 FAULT is ``none``; ``hang:MARKER`` (while the file MARKER exists, a checkpoint
-stops just before its commit, touches MARKER.reached and sleeps, so the test
+stops just before its commit, writes its pid to MARKER.reached and sleeps, so the test
 can kill -9 the process mid-turn); or ``log:FILE`` (each checkpoint appends
 ``pid start end`` of its transaction, up to just before its commit, to FILE, holding it open for 0.2 s, so
-overlapping processing by two routers would show).
+overlapping processing by two routers would show).  WORKERS (default 1) is ``router serve --workers``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ def main() -> None:
 
         def hook(point: str) -> None:
             if point == "before_commit" and os.path.exists(marker):
-                open(marker + ".reached", "w").close()
+                with open(marker + ".reached", "w") as fh:
+                    fh.write(str(os.getpid()))
                 time.sleep(600)
     elif fault.startswith("log:"):
         log = fault[4:]
@@ -46,7 +47,7 @@ def main() -> None:
     router = Router(
         url, prefix=prefix, holder=holder, provider=ScriptedProvider(json.loads(script)), store_fault=hook, create=True
     )
-    serve(router, "127.0.0.1", int(port))
+    serve(router, "127.0.0.1", int(port), workers=int(sys.argv[7]) if len(sys.argv) > 7 else 1)
 
 
 if __name__ == "__main__":
