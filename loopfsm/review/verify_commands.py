@@ -139,7 +139,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
         raise _UsageError("paths starts from one snapshot at most")
     try:
         policy = compiled.policy(opts.policy)
-        domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
+        domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs, compiled.registry)
         explorer = Explorer(
             compiled,
             policy,
