@@ -569,8 +569,8 @@ class _Checker:
         """An argument's ``verify:`` block names data, state data and generators that exist."""
         spec = self.spec
         state_fields = {n for s in spec.states.values() for n in s.data}
-        takers = [*spec.events.values(), *spec.decisions.values()]
-        for f in (f for t in takers for f in t.args.values()):
+        args = [*(e.args for e in spec.events.values()), *(d.args for d in spec.decisions.values())]
+        for f in (f for a in args for f in a.values()):
             v = f.verify
             if v is None:
                 continue

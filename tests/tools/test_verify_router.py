@@ -36,7 +36,10 @@ def test_the_router_run_holds_every_invariant_to_its_bound(tmp_path, monkeypatch
         assert f"holds        {name}\n" in out
 
 
-PLAINTEXT_DONE = "[start_run, next_turn, {name: end_run, params: {how: completed}}, {name: emit, params: {events: [run.started, run.completed]}}]"
+PLAINTEXT_DONE = (
+    "[start_run, next_turn, {name: end_run, params: {how: completed}}, "
+    "{name: emit, params: {events: [run.started, run.completed]}}]"
+)
 TOOLS_AGAIN = "      AwaitingTool:\n        - when: {outcome: tools}\n          to: AwaitingTool\n"
 DECRYPTED_GATE = (
     "          actions: [{name: pause, params: {resume_step: after_approval}}, next_turn]\n"
