@@ -574,18 +574,17 @@ class _Checker:
             v = f.verify
             if v is None:
                 continue
-            if v.from_data is not None and v.from_data not in spec.data:
-                self.error(
-                    v.path + ("from_data",),
-                    f"unknown data field '{v.from_data}'{did_you_mean(v.from_data, spec.data)}",
-                )
+            for j, name in enumerate(v.from_data):
+                if name not in spec.data:
+                    where = v.path + ("from_data",) + ((j,) if len(v.from_data) > 1 else ())
+                    self.error(where, f"unknown data field '{name}'{did_you_mean(name, spec.data)}")
             if v.from_state_data is not None and v.from_state_data not in state_fields:
                 self.error(
                     v.path + ("from_state_data",),
                     f"no state carries a data field '{v.from_state_data}'"
                     f"{did_you_mean(v.from_state_data, state_fields)}",
                 )
-            if v.key is not None and v.from_data is None and v.from_state_data is None:
+            if v.key is not None and not v.from_data and v.from_state_data is None:
                 self.error(v.path + ("key",), "'key' picks from the values of from_data or from_state_data: give one")
             for g in v.generators:
                 self.ref("generator", g)

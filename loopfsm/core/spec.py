@@ -57,12 +57,12 @@ def leaf_refs(refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
 class ArgValues:
     """An argument's ``verify:`` block: where ``loopfsm verify`` takes its values in a configuration.
 
-    Each source given adds its values: ``from_data`` / ``from_state_data`` (the
-    field's value, each item of a list; its ``key`` of each when given), the
+    Each source given adds its values: ``from_data`` (data fields) and
+    ``from_state_data`` (the field's value, each item of a list; its ``key`` of each when given), the
     registered ``generators`` (called with the configuration), then ``values``.
     """
 
-    from_data: str | None
+    from_data: tuple[str, ...]
     from_state_data: str | None
     key: str | None
     generators: tuple[Ref, ...]
@@ -422,8 +422,9 @@ def _arg_values(raw: dict[str, Any], path: PathT) -> ArgValues:
     generators = (
         _refs(gens, gens_path) if isinstance(gens, list) else (() if gens is None else (_ref(gens, gens_path),))
     )
+    data = raw.get("from_data")
     return ArgValues(
-        raw.get("from_data"),
+        tuple(data) if isinstance(data, list) else () if data is None else (data,),
         raw.get("from_state_data"),
         raw.get("key"),
         generators,

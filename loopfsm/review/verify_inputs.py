@@ -11,10 +11,12 @@ Every feed is tried with every combination of its arguments' values:
   duration or a deadline is among those tried;
 - another integer argument takes 0, 1, and the value of the data field of the
   same name and its neighbours (a permit's ``generation`` is current, stale or
-  from the future), within its declared bounds;
-- an argument with a default (not an enum or boolean) is fed its default;
+  from the future), within its declared bounds; one with a default (other than
+  null) takes its default and each integer policy number too (it is compared
+  with a threshold, most likely);
+- another argument with a default (not an enum or boolean) is fed its default;
 - a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a json ``{}``, a list
-  argument ``[]`` and one item (every value of an ``enum`` list);
+  argument ``[]``, its default (when not empty) and one item (every value of an ``enum`` list);
 - an argument of a registry's type takes the examples its codec declares
   (``Registry.codec(..., examples=...)``);
 - an argument whose YAML says ``verify:`` takes the values it names in the
@@ -152,6 +154,15 @@ class Domains:
     registry: Registry | None = None  # where an argument's `verify: {generator: ...}` is looked up
     _bound: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
+    def _policy_numbers(self) -> list[int]:
+        """The integer numbers of the policy verify runs under."""
+        out = []
+        for p in self.spec.policy.values():
+            value = getattr(self.policy, p.name, None) if self.policy is not None else p.default
+            if p.type == "integer" and type(value) is int:
+                out.append(value)
+        return out
+
     def _generators(self, feed: str, f: FieldDef) -> list[Any]:
         """The bound generator callables of an argument's ``verify:`` block (bound once per argument)."""
         key = (feed, f.name)
@@ -168,8 +179,8 @@ class Domains:
     def _declared(self, feed: str, f: FieldDef, v: ArgValues, inst: Any, clock: int) -> list[Any]:
         """The values an argument's ``verify:`` block names in this configuration."""
         out: list[Any] = []
-        if v.from_data is not None:
-            out += _picked(getattr(inst.data, v.from_data), v.key)
+        for name in v.from_data:
+            out += _picked(getattr(inst.data, name), v.key)
         if v.from_state_data is not None and v.from_state_data in inst.state_data:
             out += _picked(inst.state_data[v.from_state_data], v.key)
         ctx = GeneratorContext(self.policy, clock, feed, f.name)
@@ -196,12 +207,13 @@ class Domains:
         examples = list(codec.examples) if codec is not None else []
         if f.list:
             item = list(f.enum) if f.enum else examples[:1] if examples else [SYMBOLS[0]]
-            return [[], item]
+            default = [list(f.default)] if isinstance(f.default, (list, tuple)) and f.default else []
+            return _unique([[], *default, item])
         if f.enum is not None:
             return [*f.enum, *null]
         if f.type == "boolean":
             return [False, True, *null]
-        if f.type == "integer" and f.default is MISSING:
+        if f.type == "integer" and (f.default is MISSING or f.default is not None):
             return None
         if f.default is not MISSING:
             return [f.default]
@@ -249,6 +261,8 @@ class Domains:
                     values = sorted({clock + d for d in self.deltas} | _instants_after(inst, clock))
                 else:
                     near: list[Any] = [0, 1]
+                    if f.default is not MISSING:  # compared with a threshold, most likely: try each policy number
+                        near += [f.default, *self._policy_numbers()]
                     if f.name in self.spec.data and type(getattr(inst.data, f.name, None)) is int:
                         current = getattr(inst.data, f.name)
                         near += [current - 1, current, current + 1]
