@@ -95,6 +95,12 @@ def test_values_come_from_the_configuration(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     # giving back a held key (from_data) and refusing a stranger (values) are both taken
     assert "branches and decision rules taken: 4/4" in out
+    assert main(["paths", str(path), "--depth", "2", "-q"]) == 0
+    module = capsys.readouterr().out
+    assert "m.feed('take', policy=POLICY, key='k0')" in module  # the generator's fresh key
+    assert "m.feed('give', policy=POLICY, key='k0')" in module  # the key held, from the data
+    assert "m.feed('give', policy=POLICY, key='stranger')" in module  # the literal
+    assert "key='a'" not in module  # no symbol of the type's rule
 
 
 def test_a_generated_value_shows_in_the_counterexample(tmp_path, monkeypatch, capsys):
