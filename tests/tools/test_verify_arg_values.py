@@ -151,3 +151,13 @@ def test_verify_blocks_are_left_out_of_the_fingerprint(tmp_path, monkeypatch):
         KEYS.replace("description: the key, verify: {from", "description: the key, default: x, verify: {from")
     )
     assert compile_file(path, registry).fingerprint != compile_file(other, registry).fingerprint
+
+
+def test_diff_lists_a_changed_verify_block_as_no_behaviour_change(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch)
+    other = tmp_path / "other.yaml"
+    other.write_text(KEYS.replace("values: [stranger]", "values: [stranger, thief]"))
+    assert main(["diff", str(path), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "keys: invariants and descriptions only" in out
+    assert "~ values verify feeds give(key) changed" in out
