@@ -161,3 +161,12 @@ def test_diff_lists_a_changed_verify_block_as_no_behaviour_change(tmp_path, monk
     out = capsys.readouterr().out
     assert "keys: invariants and descriptions only" in out
     assert "~ values verify feeds give(key) changed" in out
+
+
+def test_a_new_registry_module_stubs_the_generators_the_table_names():
+    from loopfsm.core.source import read_source
+    from loopfsm.core.spec import build_spec
+    from loopfsm.review.scaffold import registry_module
+
+    source = registry_module(build_spec(read_source(KEYS, "keys.yaml")), "keys.yaml")
+    assert "@REGISTRY.generator\ndef fresh_key(m: MachineInstance, ctx: Any, *, prefix: str) -> list[Any]:" in source
