@@ -91,7 +91,7 @@ class _Checker:
         self.unchecked: dict[str, set[str]] = {}
         self.src = spec.source
         self.problems: list[Problem] = []
-        self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set()}
+        self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set(), "generator": set()}
         self.unresolved = False  # a state name did not resolve: graph checks would only echo it
 
     def error(self, path: PathT, message: str, *, key: bool = False) -> None:
@@ -565,6 +565,43 @@ class _Checker:
                         f"{', '.join(sorted(BUILTINS.entries['guard']))})",
                     )
 
+    def arg_values(self) -> None:
+        """An argument's ``verify:`` block names data, state data and generators that exist."""
+        spec = self.spec
+        state_fields = {n for s in spec.states.values() for n in s.data}
+        args = [*(e.args for e in spec.events.values()), *(d.args for d in spec.decisions.values())]
+        for f in (f for a in args for f in a.values()):
+            v = f.verify
+            if v is None:
+                continue
+            for j, name in enumerate(v.from_data):
+                if name not in spec.data:
+                    where = v.path + ("from_data",) + ((j,) if len(v.from_data) > 1 else ())
+                    self.error(where, f"unknown data field '{name}'{did_you_mean(name, spec.data)}")
+            if v.from_state_data is not None and v.from_state_data not in state_fields:
+                self.error(
+                    v.path + ("from_state_data",),
+                    f"no state carries a data field '{v.from_state_data}'"
+                    f"{did_you_mean(v.from_state_data, state_fields)}",
+                )
+            if v.key is not None and not v.from_data and v.from_state_data is None:
+                self.error(v.path + ("key",), "'key' picks from the values of from_data or from_state_data: give one")
+            for g in v.generators:
+                self.ref("generator", g)
+            codec = BUILTIN_CODECS.get(f.type)
+            if codec is None:  # a registry type's values are JSON its codec decodes when verify runs
+                continue
+            for i, item in enumerate(v.values):
+                if f.list:
+                    fits = isinstance(item, list) and all(fits_type(codec.py_type, x) for x in item)
+                else:
+                    fits = fits_type(codec.py_type, item)
+                if not fits and not (item is None and f.nullable):
+                    self.error(
+                        v.path + ("values", i),
+                        f"value {item!r} is not a {f.type}{' list' if f.list else ''}: argument '{f.name}' takes it",
+                    )
+
     def unused(self) -> None:
         if self.reg is None:
             return
@@ -592,6 +629,7 @@ class _Checker:
         self.trace()
         self.migrations()
         self.invariants()
+        self.arg_values()
         self.unused()
         return self.problems
 

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 
 from .errors import RegistryError
 
-KINDS = ("guard", "action", "result")
+KINDS = ("guard", "action", "result", "generator")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -254,6 +254,16 @@ class Registry:
     def result(self, fn: F | None = None, *, name: str | None = None) -> Any:
         """Register ``fn(machine, ctx, **params) -> value``, the answer of a decision rule."""
         return self._register("result", fn, name)
+
+    def generator(self, fn: F | None = None, *, name: str | None = None) -> Any:
+        """Register ``fn(machine, ctx, **params) -> iterable``: values ``loopfsm verify`` feeds an argument.
+
+        An argument's ``verify: {generator: name}`` in the YAML names it; it is
+        called in every configuration explored, with ``ctx.policy`` and
+        ``ctx.clock`` (the largest time fed so far), and must not change the
+        machine.  It never runs outside verify, replay and paths.
+        """
+        return self._register("generator", fn, name)
 
     def codec(
         self,

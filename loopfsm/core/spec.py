@@ -54,6 +54,23 @@ def leaf_refs(refs: tuple[Ref, ...]) -> tuple[Ref, ...]:
 
 
 @dataclass(frozen=True)
+class ArgValues:
+    """An argument's ``verify:`` block: where ``loopfsm verify`` takes its values in a configuration.
+
+    Each source given adds its values: ``from_data`` (data fields) and
+    ``from_state_data`` (the field's value, each item of a list; its ``key`` of each when given), the
+    registered ``generators`` (called with the configuration), then ``values``.
+    """
+
+    from_data: tuple[str, ...]
+    from_state_data: str | None
+    key: str | None
+    generators: tuple[Ref, ...]
+    values: tuple[Any, ...]
+    path: PathT
+
+
+@dataclass(frozen=True)
 class FieldDef:
     """One declared field of data, state data, a feed's arguments or an outcome, with its YAML position."""
 
@@ -67,6 +84,7 @@ class FieldDef:
     enum: tuple[Any, ...] | None = None
     minimum: int | float | None = None
     maximum: int | float | None = None
+    verify: ArgValues | None = None  # an argument's values for verify (feeds' and decisions' arguments only)
 
 
 @dataclass(frozen=True)
@@ -324,12 +342,26 @@ class Spec:
 
         # Traces and invariants never change behaviour: adding a proof must not orphan saved runs.
         doc = {k: v for k, v in self.source.doc.items() if k not in ("trace", "invariants")}
+        # Nor do the argument values verify is told to try (an argument's `verify:`).
+        for section in ("events", "decisions"):
+            if isinstance(doc.get(section), dict):
+                doc[section] = {n: _without_arg_values(e) for n, e in doc[section].items()}
         # A state's tags only inform the design review: adding one must not orphan saved runs.
         doc["states"] = {n: {k: v for k, v in s.items() if k != "tags"} for n, s in doc["states"].items()}
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
 
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def _without_arg_values(entry: Any) -> Any:
+    """A feed or decision without its arguments' ``verify:`` blocks (for the fingerprint)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("args"), dict):
+        return entry
+    args = {
+        a: {k: v for k, v in f.items() if k != "verify"} if isinstance(f, dict) else f for a, f in entry["args"].items()
+    }
+    return {**entry, "args": args}
 
 
 def _ref(raw: Any, path: PathT) -> Ref:
@@ -379,8 +411,26 @@ def _fields(raw: dict[str, Any] | None, path: PathT) -> dict[str, FieldDef]:
             tuple(f["enum"]) if "enum" in f else None,
             f.get("minimum"),
             f.get("maximum"),
+            _arg_values(f["verify"], path + (name, "verify")) if "verify" in f else None,
         )
     return out
+
+
+def _arg_values(raw: dict[str, Any], path: PathT) -> ArgValues:
+    gens = raw.get("generator")
+    gens_path = path + ("generator",)
+    generators = (
+        _refs(gens, gens_path) if isinstance(gens, list) else (() if gens is None else (_ref(gens, gens_path),))
+    )
+    data = raw.get("from_data")
+    return ArgValues(
+        tuple(data) if isinstance(data, list) else () if data is None else (data,),
+        raw.get("from_state_data"),
+        raw.get("key"),
+        generators,
+        tuple(raw.get("values") or ()),
+        path,
+    )
 
 
 def build_spec(src: Source) -> Spec:

@@ -24,6 +24,7 @@ from .engine_values import (
     OUTCOME_SCHEMA,
     OUTCOMES,
     PENDING_TOOL_SCHEMA,
+    STEP_SCHEMA,
     STEP_TYPES,
     CallLLM,
     CallTools,
@@ -47,6 +48,8 @@ from .engine_values import (
     outcome_from_json,
     outcome_to_json,
     register_loop_error,
+    step_from_json,
+    step_to_json,
 )
 from .args import listed
 from .breaker_values import Reject
@@ -85,13 +88,18 @@ REGISTRY = Registry("engine_brain")
 
 
 def _refuse(_: Any) -> Any:
-    raise TypeError("steps and tool health are feed arguments only; they are never stored in a snapshot")
+    raise TypeError("tool health is a feed argument only; it is never stored in a snapshot")
 
 
-REGISTRY.codec("message", Message, Message.to_json, Message.from_json, MESSAGE_SCHEMA)
+#: What ``loopfsm verify`` feeds a message argument: a final answer, and a reply asking for tool ``t``.
+MESSAGE_EXAMPLES = (Message.assistant("done"), Message.assistant("", [ToolCall("c1", "t")]))
+
+REGISTRY.codec("message", Message, Message.to_json, Message.from_json, MESSAGE_SCHEMA, examples=MESSAGE_EXAMPLES)
 REGISTRY.codec("pending_tool", PendingToolCall, PendingToolCall.to_json, PendingToolCall.from_json, PENDING_TOOL_SCHEMA)
 REGISTRY.codec("outcome", tuple(OUTCOMES.values()), outcome_to_json, outcome_from_json, OUTCOME_SCHEMA)
-REGISTRY.codec("loop_error", LoopError, LoopError.to_json, LoopError.from_json, LOOP_ERROR_SCHEMA)
+REGISTRY.codec(
+    "loop_error", LoopError, LoopError.to_json, LoopError.from_json, LOOP_ERROR_SCHEMA, examples=[LoopError("boom")]
+)
 REGISTRY.codec(
     "compaction_reason",
     CompactionReason,
@@ -99,7 +107,7 @@ REGISTRY.codec(
     CompactionReason,
     {"enum": [r.value for r in CompactionReason]},
 )
-REGISTRY.codec("step", STEP_TYPES, _refuse, _refuse)
+REGISTRY.codec("step", STEP_TYPES, step_to_json, step_from_json, STEP_SCHEMA)  # JSON for trace files
 REGISTRY.codec("tool_health", ToolHealth, _refuse, _refuse)
 REGISTRY.error(RunCancelled)
 REGISTRY.error(TurnLimitExceeded)
@@ -168,6 +176,19 @@ def tokens_past_percent(m: Any, q: Any, *, window: int, percent: int, inclusive:
 def policy_switch(m: Any, q: Any, *, enabled: bool) -> bool:
     """A policy boolean as a guard (``auto_compact``)."""
     return enabled
+
+
+@REGISTRY.guard
+def outcome_is(m: Any, ctx: Any, *, kind: Literal["Completed", "Cancelled", "MaxTurnsExceeded", "Failed"]) -> bool:
+    """The run ended with an outcome of ``kind`` (for invariants: false outside Terminal)."""
+    return type(m.state_data.get("outcome")).__name__ == kind
+
+
+@REGISTRY.guard
+def history_grew_by_pending(m: Any, ctx: Any) -> bool:
+    """For an invariant's ``then:``: the history is the one before the feed with that scratchpad appended."""
+    before = ctx.before.data
+    return bool(m.data.history == [*before.history, *before.pending])
 
 
 # -- actions ------------------------------------------------------------------------------
@@ -354,6 +375,37 @@ def call_tools(m: Any, q: Any) -> CallTools:
 @REGISTRY.result
 def compact_in_flight(m: Any, q: Any) -> Compact:
     return Compact(m.state_data["reason"])
+
+
+# -- what verify feeds (named by the YAML's `verify:` blocks; never called by a run) ----------------
+
+
+@REGISTRY.generator
+def steps_to_report(m: Any, ctx: Any) -> list[Step]:
+    """The step next_step answers now (what a driver acts on), and steps no driver may report:
+    a model call for the next turn, and a Done the brain never answers (Completed)."""
+    return [
+        m.decide("next_step", policy=ctx.policy),
+        CallLLM(m.data.turns_taken + 1),
+        Done(Completed("")),
+    ]
+
+
+@REGISTRY.generator
+def answers_to_pending(m: Any, ctx: Any) -> list[list[Message]]:
+    """What tool_results may carry: one answer per pending call (pre-answered ones passed through),
+    and none at all."""
+    answered = [
+        p.answer if p.answer is not None else Message.tool_result(p.call.id, "ok") for p in m.data.pending_tools
+    ]
+    return [answered, []]
+
+
+@REGISTRY.generator
+def around_the_line(m: Any, ctx: Any, *, window: int, percent: int) -> list[int]:
+    """Token counts next to a percent line of the window (``window * percent // 100``), and 0."""
+    line = window * percent // 100
+    return [0, *(n for n in (line - 1, line, line + 1) if n >= 0)]
 
 
 # -- the typed API ------------------------------------------------------------------------------

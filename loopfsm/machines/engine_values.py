@@ -286,3 +286,31 @@ class Done:
 
 Step = CallLLM | CallTools | Compact | Done
 STEP_TYPES = (CallLLM, CallTools, Compact, Done)
+STEP_KINDS = tuple(c.__name__ for c in STEP_TYPES)
+
+
+def step_to_json(step: Step) -> dict[str, Any]:
+    """A step as JSON, for a trace file (steps are feed arguments, never held in a snapshot)."""
+    if isinstance(step, CallLLM):
+        return {"kind": "CallLLM", "turn": step.turn}
+    if isinstance(step, CallTools):
+        return {"kind": "CallTools", "turn": step.turn, "calls": [c.to_json() for c in step.calls]}
+    if isinstance(step, Compact):
+        return {"kind": "Compact", "reason": step.reason.value}
+    return {"kind": "Done", "outcome": outcome_to_json(step.outcome)}
+
+
+def step_from_json(d: dict[str, Any]) -> Step:
+    kind = d["kind"]
+    if kind == "CallLLM":
+        return CallLLM(d["turn"])
+    if kind == "CallTools":
+        return CallTools(d["turn"], tuple(PendingToolCall.from_json(c) for c in d["calls"]))
+    if kind == "Compact":
+        return Compact(CompactionReason(d["reason"]))
+    if kind == "Done":
+        return Done(outcome_from_json(d["outcome"]))
+    raise ValueError(f"unknown step kind {kind!r}")
+
+
+STEP_SCHEMA = {"type": "object", "required": ["kind"], "properties": {"kind": {"enum": list(STEP_KINDS)}}}

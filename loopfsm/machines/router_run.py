@@ -197,6 +197,27 @@ def emit(m: Any, ctx: Any, *, events: list[str]) -> None:
     ctx.reply = list(ctx.reply or []) + list(events)
 
 
+# -- what verify feeds (named by the YAML's `verify:` blocks; never called by a run) ----------------
+
+
+@REGISTRY.generator
+def pause_payloads(m: Any, ctx: Any) -> list[dict[str, Any]]:
+    """One smallest valid payload per pause state (empty lists, one reference each); the feed's
+    outcome picks the state, so the payloads of the other states are refused."""
+    out = []
+    for state in m.compiled.spec.states.values():
+        if "resume_step" in state.data:
+            fields = [f for f in state.data.values() if f.name not in ("resume_step", "since")]
+            out.append({f.name: [] if f.list else "message:a" for f in fields})
+    return out
+
+
+@REGISTRY.guard
+def run_live(m: Any, ctx: Any) -> bool:
+    """For invariants: a run is live (its id is held)."""
+    return m.data.run_id is not None
+
+
 # -- results ------------------------------------------------------------------------------
 
 

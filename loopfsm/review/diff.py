@@ -532,6 +532,19 @@ def _invariants(o: Spec, n: Spec, out: list[Change]) -> None:
             _wording(f"invariant {name}", o.invariants[name].description, inv.description, out)
 
 
+def _arg_values(o: Spec, n: Spec, out: list[Change]) -> None:
+    """An argument's ``verify:`` block added, removed or changed: what verify feeds changed, behaviour did not."""
+    old_args = {(t, a): f.verify for t, args in _arg_fields(o) for a, f in args.items()}
+    for taker, args in _arg_fields(n):
+        for arg, f in args.items():
+            if (taker, arg) in old_args and old_args[(taker, arg)] != f.verify:
+                out.append(Change(f"values verify feeds {taker}({arg}) changed", False, True))
+
+
+def _arg_fields(spec: Spec) -> list[tuple[str, dict[str, Any]]]:
+    return [(e.name, e.args) for e in spec.events.values()] + [(d.name, d.args) for d in spec.decisions.values()]
+
+
 def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     out: list[Change] = []
     if old.name != new.name:
@@ -551,6 +564,7 @@ def diff_specs(old: Spec, new: Spec) -> MachineDiff:
     _decisions(old, new, out)
     _outcomes(old, new, out)
     _invariants(old, new, out)
+    _arg_values(old, new, out)
     if old.fingerprint != new.fingerprint and not any(c.behaviour for c in out):
         for p in _raw_paths(_strip(old.source.doc), _strip(new.source.doc)):
             out.append(Change(f"{p} changed"))

@@ -6,14 +6,23 @@ run's feeds in order, each followed by an assertion of the state after it (a
 refused feed by ``pytest.raises``), ending with the feed or question that takes
 the row.  Run under ``--loopfsm-coverage``, the module alone takes every row
 listed; the rows no run within the bound reached are named in its docstring.
+
+A row some policy setting shuts (a rule that fires only under
+``disclosure: every_call``, a branch a threshold of 1 makes unreachable) is
+looked for under other policies: every other value of each enum and boolean
+setting, then each ``--variant`` given.  A policy is explored only while rows
+are still missed, and its tests are only those for rows earlier ones missed;
+each test feeds the policy it was found under.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from loopfsm.core.errors import LoopFsmError
+from loopfsm.core.registry import BUILTIN_CODECS
 
 from .verify import Explorer, Result, Taken
 from .verify_inputs import Step
@@ -24,6 +33,7 @@ class Path_:
     """One generated test: the row it takes, and the run that takes it."""
 
     row: tuple[str, str]
+    key: str  # the configuration the last step was fed in (its start is the run's)
     steps: tuple[Step, ...]
     last: Step
     decision: bool
@@ -36,39 +46,101 @@ def _ident(text: str) -> str:
     return out or "row"
 
 
-def paths_of(explorer: Explorer, res: Result) -> list[Path_]:
-    """One path per row taken, in the file's row order; a row taken by an identical run shares its test."""
+@dataclass
+class Exploration:
+    """One policy explored for paths: what was given (``--set`` and the variant), the explorer and its result."""
+
+    given: dict[str, Any]
+    explorer: Explorer
+    result: Result
+    rows: set[tuple[str, str]] = field(default_factory=set)  # the rows this policy's tests take
+
+
+def policy_variants(spec: Any, given: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every other value of each enum and boolean policy setting not given: one policy each."""
+    out = []
+    for p in spec.policy.values():
+        if p.name in given:
+            continue
+        values = list(p.enum) if p.enum is not None else [False, True] if p.type == "boolean" else []
+        out += [{**given, p.name: v} for v in values if v != p.default]
+    return out
+
+
+def explore_policies(
+    policies: list[dict[str, Any]], explore: Callable[[dict[str, Any]], tuple[Explorer, Result]]
+) -> list[Exploration]:
+    """Explore ``policies`` in order while rows are missed; each keeps the rows no earlier one took."""
+    out: list[Exploration] = []
+    taken: set[tuple[str, str]] = set()
+    for given in policies:
+        explorer, res = explore(given)
+        new = {(r.kind, r.name) for r in res.coverage.counted if (r.kind, r.name) in res.coverage.taken} - taken
+        if out and not new:
+            continue
+        out.append(Exploration(given, explorer, res, new if out else set(res.coverage.taken)))
+        taken |= new
+        if all((r.kind, r.name) in taken for r in res.coverage.counted):
+            break
+    return out
+
+
+def paths_of(explorer: Explorer, res: Result, only: set[tuple[str, str]] | None = None) -> list[Path_]:
+    """One path per row taken (of ``only``, when given), in the file's row order; a row taken by an
+    identical run shares its test."""
     out: list[Path_] = []
     seen: set[str] = set()  # runs by their repr: argument values may be lists
     for row in res.coverage.rows:
         taken: Taken | None = explorer.first_taken.get((row.kind, row.name))
-        if taken is None:
+        if taken is None or (only is not None and (row.kind, row.name) not in only):
             continue
         steps = tuple(explorer.path_to(taken.key))
-        run = repr((steps, taken.step))
+        run = repr((explorer.start_of(taken.key), steps, taken.step))
         if run in seen:
             continue
         seen.add(run)
-        out.append(Path_((row.kind, row.name), steps, taken.step, taken.decision))
+        out.append(Path_((row.kind, row.name), taken.key, steps, taken.step, taken.decision))
     return out
 
 
-def _call(var: str, step: Step, decision: bool) -> str:
-    args = "".join(f", {k}={v!r}" for k, v in step.args)
+def _literal(compiled: Any, feed: str, name: str, value: Any) -> str:
+    """An argument's value as Python source: a registry type's value through its codec (``_value``)."""
+    taker = compiled.spec.events.get(feed) or compiled.spec.decisions.get(feed)
+    f = taker.args.get(name) if taker is not None else None
+    codec = compiled.registry.codecs.get(f.type) if f is not None else None
+    if f is None or codec is None or value is None or f.type in BUILTIN_CODECS:
+        return repr(value)
+    if f.list:
+        return f"_value({f.type!r}, {[codec.to_json(v) for v in value]!r}, listed=True)"
+    return f"_value({f.type!r}, {codec.to_json(value)!r})"
+
+
+def _call(compiled: Any, var: str, step: Step, decision: bool, policy: str = "POLICY") -> str:
+    args = "".join(f", {k}={_literal(compiled, step.feed, k, v)}" for k, v in step.args)
     if decision:
-        return f"{var}.explain({step.feed!r}, policy=POLICY{args})[0]"
-    return f"{var}.feed({step.feed!r}, policy=POLICY{args})"
+        return f"{var}.explain({step.feed!r}, policy={policy}{args})[0]"
+    return f"{var}.feed({step.feed!r}, policy={policy}{args})"
 
 
-def module_text(
-    explorer: Explorer, res: Result, machine_path: str, policy: dict[str, Any], start: dict[str, Any] | None
-) -> str:
-    """The generated pytest module: one test per path, states asserted after every feed."""
-    compiled = explorer.compiled
-    missed = [f"{r.kind} {r.name}" for r in res.coverage.missed]
+def missed_rows(explorations: list[Exploration]) -> list[str]:
+    """The rows no explored policy's runs took, as ``kind name``."""
+    taken = set().union(*(e.rows for e in explorations))
+    return [f"{r.kind} {r.name}" for r in explorations[0].result.coverage.counted if (r.kind, r.name) not in taken]
+
+
+def module_text(explorations: list[Exploration], machine_path: str, starts: list[dict[str, Any]] | None = None) -> str:
+    """The generated pytest module: one test per path, states asserted after every feed.
+
+    ``starts`` are the snapshots explored from (none: a new instance); each test starts from the one its
+    run began at.
+    """
+    first = explorations[0]
+    compiled = first.explorer.compiled
+    missed = missed_rows(explorations)
     lines = [
         f'"""Shortest feed paths through {compiled.name} that together take every branch, refusal and decision rule',
-        f"reached within the bound ({res.depth} feeds). Generated by `loopfsm paths`: regenerate, do not edit.",
+        f"reached within the bound ({first.result.depth} feeds). "
+        "Generated by `loopfsm paths`: regenerate, do not edit.",
     ]
     if missed:
         lines.append("")
@@ -83,31 +155,63 @@ def module_text(
         "from loopfsm import LoopFsmError, compile_file",
         "",
         f"MACHINE = compile_file(Path(__file__).parent / {machine_path!r})",
-        f"POLICY = MACHINE.policy({policy!r})",
-        f"START = {start!r}",
+    ]
+    for i, e in enumerate(explorations):
+        lines.append(f"POLICY{'' if i == 0 else f'_{i + 1}'} = MACHINE.policy({e.given!r})")
+    shown: list[dict[str, Any] | None] = list(starts) if starts else [None]
+    lines += [
+        f"STARTS = {shown!r}",
         "",
         "",
-        "def _start():",
-        "    return MACHINE.restore(START) if START is not None else MACHINE.new()",
+        "def _start(i=0):",
+        "    return MACHINE.restore(STARTS[i]) if STARTS[i] is not None else MACHINE.new()",
+        "",
+        "",
+        "def _value(type_, json_value, listed=False):",
+        '    """A value of a type the registry declares, from its JSON (as a snapshot holds it)."""',
+        "    codec = MACHINE.registry.codecs[type_]",
+        "    return [codec.from_json(v) for v in json_value] if listed else codec.from_json(json_value)",
     ]
     names: set[str] = set()
-    for path in paths_of(explorer, res):
-        name = "test_" + _ident(path.row[1])
-        while name in names:
-            name += "_"
-        names.add(name)
-        lines += ["", "", f"def {name}():", f'    """{path.row[0]} {path.row[1]}"""', "    m = _start()"]
-        inst = compiled.restore(start) if start is not None else compiled.new()
-        for step in (*path.steps, path.last):
-            if step is path.last and path.decision:
-                rule = path.row[1].split("/", 1)[1]
-                lines.append(f"    assert {_call('m', step, True)} == {rule!r}")
-                break
-            try:
-                inst.feed(step.feed, policy=explorer.policy, **step.kwargs())
-            except LoopFsmError:
-                lines += ["    with pytest.raises(LoopFsmError):", f"        {_call('m', step, False)}"]
-                lines.append(f"    assert m.state == {inst.state!r}")
-                continue
-            lines += [f"    {_call('m', step, False)}", f"    assert m.state == {inst.state!r}"]
+    for i, e in enumerate(explorations):
+        policy = "POLICY" if i == 0 else f"POLICY_{i + 1}"
+        for path in paths_of(e.explorer, e.result, None if i == 0 else e.rows):
+            name = "test_" + _ident(path.row[1])
+            while name in names:
+                name += "_"
+            names.add(name)
+            start = e.explorer.start_of(path.key)
+            index = _index_of(shown, start, compiled)
+            lines += ["", "", f"def {name}():", f'    """{path.row[0]} {path.row[1]}"""']
+            lines.append(f"    m = _start({index})" if index else "    m = _start()")
+            lines += _body(e.explorer, path, shown[index], policy)
     return "\n".join(lines) + "\n"
+
+
+def _index_of(starts: list[dict[str, Any] | None], start: dict[str, Any] | None, compiled: Any) -> int:
+    """Which of the given starts a run began at (the explorer holds each as the machine's own snapshot)."""
+    for i, s in enumerate(starts):
+        snap = compiled.restore(s).snapshot() if s is not None else compiled.new().snapshot()
+        if start is None or snap == start:
+            return i
+    return 0
+
+
+def _body(explorer: Explorer, path: Path_, start: dict[str, Any] | None, policy: str) -> list[str]:
+    """A path's feeds, each followed by the state it leaves the machine in (replayed here to know it)."""
+    compiled = explorer.compiled
+    lines: list[str] = []
+    inst = compiled.restore(start) if start is not None else compiled.new()
+    for step in (*path.steps, path.last):
+        if step is path.last and path.decision:
+            rule = path.row[1].split("/", 1)[1]
+            lines.append(f"    assert {_call(compiled, 'm', step, True, policy)} == {rule!r}")
+            break
+        try:
+            inst.feed(step.feed, policy=explorer.policy, **step.kwargs())
+        except LoopFsmError:
+            lines += ["    with pytest.raises(LoopFsmError):", f"        {_call(compiled, 'm', step, False, policy)}"]
+            lines.append(f"    assert m.state == {inst.state!r}")
+            continue
+        lines += [f"    {_call(compiled, 'm', step, False, policy)}", f"    assert m.state == {inst.state!r}"]
+    return lines

@@ -194,7 +194,7 @@ def _param_type(spec: Spec, value: Any) -> str:
 
 
 def _refs(spec: Spec) -> list[tuple[str, Ref]]:
-    """(kind, ref) for every guard, action and result the table names, in file order."""
+    """(kind, ref) for every guard, action, result and generator the table names, in file order."""
     out: list[tuple[str, Ref]] = []
     out += [("action", a) for a in spec.before]
     for ev in spec.events.values():
@@ -207,6 +207,8 @@ def _refs(spec: Spec) -> list[tuple[str, Ref]]:
             out += [("guard", g) for g in leaf_refs(r.guards)] + [("result", r.result)]
     for inv in spec.invariants.values():  # the built-in invariant guards need no registry function
         out += [("guard", g) for g in inv.refs() if g.name not in BUILTINS.entries["guard"]]
+    for args in [*(e.args for e in spec.events.values()), *(d.args for d in spec.decisions.values())]:
+        out += [("generator", g) for f in args.values() if f.verify is not None for g in f.verify.generators]
     return out
 
 
@@ -221,7 +223,7 @@ def registry_module(spec: Spec, machine_file: str) -> str:
     for kind, ref in _refs(spec):
         seen.setdefault(ref.name, (kind, []))[1].append(ref.params)
     kinds = {kind for kind, _ in seen.values()}
-    ctx_type = {"guard": "FeedData", "action": "FeedData", "result": "QueryData"}
+    ctx_type = {"guard": "FeedData", "action": "FeedData", "result": "QueryData", "generator": "Any"}
     lines = [
         f'"""Guards and actions of the {spec.name} machine ({machine_file}); the table is in the YAML.',
         "",
@@ -272,7 +274,7 @@ def registry_module(spec: Spec, machine_file: str) -> str:
                 params.append(f"{pname}: {annotation}")
             else:
                 params.append(f"{pname}: {annotation} | None = None")
-        returns = {"guard": "bool", "action": "None", "result": "Any"}[kind]
+        returns = {"guard": "bool", "action": "None", "result": "Any", "generator": "list[Any]"}[kind]
         doc, body = BODIES.get(name, (f'"""TODO: what {name} does."""', f'raise NotImplementedError("{kind} {name}")'))
         signature = ", ".join([f"m: MachineInstance, ctx: {ctx_type[kind]}"] + (["*"] + params if params else []))
         unused = [] if name in BODIES or not params else [f"    del {', '.join(p.split(':')[0] for p in params)}"]

@@ -256,7 +256,8 @@ class Explorer:
         """Ask every decision with every combination of its arguments, so its rules count as covered
         (and a decision that crashes is found)."""
         for name, d in self.compiled.spec.decisions.items():
-            for ask in self.domains.combinations(name, d.args, inst, clock):
+            asks = self.domains.combinations(name, d.args, inst, clock)
+            for ask in asks:
                 self._sink.rows.clear()
                 try:
                     inst.explain(name, policy=self.policy, **ask.kwargs())
@@ -301,7 +302,9 @@ class Explorer:
                     feeds = feeds_of.get(before.state)
                     if feeds is None:
                         feeds = feeds_of[before.state] = before.allowed_feeds()
-                    for step in self.domains.steps(before, clock, feeds):
+                    steps = self.domains.steps(before, clock, feeds)
+                    self._sink.rows.clear()  # a generator may have asked a decision: that took no row here
+                    for step in steps:
                         armed = self.judge.armed(before, step, set(res.violations))
                         inst = clone(before)
                         try:
@@ -417,7 +420,7 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
     from .verify_inputs import domains_for  # noqa: PLC0415
 
     policy = compiled.policy(opts.policy)
-    domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
+    domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs, compiled.registry)
     unknown = sorted(opts.forget - set(compiled.spec.data))
     if unknown:
         from .errors import ReviewError  # noqa: PLC0415

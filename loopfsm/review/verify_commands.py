@@ -128,27 +128,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_paths(args: argparse.Namespace) -> int:
     """Write (or print) the pytest module of shortest paths; exit 0, or 2 for bad input."""
     from .errors import ReviewError  # noqa: PLC0415
-    from .paths import module_text  # noqa: PLC0415
+    from .paths import explore_policies, missed_rows, module_text, policy_variants  # noqa: PLC0415
     from .verify import Explorer, progress_line  # noqa: PLC0415
     from .verify_inputs import domains_for  # noqa: PLC0415
 
     opts = verify_options(args)
     args.paths = [args.path]
     (compiled,) = compiled_machines(args) or [None]
-    if len(opts.starts) > 1:
-        raise _UsageError("paths starts from one snapshot at most")
+    variants = []
+    for text in args.variant:
+        given = dict(opts.policy)
+        for item in text.split(","):
+            name, value = json_option(item.strip(), "--variant")
+            given[name] = value
+        variants.append(given)
+    starts = list(opts.starts) or [compiled.new().snapshot()]
+
+    def explore(given: dict[str, Any]) -> tuple[Any, Any]:
+        policy = compiled.policy(given)
+        domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs, compiled.registry)
+        progress = progress_line(sys.stderr) if opts.progress else None
+        explorer = Explorer(compiled, policy, domains, progress=progress, forget=opts.forget)
+        return explorer, explorer.run(starts, opts.depth, opts.max_states)
+
     try:
-        policy = compiled.policy(opts.policy)
-        domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs)
-        explorer = Explorer(
-            compiled,
-            policy,
-            domains,
-            progress=progress_line(sys.stderr) if opts.progress else None,
-            forget=opts.forget,
-        )
-        start = opts.starts[0] if opts.starts else None
-        res = explorer.run([start] if start is not None else [compiled.new().snapshot()], opts.depth, opts.max_states)
+        explorations = explore_policies([opts.policy, *policy_variants(compiled.spec, opts.policy), *variants], explore)
     except ReviewError as err:
         raise _UsageError(str(err)) from None
     except LoopFsmError as err:
@@ -156,15 +160,15 @@ def cmd_paths(args: argparse.Namespace) -> int:
     out = Path(args.output) if args.output else None
     folder = out.parent if out is not None else Path(".")
     machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())
-    text = module_text(explorer, res, machine, opts.policy, start)
+    text = module_text(explorations, machine, list(opts.starts) or None)
     if out is None:
         print(text, end="")
     else:
         write_file(out, text)
-        cov = res.coverage
-        print(
-            f"wrote {out}: paths taking {cov.hit()} of {len(cov.counted)} branches and decision rules", file=sys.stderr
-        )
+        counted = explorations[0].result.coverage.counted
+        hit = len(counted) - len(missed_rows(explorations))
+        under = f" under {len(explorations)} policies" if len(explorations) > 1 else ""
+        print(f"wrote {out}: paths taking {hit} of {len(counted)} branches and decision rules{under}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -247,6 +251,14 @@ def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
     )
     s.add_argument("path", help="the machine file")
     s.add_argument("-o", "--output", help="the module to write (default: print it)")
+    s.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE[,NAME=VALUE...]",
+        help="also explore under the policy with these numbers changed, for rows the others miss (repeatable; "
+        "every other value of each enum and boolean setting is tried first)",
+    )
     s.set_defaults(func=cmd_paths)
 
     s = sub.add_parser(

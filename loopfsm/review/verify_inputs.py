@@ -11,12 +11,19 @@ Every feed is tried with every combination of its arguments' values:
   duration or a deadline is among those tried;
 - another integer argument takes 0, 1, and the value of the data field of the
   same name and its neighbours (a permit's ``generation`` is current, stale or
-  from the future), within its declared bounds;
-- an argument with a default (not an enum or boolean) is fed its default;
+  from the future), within its declared bounds; one with a default (other than
+  null) takes its default and each integer policy number too (it is compared
+  with a threshold, most likely);
+- another argument with a default (not an enum or boolean) is fed its default;
 - a string argument takes the symbols ``a`` and ``b``, a number 0 and 1, a json ``{}``, a list
-  argument ``[]`` and one item (every value of an ``enum`` list);
+  argument ``[]``, its default (when not empty) and one item (every value of an ``enum`` list);
 - an argument of a registry's type takes the examples its codec declares
   (``Registry.codec(..., examples=...)``);
+- an argument whose YAML says ``verify:`` takes the values it names in the
+  current configuration: ``from_data`` / ``from_state_data`` (a field's value,
+  each item of a list, its ``key`` of each when given), the values of registered
+  ``generator`` functions called with the configuration, and literal ``values``
+  (see :class:`~loopfsm.core.spec.ArgValues`); this replaces the rules above;
 - ``--values FEED.ARG=JSON_LIST`` (or ``ARG=...`` for every feed) replaces any of these.
 
 An argument none of these rules covers (a codec-typed one without a default)
@@ -30,8 +37,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopfsm.core.registry import Codec
-from loopfsm.core.spec import MISSING, FieldDef, Spec
+from loopfsm.core.binding import bind, call_of
+from loopfsm.core.registry import BUILTIN_CODECS, Codec, Registry
+from loopfsm.core.spec import MISSING, ArgValues, FieldDef, Spec
 
 from .errors import ReviewError
 
@@ -97,6 +105,43 @@ def _instants_after(inst: Any, clock: int) -> set[int]:
     return out
 
 
+class GeneratorContext:
+    """What a registered generator is called with besides the machine: the policy and the clock."""
+
+    __slots__ = ("policy", "clock", "feed", "arg")
+
+    def __init__(self, policy: Any, clock: int, feed: str, arg: str):
+        self.policy = policy
+        self.clock = clock  # the largest time fed so far on the way to this configuration
+        self.feed = feed
+        self.arg = arg
+
+
+def _picked(value: Any, key: str | None) -> list[Any]:
+    """A field's value as candidate values: each item of a list, else the value; its ``key`` of each."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if key is None:
+        return [v for v in items if v is not None]
+    out = []
+    for v in items:
+        got = v.get(key) if isinstance(v, dict) else getattr(v, key, None)
+        if got is not None:
+            out.append(got)
+    return out
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    """``values`` without repeats, in order (values may be unhashable: told apart by their repr)."""
+    seen: set[str] = set()
+    out = []
+    for v in values:
+        r = repr(v)
+        if r not in seen:
+            seen.add(r)
+            out.append(v)
+    return out
+
+
 @dataclass
 class Domains:
     """Argument values per feed; the clock and data-named integers depend on the configuration."""
@@ -105,23 +150,70 @@ class Domains:
     deltas: tuple[int, ...]
     given: dict[str, list[Any]]  # "feed.arg" or "arg" -> values
     codecs: Mapping[str, Codec] = field(default_factory=dict)  # the registry's field types, with their examples
+    policy: Any = None
+    registry: Registry | None = None  # where an argument's `verify: {generator: ...}` is looked up
+    _bound: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
+
+    def _policy_numbers(self) -> list[int]:
+        """The integer numbers of the policy verify runs under."""
+        out = []
+        for p in self.spec.policy.values():
+            value = getattr(self.policy, p.name, None) if self.policy is not None else p.default
+            if p.type == "integer" and type(value) is int:
+                out.append(value)
+        return out
+
+    def _generators(self, feed: str, f: FieldDef) -> list[Any]:
+        """The bound generator callables of an argument's ``verify:`` block (bound once per argument)."""
+        key = (feed, f.name)
+        if key not in self._bound:
+            assert f.verify is not None
+            if f.verify.generators and self.registry is None:
+                raise ReviewError(f"{self.spec.name}: argument '{f.name}' of '{feed}' names a generator: no registry")
+            self._bound[key] = [
+                bind(call_of(self.registry, "generator", g), self.policy)  # type: ignore[arg-type]
+                for g in f.verify.generators
+            ]
+        return self._bound[key]
+
+    def _declared(self, feed: str, f: FieldDef, v: ArgValues, inst: Any, clock: int) -> list[Any]:
+        """The values an argument's ``verify:`` block names in this configuration."""
+        out: list[Any] = []
+        for name in v.from_data:
+            out += _picked(getattr(inst.data, name), v.key)
+        if v.from_state_data is not None and v.from_state_data in inst.state_data:
+            out += _picked(inst.state_data[v.from_state_data], v.key)
+        ctx = GeneratorContext(self.policy, clock, feed, f.name)
+        for gen in self._generators(feed, f):
+            out += list(gen(inst, ctx))
+        codec = self.codecs.get(f.type)
+        decode = codec is not None and f.type not in BUILTIN_CODECS
+        for value in v.values:
+            if value is not None and decode:
+                assert codec is not None
+                value = [codec.from_json(x) for x in value] if f.list else codec.from_json(value)
+            out.append(value)
+        return _unique(out)
 
     def _fixed(self, feed: str, f: FieldDef) -> list[Any] | None:
         """The values of an argument that do not depend on the configuration, or None when they do."""
         for key in (f"{feed}.{f.name}", f.name):
             if key in self.given:
                 return self.given[key]
+        if f.verify is not None:
+            return None
         null = [None] if f.nullable else []
         codec = self.codecs.get(f.type)
         examples = list(codec.examples) if codec is not None else []
         if f.list:
             item = list(f.enum) if f.enum else examples[:1] if examples else [SYMBOLS[0]]
-            return [[], item]
+            default = [list(f.default)] if isinstance(f.default, (list, tuple)) and f.default else []
+            return _unique([[], *default, item])
         if f.enum is not None:
             return [*f.enum, *null]
         if f.type == "boolean":
             return [False, True, *null]
-        if f.type == "integer" and f.default is MISSING:
+        if f.type == "integer" and (f.default is MISSING or f.default is not None):
             return None
         if f.default is not MISSING:
             return [f.default]
@@ -163,10 +255,14 @@ class Domains:
         for f in args.values():
             values = self._fixed(feed, f)
             if values is None:
-                if f.name == CLOCK:
+                if f.verify is not None:
+                    values = self._declared(feed, f, f.verify, inst, clock)
+                elif f.name == CLOCK:
                     values = sorted({clock + d for d in self.deltas} | _instants_after(inst, clock))
                 else:
                     near: list[Any] = [0, 1]
+                    if f.default is not MISSING:  # compared with a threshold, most likely: try each policy number
+                        near += [f.default, *self._policy_numbers()]
                     if f.name in self.spec.data and type(getattr(inst.data, f.name, None)) is int:
                         current = getattr(inst.data, f.name)
                         near += [current - 1, current, current + 1]
@@ -181,9 +277,13 @@ class Domains:
 
 
 def domains_for(
-    spec: Spec, policy: Any, given: dict[str, list[Any]], codecs: Mapping[str, Codec] | None = None
+    spec: Spec,
+    policy: Any,
+    given: dict[str, list[Any]],
+    codecs: Mapping[str, Codec] | None = None,
+    registry: Registry | None = None,
 ) -> Domains:
     deltas = tuple(sorted({0, 1, *durations(spec, policy)}))
-    domains = Domains(spec, deltas, given, dict(codecs or {}))
+    domains = Domains(spec, deltas, given, dict(codecs or {}), policy, registry)
     domains.check()
     return domains

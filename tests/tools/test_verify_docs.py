@@ -48,6 +48,17 @@ def test_the_invariants_example_is_a_valid_section_of_the_tool_breaker():
     assert list(spec.invariants) == ["probes_bounded", "stale_result_never_moves", "half_opens"]
 
 
+def test_the_arg_values_example_is_the_engine_brains():
+    import yaml
+
+    shown = yaml.safe_load(_blocks("yaml")[1])["events"]
+    brain = yaml.safe_load((ROOT / "machines" / "engine_brain.yaml").read_text(encoding="utf-8"))["events"]
+    for feed, body in shown.items():
+        for arg, field in body["args"].items():
+            assert brain[feed]["args"][arg] == field, (feed, arg)
+    assert sum(len(b["args"]) for b in shown.values()) == 4
+
+
 @pytest.mark.slow
 def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
@@ -62,7 +73,7 @@ def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, caps
     verify_broken, replay_broken, verify_fixed = _blocks("console")
     assert _run(verify_broken, capsys)[0] == 1
     trace = tmp_path / "tool_breaker.probes_bounded.trace.yaml"
-    assert trace.read_text(encoding="utf-8") == _blocks("yaml")[1]
+    assert trace.read_text(encoding="utf-8") == _blocks("yaml")[2]
     assert _run(replay_broken, capsys)[0] == 1
     machine.write_text(good, encoding="utf-8")
     assert _run(verify_fixed, capsys)[0] == 0
@@ -70,6 +81,6 @@ def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, caps
 
 def test_the_hand_written_trace_replays(tmp_path, capsys):
     trace = tmp_path / "t.yaml"
-    trace.write_text(_blocks("yaml")[2], encoding="utf-8")
+    trace.write_text(_blocks("yaml")[3], encoding="utf-8")
     assert main(["replay", str(ROOT / "machines" / "tool_breaker.yaml"), str(trace)]) == 0
     assert "replayed 2 steps: as the trace expects" in capsys.readouterr().out

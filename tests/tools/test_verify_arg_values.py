@@ -1,0 +1,172 @@
+"""An argument's ``verify:`` block: where verify and paths take its values in the current configuration,
+checked by ``check`` like the rest of the table, and left out of the fingerprint."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+from loopfsm.core.compiler import compile_file
+from loopfsm.review.cli import main
+
+REGISTRY = '''
+from loopfsm import Registry
+
+REGISTRY = Registry("keys")
+
+
+@REGISTRY.guard
+def room(m, ctx, *, limit: int):
+    return len(m.data.held) < limit
+
+
+@REGISTRY.guard
+def holding(m, ctx):
+    return ctx.args["key"] in m.data.held
+
+
+@REGISTRY.action
+def take(m, ctx):
+    m.data.held = [*m.data.held, ctx.args["key"]]
+
+
+@REGISTRY.action
+def give(m, ctx):
+    m.data.held = [k for k in m.data.held if k != ctx.args["key"]]
+
+
+@REGISTRY.generator
+def fresh_key(m, ctx, *, prefix: str):
+    """A key no one holds yet: made from the configuration, so no fixed list of symbols has it."""
+    return [f"{prefix}{len(m.data.held)}"]
+'''
+
+KEYS = """
+machine: keys
+description: A key box; keys are handed out and given back.
+registry: keys
+policy:
+  max_held: {type: integer, default: 2, minimum: 0, description: keys out at once}
+data:
+  held: {type: string, list: true, description: keys handed out}
+states:
+  box: {initial: true, description: the box}
+events:
+  take:
+    description: hand out a key
+    args:
+      key: {type: string, description: the key, verify: {generator: {name: fresh_key, params: {prefix: k}}}}
+    from:
+      box:
+        - guard: {name: room, params: {limit: {policy: max_held}}}
+          stay: true
+          actions: [take]
+        - refuse: the box is empty
+  give:
+    description: give a key back
+    args:
+      key: {type: string, description: the key, verify: {from_data: held, values: [stranger]}}
+    from:
+      box:
+        - guard: holding
+          stay: true
+          actions: [give]
+        - refuse: not one of ours
+invariants:
+  bounded:
+    description: At most max_held keys are out.
+    always: {name: length_at_most, params: {field: held, limit: {policy: max_held}}}
+"""
+
+
+def _project(tmp_path: Path, monkeypatch, text: str = KEYS) -> Path:
+    (tmp_path / "keys.yaml").write_text(text)
+    (tmp_path / "keys_registry.py").write_text(REGISTRY)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {keys = "keys_registry:REGISTRY"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "keys.yaml"
+
+
+def test_values_come_from_the_configuration(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch)
+    assert main(["verify", str(path), "--depth", "3", "-q"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    # giving back a held key (from_data) and refusing a stranger (values) are both taken
+    assert "branches and decision rules taken: 4/4" in out
+    assert main(["paths", str(path), "--depth", "2", "-q"]) == 0
+    module = capsys.readouterr().out
+    assert "m.feed('take', policy=POLICY, key='k0')" in module  # the generator's fresh key
+    assert "m.feed('give', policy=POLICY, key='k0')" in module  # the key held, from the data
+    assert "m.feed('give', policy=POLICY, key='stranger')" in module  # the literal
+    assert "key='a'" not in module  # no symbol of the type's rule
+
+
+def test_a_generated_value_shows_in_the_counterexample(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch, KEYS.replace("{limit: {policy: max_held}}", "{limit: 3}"))
+    assert main(["verify", str(path), "--depth", "3", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "take(key='k0')" in out and "take(key='k1')" in out and "take(key='k2')" in out
+    assert main(["replay", str(path), "keys.bounded.trace.yaml"]) == 1
+
+
+def test_check_places_each_mistake(tmp_path, monkeypatch, capsys):
+    bad = (
+        KEYS.replace("{from_data: held, values: [stranger]}", "{from_data: hold, key: id, values: [3]}")
+        .replace("{generator: {name: fresh_key,", "{generator: {name: fresh_kye,")
+        .replace("verify: {from_data: hold", "verify: {from_state_data: nowhere, from_data: hold")
+    )
+    path = _project(tmp_path, monkeypatch, bad)
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:15:" in err and "unknown generator 'fresh_kye'; did you mean 'fresh_key'?" in err
+    assert "unknown data field 'hold'; did you mean 'held'?" in err
+    assert "no state carries a data field 'nowhere'" in err
+    assert "value 3 is not a string" in err
+
+
+def test_key_needs_a_source(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch, KEYS.replace("{from_data: held, values: [stranger]}", "{key: id}"))
+    assert main(["check", str(path)]) == 1
+    assert "'key' picks from the values of from_data or from_state_data: give one" in capsys.readouterr().err
+
+
+def test_the_schema_refuses_an_unknown_source(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch, KEYS.replace("{from_data: held,", "{from_dat: held,"))
+    assert main(["check", str(path)]) == 1
+    assert "from_dat" in capsys.readouterr().err
+
+
+def test_verify_blocks_are_left_out_of_the_fingerprint(tmp_path, monkeypatch):
+    path = _project(tmp_path, monkeypatch)
+    sys.modules.pop("keys_registry", None)  # this test's copy, not another test's
+    registry = importlib.import_module("keys_registry").REGISTRY
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(KEYS.replace(", verify: {from_data: held, values: [stranger]}", ""))
+    assert "from_data" not in bare.read_text()
+    assert compile_file(path, registry).fingerprint == compile_file(bare, registry).fingerprint
+    other = tmp_path / "other.yaml"
+    other.write_text(
+        KEYS.replace("description: the key, verify: {from", "description: the key, default: x, verify: {from")
+    )
+    assert compile_file(path, registry).fingerprint != compile_file(other, registry).fingerprint
+
+
+def test_diff_lists_a_changed_verify_block_as_no_behaviour_change(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch)
+    other = tmp_path / "other.yaml"
+    other.write_text(KEYS.replace("values: [stranger]", "values: [stranger, thief]"))
+    assert main(["diff", str(path), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "keys: invariants and descriptions only" in out
+    assert "~ values verify feeds give(key) changed" in out
+
+
+def test_a_new_registry_module_stubs_the_generators_the_table_names():
+    from loopfsm.core.source import read_source
+    from loopfsm.core.spec import build_spec
+    from loopfsm.review.scaffold import registry_module
+
+    source = registry_module(build_spec(read_source(KEYS, "keys.yaml")), "keys.yaml")
+    assert "@REGISTRY.generator\ndef fresh_key(m: MachineInstance, ctx: Any, *, prefix: str) -> list[Any]:" in source
