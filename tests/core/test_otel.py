@@ -54,9 +54,10 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
         drive_example()
     events = exported(exporter)
     run = {
-        "agent_loop.run_id": "run_93a7",
-        "agent_loop.owner": "support_agent",
+        "gen_ai.conversation.id": "run_93a7",
+        "gen_ai.agent.id": "support_agent",
         "gen_ai.tool.name": "issue_refund",
+        "gen_ai.tool.type": "function",
         "agent_loop.attempts": 0,
         "agent_loop.tool.idempotent": False,
     }
@@ -110,7 +111,9 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
                 "loopfsm.branch": "approval_lapsed",
                 **run,
                 "agent_loop.expired.reason": "approval",
+                "agent_loop.side_effects.pending": False,
                 "agent_loop.deadline.remaining_ms": 2_400_000,
+                "agent_loop.deadline.at_ms": 3_600_000,  # on the move into expired only
             },
         ),
         (
@@ -123,6 +126,7 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
                 "loopfsm.rule": "terminal_is_forever",
                 **run,
                 "agent_loop.expired.reason": "approval",
+                "agent_loop.side_effects.pending": False,
                 "agent_loop.deadline.remaining_ms": 2_400_000,
             },
         ),
