@@ -235,6 +235,28 @@ LOOPFSM_ATTRIBUTES = {
 }
 
 
+#: A tool call's trace row (the router's ``tool_call`` row metadata) -> the same names the machines trace.
+TOOL_CALL_ATTRIBUTES = {
+    "name": "gen_ai.tool.name",
+    "call_id": "gen_ai.tool.call.id",
+}
+
+
+def tool_call_attributes(meta: dict[str, Any]) -> dict[str, Any]:
+    """A tool call row's metadata under the names the agent loop and engine brain trace it with.
+
+    ``gen_ai.operation.name`` is ``execute_tool``; a result the router marked as an
+    error carries ``error.type`` ``tool_error`` (the row holds no finer class).
+    """
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool"}
+    for key, name in TOOL_CALL_ATTRIBUTES.items():
+        if meta.get(key) is not None:
+            attrs[name] = meta[key]
+    if meta.get("is_error"):
+        attrs["error.type"] = "tool_error"
+    return attrs
+
+
 def model_call_attributes(call: dict[str, Any]) -> dict[str, Any]:
     """A model call's metadata under the GenAI semantic conventions' names (``gen_ai.*``, ``error.type``).
 

@@ -195,7 +195,7 @@ class MachineInstance(_tracing.Traced):
         elif type(policy) is not c.Policy:
             policy = c.policy(policy)
         if _tracing.ACTIVE:
-            before = _tracing.feed_starting(self, bound)
+            before = _tracing.feed_starting(self, bound, policy)
             done = ev.run(self, bound, policy)
             _tracing.feed_done(self, event, done, before)
         else:

@@ -225,7 +225,7 @@ def _attributes(
         return _EMPTY
     out: dict[str, AttributeValue] = {}
     for g in getters:
-        if g.on is not None and (move is None or not g.matches(*move)):
+        if g.moves is not None and (move is None or not g.matches(*move)):
             continue
         value = g.get(ctx)
         if value is None:
@@ -250,18 +250,18 @@ def _fit(name: str, value: AttributeValue) -> AttributeValue:
 class _Before:
     """What a before-reading sees: the instance as it is before the feed runs, and the feed's arguments."""
 
-    __slots__ = ("args", "model")
+    __slots__ = ("args", "model", "policy")
 
-    def __init__(self, model: Any, args: Mapping[str, Any]) -> None:
-        self.model, self.args = model, args
+    def __init__(self, model: Any, args: Mapping[str, Any], policy: Any) -> None:
+        self.model, self.args, self.policy = model, args, policy
 
 
-def feed_starting(instance: Traced, args: Mapping[str, Any]) -> Mapping[str, Any]:
+def feed_starting(instance: Traced, args: Mapping[str, Any], policy: Any) -> Mapping[str, Any]:
     """Called by the runtime before a feed runs, only while :data:`ACTIVE`: the ``after_or_before`` values."""
     getters = instance.compiled.trace_attributes
     if not getters or not (_global or sinks_of(instance)):
         return _EMPTY
-    ctx = _Before(instance, args)
+    ctx = _Before(instance, args, policy)
     return {g.name: v for g in getters if g.keep and (v := g.get(ctx)) is not None}
 
 
@@ -325,7 +325,7 @@ class TraceAttribute:
     ref: Ref | None
     path: PathT
     read: str = "after"  # or "after_or_before": a value the feed cleared is read from just before it
-    on: tuple[tuple[str, str], ...] | None = None  # (from, to) moves it is recorded on ("*" any); None: every record
+    moves: tuple[tuple[str, str], ...] | None = None  # (from, to) moves it is recorded on ("*" any); None: every record
 
 
 ANY = "*"
@@ -337,8 +337,8 @@ def parse_move(text: str) -> tuple[str, str]:
     return a.strip(), b.strip()
 
 
-def move_matches(on: tuple[tuple[str, str], ...], from_state: str, to_state: str) -> bool:
-    return any((a == ANY or a == from_state) and (b == ANY or b == to_state) for a, b in on)
+def move_matches(moves: tuple[tuple[str, str], ...], from_state: str, to_state: str) -> bool:
+    return any((a == ANY or a == from_state) and (b == ANY or b == to_state) for a, b in moves)
 
 
 def trace_attributes(spec: Spec) -> list[TraceAttribute]:
@@ -348,37 +348,38 @@ def trace_attributes(spec: Spec) -> list[TraceAttribute]:
         path: PathT = ("trace", name)
         kind = next(k for k in ("data", "state_data", "arg", "result") if k in raw)
         read = raw.get("read", "after")
-        on = tuple(parse_move(m) for m in raw["on"]) if "on" in raw else None
+        moves = tuple(parse_move(m) for m in raw["moves"]) if "moves" in raw else None
         if kind == "result":
             ref = _ref(raw["result"], path + ("result",))
-            out.append(TraceAttribute(name, kind, ref.name, ref, path, read, on))
+            out.append(TraceAttribute(name, kind, ref.name, ref, path, read, moves))
         else:
-            out.append(TraceAttribute(name, kind, raw[kind], None, path + (kind,), read, on))
+            out.append(TraceAttribute(name, kind, raw[kind], None, path + (kind,), read, moves))
     return out
 
 
 def move_problems(spec: Spec, attr: TraceAttribute) -> list[tuple[PathT, str]]:
-    """Each ``on:`` move naming no state, or no move any branch of the table makes, with its path."""
+    """Each ``moves:`` entry naming no state, or no move any branch of the table makes, with its path."""
     out: list[tuple[PathT, str]] = []
-    moves = {
+    made = {
         (src, b.dest or src)
         for ev in spec.events.values()
         for src, bs in spec.expanded_sources(ev).items()
         for b in bs
         if b.refusal is None
     }
-    for i, (a, b) in enumerate(attr.on or ()):
-        where: PathT = ("trace", attr.name, "on", i)
+    for i, (a, b) in enumerate(attr.moves or ()):
+        where: PathT = ("trace", attr.name, "moves", i)
         bad = [s for s in (a, b) if s != ANY and s not in spec.states]
         if bad:
-            out.append((where, f"trace attribute '{attr.name}': no state '{bad[0]}' (on: '{a} -> {b}')"))
-        elif not any((a == ANY or a == x) and (b == ANY or b == y) for x, y in moves):
+            out.append((where, f"trace attribute '{attr.name}': no state '{bad[0]}' (moves: '{a} -> {b}')"))
+        elif not any((a == ANY or a == x) and (b == ANY or b == y) for x, y in made):
             out.append((where, f"trace attribute '{attr.name}': no branch of the table moves {a} -> {b}"))
-    if attr.read == "after_or_before" and attr.kind not in ("data", "state_data"):
+    if attr.read == "after_or_before" and attr.kind == "arg":
         out.append(
             (
                 ("trace", attr.name, "read"),
-                f"trace attribute '{attr.name}': only data and state_data have a value before the feed",
+                f"trace attribute '{attr.name}': an argument has no value before the feed (read: after_or_before "
+                "is for data, state_data and results)",
             )
         )
     return out
@@ -418,10 +419,10 @@ class CompiledAttribute:
     name: str
     get: Getter
     keep: bool  # read: after_or_before
-    on: tuple[tuple[str, str], ...] | None
+    moves: tuple[tuple[str, str], ...] | None
 
     def matches(self, from_state: str, to_state: str) -> bool:
-        return self.on is None or move_matches(self.on, from_state, to_state)
+        return self.moves is None or move_matches(self.moves, from_state, to_state)
 
 
 def compile_attributes(spec: Spec, bind_result: Callable[[Ref], Getter]) -> tuple[CompiledAttribute, ...]:
@@ -433,7 +434,7 @@ def compile_attributes(spec: Spec, bind_result: Callable[[Ref], Getter]) -> tupl
         else:
             assert attr.ref is not None
             get = _scalar_only(attr.name, bind_result(attr.ref))
-        out.append(CompiledAttribute(attr.name, get, attr.read == "after_or_before", attr.on))
+        out.append(CompiledAttribute(attr.name, get, attr.read == "after_or_before", attr.moves))
     return tuple(out)
 
 

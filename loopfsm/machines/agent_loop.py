@@ -339,7 +339,8 @@ def clear_proposal(m: Any, ctx: Any) -> None:
 def accept_result(m: Any, ctx: Any) -> None:
     """Keep what the runtime took from the accepted result (counts and a name, never content)."""
     d, a = m.data, ctx.args
-    d.accepted_facts, d.rejected_fields, d.next_obligation = a["accepted_facts"], a["rejected_fields"], a["next_obligation"]
+    d.accepted_facts, d.rejected_fields = a["accepted_facts"], a["rejected_fields"]
+    d.next_obligation = a["next_obligation"]
 
 
 @REGISTRY.action
@@ -366,7 +367,8 @@ def request_approval(m: Any, ctx: Any) -> None:
 def start_execution(m: Any, ctx: Any) -> None:
     m.data.attempts += 1
     # approval_decided (approve) has no expected latency to give: left null
-    ctx.enter(attempt=m.data.attempts, started_at=now_of(m, ctx), expected_latency_ms=ctx.args.get("expected_latency_ms"))
+    latency = ctx.args.get("expected_latency_ms")
+    ctx.enter(attempt=m.data.attempts, started_at=now_of(m, ctx), expected_latency_ms=latency)
 
 
 @REGISTRY.action
@@ -405,7 +407,8 @@ def deadline_remaining(m: Any, ctx: Any) -> int | None:
 @REGISTRY.result
 def error_type(m: Any, ctx: Any) -> str | None:
     """The failure's own class: a tool's (``last_error_class``) when retries ran out, else the state's error class."""
-    return m.state_data.get("last_error_class") or m.state_data.get("error_class")
+    value: str | None = m.state_data.get("last_error_class") or m.state_data.get("error_class")
+    return value
 
 
 Outcome = Literal["approve", "deny", "revise"]

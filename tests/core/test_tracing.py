@@ -215,8 +215,8 @@ KEPT = COUNTER + dedent("""
     trace:
       n_after: {state_data: n}
       n_kept: {state_data: n, read: after_or_before}
-      count_on_finish: {data: count, on: ["counting -> done"]}
-      count_on_stays: {data: count, on: ["counting -> counting", "* -> done"]}
+      count_on_finish: {data: count, moves: ["counting -> done"]}
+      count_on_stays: {data: count, moves: ["counting -> counting", "* -> done"]}
 """)
 
 
@@ -236,13 +236,22 @@ def test_a_value_the_feed_cleared_is_kept_only_where_the_table_says():
     assert moves[5] == ("done", "done", {})  # a decision carries no attribute limited to moves
 
 
+AT = r"counter.yaml:\d+:\d+: "
+
+
 @pytest.mark.parametrize(
     "entry,message",
     [
-        ('c: {data: count, on: ["idle -> nowhere"]}', r"counter.yaml:\d+:\d+: trace.c.on\[0\]: trace attribute 'c': no state 'nowhere'"),
-        ('c: {data: count, on: ["done -> idle"]}', r"counter.yaml:\d+:\d+: trace.c.on\[0\]: .*no branch of the table moves done -> idle"),
-        ("c: {arg: kind, read: after_or_before}", r"trace.c.read: .*only data and state_data have a value before"),
-        ('c: {data: count, on: ["idle to done"]}', r"does not match"),
+        (
+            'c: {data: count, moves: ["idle -> nowhere"]}',
+            AT + r"trace.c.moves\[0\]: trace attribute 'c': no state 'nowhere'",
+        ),
+        (
+            'c: {data: count, moves: ["done -> idle"]}',
+            AT + r"trace.c.moves\[0\]: .*no branch of the table moves done -> idle",
+        ),
+        ("c: {arg: kind, read: after_or_before}", r"trace.c.read: .*an argument has no value before the feed"),
+        ('c: {data: count, moves: ["idle to done"]}', r"does not match"),
     ],
 )
 def test_bad_moves_and_readings_are_refused_with_a_location(entry, message):

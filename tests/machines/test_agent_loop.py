@@ -40,6 +40,11 @@ ARGS = {"query": "refund policy", "limit": 5}
 H = arguments_hash(ARGS)
 
 
+def failed_with(error_class: str, last: str | None = None) -> dict[str, object]:
+    """The data of failed: the error class, the failure recovered from (when no attempt was left), no compensation."""
+    return {"error_class": error_class, "last_error_class": last, "compensation": None}
+
+
 def test_oracle_has_the_seeds_25_pairs():
     assert len(ORACLE) == 25
 
@@ -233,7 +238,7 @@ def test_three_attempts_by_default_then_failed():
         m.dispatch(11)
     assert m.state_data["attempt"] == 3
     m.tool_failed("timeout", True, 12)
-    assert m.state == "failed" and m.state_data == {"error_class": "timeout", "last_error_class": None, "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("timeout")
 
 
 def test_attempt_limit_is_policy():
@@ -246,7 +251,7 @@ def test_attempt_limit_is_policy():
 def test_only_idempotent_calls_with_transient_failures_recover(idempotent, transient):
     m = executing(idempotent)
     m.tool_failed("http_503", transient, 10)
-    assert m.state == "failed" and m.state_data == {"error_class": "http_503", "last_error_class": None, "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("http_503")
 
 
 def test_a_lost_worker_recovers_an_idempotent_call_and_fails_another():
@@ -255,7 +260,7 @@ def test_a_lost_worker_recovers_an_idempotent_call_and_fails_another():
     assert m.state == "recovering" and m.state_data == {"error_class": "worker_lost"}
     m = executing(False)
     m.worker_lost(10)
-    assert m.state == "failed" and m.state_data == {"error_class": "worker_lost", "last_error_class": None, "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("worker_lost")
 
 
 def test_a_lowered_limit_after_recovering_fails_the_retry():
@@ -266,7 +271,7 @@ def test_a_lowered_limit_after_recovering_fails_the_retry():
     assert m.state == "recovering" and m.data.attempts == 2
     assert m.resume(13, policy={"max_attempts": 2}) == "give_up"
     m.dispatch(13, policy={"max_attempts": 2})
-    assert m.state == "failed" and m.state_data == {"error_class": "attempts_exhausted", "last_error_class": "timeout", "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("attempts_exhausted", last="timeout")
 
 
 @pytest.mark.parametrize("proposed_idempotent", [True, False])
@@ -289,7 +294,7 @@ def test_a_refund_approved_as_not_idempotent_is_never_run_twice():
     m.approval_required("alice", 100, "payment", 1, tool="issue_refund", arguments_hash=H)
     m.approval_decided("approve", "alice", H, 2)
     m.tool_failed("timeout", True, 3)
-    assert m.state == "failed" and m.state_data == {"error_class": "timeout", "last_error_class": None, "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("timeout")
 
 
 def test_recovering_can_replan():
@@ -390,7 +395,7 @@ def test_a_lapsed_approval_expires_on_tick():
 def test_deny_fails_the_run():
     m = awaiting_approval()
     m.approval_decided("deny", "alice", H, 3)
-    assert m.state == "failed" and m.state_data == {"error_class": "approval_denied", "last_error_class": None, "compensation": None}
+    assert m.state == "failed" and m.state_data == failed_with("approval_denied")
 
 
 def test_revise_replans_with_a_constraint_that_holds():
