@@ -324,6 +324,7 @@ def propose(m: Any, ctx: Any) -> None:
     d.attempts = 0
     d.model, d.call_id, d.tool_type = a["model"], a["call_id"], a["tool_type"]
     d.arguments_schema_version = a["arguments_schema_version"]
+    d.risk_class = None  # set by request_approval when the policy asks
 
 
 @REGISTRY.action
@@ -332,7 +333,7 @@ def clear_proposal(m: Any, ctx: Any) -> None:
     d.tool = d.arguments_hash = None
     d.idempotent = False
     d.attempts = 0
-    d.model = d.call_id = d.tool_type = d.arguments_schema_version = None
+    d.model = d.call_id = d.tool_type = d.arguments_schema_version = d.risk_class = None
 
 
 @REGISTRY.action
@@ -359,8 +360,8 @@ def request_approval(m: Any, ctx: Any) -> None:
         policy_reason=a["policy_reason"],
         allowed_outcomes=list(a["allowed_outcomes"]),
         requested_at=now_of(m, ctx),
-        risk_class=a["risk_class"],
     )
+    m.data.risk_class = a["risk_class"]
 
 
 @REGISTRY.action

@@ -301,3 +301,21 @@ def test_run_span_events_equal_the_log_events(spans, logs):
     assert [(e.name, dict(e.attributes)) for e in run.events] == exported(log_exporter)
     assert tool.events[-1].attributes["agent_loop.expired.reason"] == "deadline"
     assert tool.status.status_code.name == "UNSET" and "error.type" not in tool.attributes
+
+
+def test_the_tracing_page_attaches_a_run_as_it_says(spans):
+    from tests.support.docs_pages import page
+
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    block = page("docs/tracing.md").split("### A run as spans")[1].split("```python\n")[1].split("```")[0]
+    run = AgentLoop.new_run("run_1", "owner", 1_000)
+    scope = {"run": run, "tracer": tracer}
+    exec(compile(block, "docs/tracing.md", "exec"), scope)
+    run.tool_proposed("search_docs", arguments_hash({}), True, 0)
+    run.dispatch(1)
+    run.tool_succeeded(2)
+    tracing.detach(run, scope["sink"])
+    (tool,) = exporter.get_finished_spans()
+    assert tool.name == "execute_tool search_docs" and scope["sink"].run_span.is_recording()

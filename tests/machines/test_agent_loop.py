@@ -316,7 +316,6 @@ def test_approval_state_holds_the_request():
         "policy_reason": "side_effects",
         "allowed_outcomes": ["approve", "deny", "revise"],
         "requested_at": 2,
-        "risk_class": None,
     }
     assert (m.data.tool, m.data.arguments_hash, m.data.idempotent) == ("search_docs", H, False)
 

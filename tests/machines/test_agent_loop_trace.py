@@ -226,3 +226,16 @@ def test_integer_attributes_fit_otlp():
     m = AgentLoop.new_run("r", "o", INT_MAX)
     (r,) = traced(lambda: m.tick(-(2**63)))
     assert r.attributes["agent_loop.deadline.remaining_ms"] == INT_MAX  # saturated, not 2**64 - 1
+
+
+def test_the_risk_class_stays_with_the_call_it_was_given_to():
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    m.approval_required("alice", 50_000, "payment", 1, risk_class="payment_high")
+    records = traced(lambda: m.approval_decided("approve", "alice", H, 2))
+    assert records[0].attributes["agent_loop.approval.risk_class"] == "payment_high"  # on the approved run
+    m.tool_succeeded(3)
+    m.result_accepted(4)
+    assert m.data.risk_class is None  # cleared with the proposal
+    (again,) = traced(lambda: m.tool_proposed("search_docs", H, True, 5))
+    assert "agent_loop.approval.risk_class" not in again.attributes
