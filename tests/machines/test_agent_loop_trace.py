@@ -239,3 +239,19 @@ def test_the_risk_class_stays_with_the_call_it_was_given_to():
     assert m.data.risk_class is None  # cleared with the proposal
     (again,) = traced(lambda: m.tool_proposed("search_docs", H, True, 5))
     assert "agent_loop.approval.risk_class" not in again.attributes
+
+
+def test_runs_saved_before_the_trace_fields_restore_and_go_on():
+    """Snapshots taken under the table before these fields (one per state with data) restore unchanged."""
+    import json
+    from pathlib import Path
+
+    saved = json.loads((Path(__file__).parent / "data" / "agent_loop_saved_before_trace_fields.json").read_text())
+    restored = {s["state"]: AgentLoop.restore(s) for s in saved}
+    states_with_data = {"executing_tool", "recovering", "failed", "awaiting_approval", "expired", "observing_result"}
+    assert set(restored) == states_with_data
+    assert restored["expired"].state_data == {"reason": "deadline", "pending_side_effects": None}
+    assert restored["failed"].state_data["error_class"] == "attempts_exhausted"
+    m = restored["executing_tool"]
+    (r,) = traced(lambda: m.tool_succeeded(5, result_size=3))
+    assert r.attributes["gen_ai.tool.name"] == "t" and r.attributes["agent_loop.result.size_bytes"] == 3
