@@ -255,3 +255,19 @@ def test_runs_saved_before_the_trace_fields_restore_and_go_on():
     m = restored["executing_tool"]
     (r,) = traced(lambda: m.tool_succeeded(5, result_size=3))
     assert r.attributes["gen_ai.tool.name"] == "t" and r.attributes["agent_loop.result.size_bytes"] == 3
+
+
+def test_the_tracing_pages_table_is_the_seeds_table_as_traced():
+    import re
+
+    from tests.support.docs_pages import page, section
+
+    text = section(page("docs/tracing.md"), "## The agent loop's attributes")
+    rows = [line for line in text.splitlines() if "->" in line and line.startswith("| ")]
+    declared = set(AgentLoop.compiled.spec.source.doc["trace"])
+    assert len(rows) == len(SEED_TABLE)
+    for line, (a, b, names) in zip(rows, SEED_TABLE, strict=True):
+        move_cell, attrs_cell = line.strip("|").split("|")
+        assert move_cell.strip() == f"{'any' if a == '*' else a} -> {b}"
+        listed = set(re.findall(r"`([a-z_.]+)`", attrs_cell))
+        assert names <= listed <= declared, line
