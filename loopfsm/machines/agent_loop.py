@@ -263,6 +263,22 @@ def idempotency_differs(m: Any, ctx: Any) -> bool:
     return given is not None and given != m.data.idempotent
 
 
+#: What the driver says about a proposal, kept with it for traces.
+_PROPOSAL_FACTS = ("model", "call_id", "tool_type", "arguments_schema_version")
+
+
+@REGISTRY.guard
+def proposal_facts_differ(m: Any, ctx: Any) -> bool:
+    """An approval request that gives a proposal fact (model, call id, ...) other than the proposed call's.
+
+    The request is about the call already proposed; its facts were given with
+    it, so a different one would be dropped without a word.  Left out, or the
+    same, is fine.
+    """
+    a, d = ctx.args, m.data
+    return any(a[k] is not None and a[k] != getattr(d, k) for k in _PROPOSAL_FACTS)
+
+
 @REGISTRY.guard
 def checks_passed(m: Any, ctx: Any, *, required: list[str]) -> bool:
     """Every output check the table declares for completion was run and held."""
@@ -479,7 +495,7 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         risk_class: str | None = None,
         model: str | None = None,
         call_id: str | None = None,
-        tool_type: ToolType | None = "function",
+        tool_type: ToolType | None = None,
         arguments_schema_version: str | None = None,
         policy: PolicyArg = None,
     ) -> None:

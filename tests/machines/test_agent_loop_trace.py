@@ -271,3 +271,21 @@ def test_the_tracing_pages_table_is_the_seeds_table_as_traced():
         assert move_cell.strip() == f"{'any' if a == '*' else a} -> {b}"
         listed = set(re.findall(r"`([a-z_.]+)`", attrs_cell))
         assert names <= listed <= declared, line
+
+
+def test_an_approval_request_cannot_drop_or_change_the_proposals_facts():
+    from loopfsm.core.errors import FeedRefused
+
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    before = m.snapshot()
+    for fact in ({"call_id": "toolu_02"}, {"model": "other"}, {"tool_type": "datastore"}):
+        try:
+            m.approval_required("alice", 50_000, "payment", 1, **fact)
+        except FeedRefused as err:
+            assert "differs from the proposed call's" in err.reason
+        else:
+            raise AssertionError(f"{fact} was taken")
+        assert m.snapshot() == before
+    m.approval_required("alice", 50_000, "payment", 1, call_id="toolu_01", tool_type="function")  # the same: fine
+    assert m.state == "awaiting_approval" and m.data.call_id == "toolu_01"
