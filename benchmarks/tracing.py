@@ -28,7 +28,7 @@ class Untraced(Turnstile):
         c = self.compiled
         ev, bind = c.feed_table[event]
         bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else {}
-        return ev.trigger(self, bound, c.default_policy if policy is None else c.policy(policy)).reply
+        return ev.run(self, bound, c.default_policy if policy is None else c.policy(policy)).reply
 
 
 def drive(t: Turnstile) -> tuple[str, int]:

@@ -28,7 +28,7 @@ from .fieldtypes import (
 from .invariants import BUILTINS, STEP_ONLY
 from .migration_checks import check_migrations
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
-from .tracing import attribute_problem, trace_attributes
+from .tracing import attribute_problem, move_problems, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -529,6 +529,8 @@ class _Checker:
             problem = attribute_problem(self.spec, attr)
             if problem:
                 self.error(attr.path, problem)
+            for path, words in move_problems(self.spec, attr):
+                self.error(path, words)
             if attr.ref is not None:
                 self.ref("result", attr.ref)
 

@@ -22,6 +22,12 @@ plus every attribute the machine file's ``trace:`` table declares, verbatim.
 Records carry only scalars from declared fields, so no prompt, message or tool
 payload can reach an exporter through these sinks.
 
+:class:`OtelRunSpans` makes spans of one run instead, after the GenAI
+conventions: an ``invoke_agent`` span for the run and an ``execute_tool
+{gen_ai.tool.name}`` span for each interval the run spends in a state tagged
+``calls_tools``, with every record as an event on the run's span and on the
+tool span it falls in.
+
 The router's model calls are spans instead (:func:`record_model_call`): one
 ``CLIENT`` span ``chat {model}`` per call with the GenAI semantic
 conventions' names (``gen_ai.provider.name``, ``gen_ai.request.model``,
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import tracing
 from .tracing import DECISION, TransitionRecord
 
 TRANSITION_EVENT = "loopfsm.transition"
@@ -120,6 +127,96 @@ class OtelSpanEventSink:
             span.add_event(event_name(record), event_attributes(record))
 
 
+# -- a run as GenAI spans -------------------------------------------------------------------------
+#: Record attributes copied onto the spans they describe (the GenAI conventions' names).
+RUN_SPAN_ATTRIBUTES = ("gen_ai.conversation.id", "gen_ai.agent.id")
+TOOL_SPAN_ATTRIBUTES = ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.request.model")
+CALLS_TOOLS = "calls_tools"
+
+
+class OtelRunSpans:
+    """Spans for one run: ``invoke_agent {name}`` from its first record to a terminal state, and
+    ``execute_tool {gen_ai.tool.name}`` for each interval spent in a state tagged ``calls_tools``.
+
+    Attach it to one instance (:meth:`attach`): it keeps which spans are open.  The
+    run's span starts at the first record, in the current context, and ends when a
+    record enters a terminal state; a tool span starts on the record that enters a
+    ``calls_tools`` state and ends on the one that leaves it (a retry opens a new
+    one).  Every record is an event on the run's span and, while one is open, on
+    the tool span; records after the run's span ended (a terminal state ignoring
+    late news, a ``resume`` audit) are not exported.  A record carrying ``error.type`` that ends a span marks it as
+    an error with that class (a tool span cut short by expiry is not: its last
+    event says why).  The spans carry ``gen_ai.operation.name`` and the record's
+    ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
+    :data:`TOOL_SPAN_ATTRIBUTES`, never content.
+    """
+
+    def __init__(self, tracer: Any, machine: Any, agent_name: str | None = None) -> None:
+        _require()
+        self._tracer = tracer
+        spec = machine.spec
+        self._tool_states = frozenset(s.name for s in spec.states.values() if CALLS_TOOLS in s.tags)
+        self._terminal = frozenset(machine.terminal_states)
+        self._agent = agent_name or machine.name
+        self.run_span: Any = None
+        self.tool_span: Any = None
+        self.ended = False  # the run's span ended: later records (late news, audits) go nowhere
+
+    @classmethod
+    def attach(cls, instance: tracing.Traced, tracer: Any, agent_name: str | None = None) -> OtelRunSpans:
+        """A sink for ``instance``'s run, attached to it (detach with ``tracing.detach``)."""
+        sink = cls(tracer, instance.compiled, agent_name)
+        tracing.attach(instance, sink)
+        return sink
+
+    def __call__(self, record: TransitionRecord) -> None:
+        from opentelemetry import trace
+
+        if self.ended:
+            return
+        attrs = record.attributes
+        name, event = event_name(record), event_attributes(record)
+        if self.run_span is None:
+            self.run_span = self._tracer.start_span(
+                f"invoke_agent {self._agent}",
+                kind=trace.SpanKind.INTERNAL,
+                attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": self._agent,
+                    **{k: attrs[k] for k in RUN_SPAN_ATTRIBUTES if k in attrs},
+                },
+            )
+        entering = record.to_state in self._tool_states and record.from_state not in self._tool_states
+        if entering and self.tool_span is None:
+            self.tool_span = self._tracer.start_span(
+                f"execute_tool {attrs.get('gen_ai.tool.name', '')}".rstrip(),
+                context=trace.set_span_in_context(self.run_span),
+                kind=trace.SpanKind.INTERNAL,
+                attributes={
+                    "gen_ai.operation.name": "execute_tool",
+                    **{k: attrs[k] for k in TOOL_SPAN_ATTRIBUTES if k in attrs},
+                },
+            )
+        self.run_span.add_event(name, event)
+        if self.tool_span is not None:
+            self.tool_span.add_event(name, event)
+            if record.to_state not in self._tool_states:
+                _end(self.tool_span, attrs)
+                self.tool_span = None
+        if record.to_state in self._terminal:
+            _end(self.run_span, attrs)
+            self.ended = True
+
+
+def _end(span: Any, attrs: Any) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    if "error.type" in attrs:
+        span.set_attribute("error.type", attrs["error.type"])
+        span.set_status(Status(StatusCode.ERROR))
+    span.end()
+
+
 # -- model calls as GenAI client spans ----------------------------------------------------------
 #: A model call's trace row (see the router) -> OpenTelemetry GenAI semantic-convention attributes.
 GENAI_ATTRIBUTES = {
@@ -136,6 +233,28 @@ LOOPFSM_ATTRIBUTES = {
     "outcome": "loopfsm.model.outcome",
     "latency_ms": "loopfsm.model.latency_ms",
 }
+
+
+#: A tool call's trace row (the router's ``tool_call`` row metadata) -> the same names the machines trace.
+TOOL_CALL_ATTRIBUTES = {
+    "name": "gen_ai.tool.name",
+    "call_id": "gen_ai.tool.call.id",
+}
+
+
+def tool_call_attributes(meta: dict[str, Any]) -> dict[str, Any]:
+    """A tool call row's metadata under the names the agent loop and engine brain trace it with.
+
+    ``gen_ai.operation.name`` is ``execute_tool``; a result the router marked as an
+    error carries ``error.type`` ``tool_error`` (the row holds no finer class).
+    """
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool"}
+    for key, name in TOOL_CALL_ATTRIBUTES.items():
+        if meta.get(key) is not None:
+            attrs[name] = meta[key]
+    if meta.get("is_error"):
+        attrs["error.type"] = "tool_error"
+    return attrs
 
 
 def model_call_attributes(call: dict[str, Any]) -> dict[str, Any]:

@@ -194,9 +194,12 @@ class MachineInstance(_tracing.Traced):
             policy = c.default_policy
         elif type(policy) is not c.Policy:
             policy = c.policy(policy)
-        done = ev.run(self, bound, policy)
         if _tracing.ACTIVE:
-            _tracing.feed_done(self, event, done)
+            before = _tracing.feed_starting(self, bound, policy)
+            done = ev.run(self, bound, policy)
+            _tracing.feed_done(self, event, done, before)
+        else:
+            done = ev.run(self, bound, policy)
         return done.reply
 
     def can(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:

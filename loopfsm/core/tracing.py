@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from .fieldtypes import INT_MAX, INT_MIN
 from .spec import Ref, Spec, _ref
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -215,33 +216,68 @@ def _deliver(instance: Traced, record: TransitionRecord) -> None:
             warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
-def _attributes(instance: Traced, ctx: Any) -> Mapping[str, AttributeValue]:
+def _attributes(
+    instance: Traced, ctx: Any, move: tuple[str, str] | None = None, before: Mapping[str, Any] = _EMPTY
+) -> Mapping[str, AttributeValue]:
+    """The declared attributes of one record: ``move`` is (from, to) for a feed, None for a decision."""
     getters = instance.compiled.trace_attributes
     if not getters:
         return _EMPTY
     out: dict[str, AttributeValue] = {}
-    for name, get in getters:
-        value = get(ctx)
+    for g in getters:
+        if g.moves is not None and (move is None or not g.matches(*move)):
+            continue
+        value = g.get(ctx)
+        if value is None:
+            value = before.get(g.name)
         if value is not None:
-            out[name] = value
+            out[g.name] = _fit(g.name, value)
     return MappingProxyType(out)
 
 
-def feed_done(instance: Traced, feed: str, ctx: Any) -> None:
-    """Called by the runtime after a feed ran (``ctx`` is its ``FeedData``), only while :data:`ACTIVE`."""
+def _fit(name: str, value: AttributeValue) -> AttributeValue:
+    """An integer outside the signed 64-bit range OTLP carries is saturated, loudly."""
+    if type(value) is int and not INT_MIN <= value <= INT_MAX:
+        warnings.warn(
+            f"trace attribute '{name}' is {value}, outside the signed 64-bit range; saturated",
+            TraceSinkWarning,
+            stacklevel=3,
+        )
+        return INT_MAX if value > INT_MAX else INT_MIN
+    return value
+
+
+class _Before:
+    """What a before-reading sees: the instance as it is before the feed runs, and the feed's arguments."""
+
+    __slots__ = ("args", "model", "policy")
+
+    def __init__(self, model: Any, args: Mapping[str, Any], policy: Any) -> None:
+        self.model, self.args, self.policy = model, args, policy
+
+
+def feed_starting(instance: Traced, args: Mapping[str, Any], policy: Any) -> Mapping[str, Any]:
+    """Called by the runtime before a feed runs, only while :data:`ACTIVE`: the ``after_or_before`` values."""
+    getters = instance.compiled.trace_attributes
+    if not getters or not (_global or sinks_of(instance)):
+        return _EMPTY
+    ctx = _Before(instance, args, policy)
+    return {g.name: v for g in getters if g.keep and (v := g.get(ctx)) is not None}
+
+
+def feed_done(instance: Traced, feed: str, ctx: Any, before: Mapping[str, Any] = _EMPTY) -> None:
+    """Called by the runtime after a feed ran (``ctx`` is its ``FeedData``), only while :data:`ACTIVE`.
+
+    ``before`` holds the values of ``read: after_or_before`` attributes read just before the feed
+    (:func:`feed_starting`): one the feed cleared keeps that value.
+    """
     if not (_global or sinks_of(instance)):
         return
     to_state = instance._state
-    if ctx.result:
-        trans = ctx.transition
-        record = TransitionRecord(
-            instance.compiled.name, ctx.source, feed, trans.name, to_state, FEED, _attributes(instance, ctx)
-        )
-    else:
-        record = TransitionRecord(
-            instance.compiled.name, to_state, feed, None, to_state, FEED, _attributes(instance, ctx)
-        )
-    _deliver(instance, record)
+    from_state = ctx.source if ctx.result else to_state
+    branch = ctx.transition.name if ctx.result else None
+    attrs = _attributes(instance, ctx, (from_state, to_state), before)
+    _deliver(instance, TransitionRecord(instance.compiled.name, from_state, feed, branch, to_state, FEED, attrs))
 
 
 def refusal_done(instance: Traced, feed: str, branch: str) -> None:
@@ -288,6 +324,21 @@ class TraceAttribute:
     field: str  # the field or argument name; the result's name for kind == "result"
     ref: Ref | None
     path: PathT
+    read: str = "after"  # or "after_or_before": a value the feed cleared is read from just before it
+    moves: tuple[tuple[str, str], ...] | None = None  # (from, to) moves it is recorded on ("*" any); None: every record
+
+
+ANY = "*"
+
+
+def parse_move(text: str) -> tuple[str, str]:
+    """``"planning -> awaiting_tool"`` as (from, to); the schema has checked the shape."""
+    a, b = text.split("->")
+    return a.strip(), b.strip()
+
+
+def move_matches(moves: tuple[tuple[str, str], ...], from_state: str, to_state: str) -> bool:
+    return any((a == ANY or a == from_state) and (b == ANY or b == to_state) for a, b in moves)
 
 
 def trace_attributes(spec: Spec) -> list[TraceAttribute]:
@@ -296,11 +347,41 @@ def trace_attributes(spec: Spec) -> list[TraceAttribute]:
     for name, raw in (spec.source.doc.get("trace") or {}).items():
         path: PathT = ("trace", name)
         kind = next(k for k in ("data", "state_data", "arg", "result") if k in raw)
+        read = raw.get("read", "after")
+        moves = tuple(parse_move(m) for m in raw["moves"]) if "moves" in raw else None
         if kind == "result":
             ref = _ref(raw["result"], path + ("result",))
-            out.append(TraceAttribute(name, kind, ref.name, ref, path))
+            out.append(TraceAttribute(name, kind, ref.name, ref, path, read, moves))
         else:
-            out.append(TraceAttribute(name, kind, raw[kind], None, path + (kind,)))
+            out.append(TraceAttribute(name, kind, raw[kind], None, path + (kind,), read, moves))
+    return out
+
+
+def move_problems(spec: Spec, attr: TraceAttribute) -> list[tuple[PathT, str]]:
+    """Each ``moves:`` entry naming no state, or no move any branch of the table makes, with its path."""
+    out: list[tuple[PathT, str]] = []
+    made = {
+        (src, b.dest or src)
+        for ev in spec.events.values()
+        for src, bs in spec.expanded_sources(ev).items()
+        for b in bs
+        if b.refusal is None
+    }
+    for i, (a, b) in enumerate(attr.moves or ()):
+        where: PathT = ("trace", attr.name, "moves", i)
+        bad = [s for s in (a, b) if s != ANY and s not in spec.states]
+        if bad:
+            out.append((where, f"trace attribute '{attr.name}': no state '{bad[0]}' (moves: '{a} -> {b}')"))
+        elif not any((a == ANY or a == x) and (b == ANY or b == y) for x, y in made):
+            out.append((where, f"trace attribute '{attr.name}': no branch of the table moves {a} -> {b}"))
+    if attr.read == "after_or_before" and attr.kind == "arg":
+        out.append(
+            (
+                ("trace", attr.name, "read"),
+                f"trace attribute '{attr.name}': an argument has no value before the feed (read: after_or_before "
+                "is for data, state_data and results)",
+            )
+        )
     return out
 
 
@@ -331,16 +412,29 @@ def attribute_problem(spec: Spec, attr: TraceAttribute) -> str | None:
     return None
 
 
-def compile_attributes(spec: Spec, bind_result: Callable[[Ref], Getter]) -> tuple[tuple[str, Getter], ...]:
+@dataclass(frozen=True)
+class CompiledAttribute:
+    """One ``trace:`` entry ready to read: its getter, whether a cleared value is read from before, where it goes."""
+
+    name: str
+    get: Getter
+    keep: bool  # read: after_or_before
+    moves: tuple[tuple[str, str], ...] | None
+
+    def matches(self, from_state: str, to_state: str) -> bool:
+        return self.moves is None or move_matches(self.moves, from_state, to_state)
+
+
+def compile_attributes(spec: Spec, bind_result: Callable[[Ref], Getter]) -> tuple[CompiledAttribute, ...]:
     """Getters reading each declared attribute from a feed's or decision's context."""
-    out: list[tuple[str, Getter]] = []
+    out: list[CompiledAttribute] = []
     for attr in trace_attributes(spec):
         if attr.kind in _READERS:
             get = _READERS[attr.kind](attr.field)
         else:
             assert attr.ref is not None
             get = _scalar_only(attr.name, bind_result(attr.ref))
-        out.append((attr.name, get))
+        out.append(CompiledAttribute(attr.name, get, attr.read == "after_or_before", attr.moves))
     return tuple(out)
 
 

@@ -263,6 +263,22 @@ def idempotency_differs(m: Any, ctx: Any) -> bool:
     return given is not None and given != m.data.idempotent
 
 
+#: What the driver says about a proposal, kept with it for traces.
+_PROPOSAL_FACTS = ("model", "call_id", "tool_type", "arguments_schema_version")
+
+
+@REGISTRY.guard
+def proposal_facts_differ(m: Any, ctx: Any) -> bool:
+    """An approval request that gives a proposal fact (model, call id, ...) other than the proposed call's.
+
+    The request is about the call already proposed; its facts were given with
+    it, so a different one would be dropped without a word.  Left out, or the
+    same, is fine.
+    """
+    a, d = ctx.args, m.data
+    return any(a[k] is not None and a[k] != getattr(d, k) for k in _PROPOSAL_FACTS)
+
+
 @REGISTRY.guard
 def checks_passed(m: Any, ctx: Any, *, required: list[str]) -> bool:
     """Every output check the table declares for completion was run and held."""
@@ -278,9 +294,13 @@ def clamp_clock(m: Any, ctx: Any) -> None:
     m.data.last_now = now_of(m, ctx)
 
 
+#: States whose tool call's side effects are unresolved if the run expires there.
+_SIDE_EFFECTS_UNRESOLVED = frozenset({"executing_tool", "recovering"})
+
+
 @REGISTRY.action
 def expire(m: Any, ctx: Any, *, reason: str) -> None:
-    ctx.enter(reason=reason)
+    ctx.enter(reason=reason, pending_side_effects=ctx.source in _SIDE_EFFECTS_UNRESOLVED)
 
 
 @REGISTRY.action
@@ -288,21 +308,39 @@ def fail_with(m: Any, ctx: Any, *, error_class: str | None) -> None:
     """Enter the target with ``error_class``, or the feed's own ``error_class`` when the table gives none.
 
     ``failed`` and ``recovering`` both carry the failure's class; the table names the action
-    after the move (``fail_with`` into failed, ``recover`` into recovering).
+    after the move (``fail_with`` into failed, ``recover`` into recovering).  Into failed it
+    also records the compensation the feed reported (``compensation``, when it has one).
     """
+    _enter_failure(ctx, error_class if error_class is not None else ctx.args["error_class"], None)
+
+
+@REGISTRY.action
+def recover(m: Any, ctx: Any, *, error_class: str | None) -> None:
+    """Enter recovering with ``error_class``, or the feed's own when the table gives none."""
     ctx.enter(error_class=error_class if error_class is not None else ctx.args["error_class"])
 
 
-REGISTRY.action(fail_with, name="recover")
+@REGISTRY.action
+def give_up(m: Any, ctx: Any, *, error_class: str) -> None:
+    """Fail with ``error_class`` from recovering, keeping the failure recovered from as ``last_error_class``."""
+    _enter_failure(ctx, error_class, m.state_data["error_class"])
+
+
+def _enter_failure(ctx: Any, error_class: str, last_error_class: str | None) -> None:
+    ctx.enter(error_class=error_class, last_error_class=last_error_class, compensation=ctx.args.get("compensation"))
 
 
 @REGISTRY.action
 def propose(m: Any, ctx: Any) -> None:
     d = m.data
     # approval_required from planning may leave idempotent out (None): not idempotent, the safe reading
-    d.tool, d.arguments_hash = ctx.args["tool"], ctx.args["arguments_hash"]
-    d.idempotent = ctx.args["idempotent"] is True
+    a = ctx.args
+    d.tool, d.arguments_hash = a["tool"], a["arguments_hash"]
+    d.idempotent = a["idempotent"] is True
     d.attempts = 0
+    d.model, d.call_id, d.tool_type = a["model"], a["call_id"], a["tool_type"]
+    d.arguments_schema_version = a["arguments_schema_version"]
+    d.risk_class = None  # set by request_approval when the policy asks
 
 
 @REGISTRY.action
@@ -311,6 +349,22 @@ def clear_proposal(m: Any, ctx: Any) -> None:
     d.tool = d.arguments_hash = None
     d.idempotent = False
     d.attempts = 0
+    d.model = d.call_id = d.tool_type = d.arguments_schema_version = d.risk_class = None
+
+
+@REGISTRY.action
+def accept_result(m: Any, ctx: Any) -> None:
+    """Keep what the runtime took from the accepted result (counts and a name, never content)."""
+    d, a = m.data, ctx.args
+    d.accepted_facts, d.rejected_fields = a["accepted_facts"], a["rejected_fields"]
+    d.next_obligation = a["next_obligation"]
+
+
+@REGISTRY.action
+def observe(m: Any, ctx: Any) -> None:
+    """Enter observing_result with the result's status, size and validation as the driver reported them."""
+    a = ctx.args
+    ctx.enter(status=a["status"], result_size=a["result_size"], validation=a["validation"])
 
 
 @REGISTRY.action
@@ -323,12 +377,15 @@ def request_approval(m: Any, ctx: Any) -> None:
         allowed_outcomes=list(a["allowed_outcomes"]),
         requested_at=now_of(m, ctx),
     )
+    m.data.risk_class = a["risk_class"]
 
 
 @REGISTRY.action
 def start_execution(m: Any, ctx: Any) -> None:
     m.data.attempts += 1
-    ctx.enter(attempt=m.data.attempts, started_at=now_of(m, ctx))
+    # approval_decided (approve) has no expected latency to give: left null
+    latency = ctx.args.get("expected_latency_ms")
+    ctx.enter(attempt=m.data.attempts, started_at=now_of(m, ctx), expected_latency_ms=latency)
 
 
 @REGISTRY.action
@@ -364,7 +421,17 @@ def deadline_remaining(m: Any, ctx: Any) -> int | None:
     return max(INT_MIN, min(INT_MAX, int(m.data.deadline_at - now_of(m, ctx))))
 
 
+@REGISTRY.result
+def error_type(m: Any, ctx: Any) -> str | None:
+    """The failure's own class: a tool's (``last_error_class``) when retries ran out, else the state's error class."""
+    value: str | None = m.state_data.get("last_error_class") or m.state_data.get("error_class")
+    return value
+
+
 Outcome = Literal["approve", "deny", "revise"]
+ToolType = Literal["function", "extension", "datastore"]
+Compensation = Literal["not_needed", "pending", "done", "failed"]
+Validation = Literal["valid", "invalid", "unchecked"]
 
 
 class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy="AgentLoopPolicy"):
@@ -384,10 +451,35 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         return inst
 
     def tool_proposed(
-        self, tool: str, arguments_hash: str, idempotent: bool, now: int, *, policy: PolicyArg = None
+        self,
+        tool: str,
+        arguments_hash: str,
+        idempotent: bool,
+        now: int,
+        *,
+        model: str | None = None,
+        call_id: str | None = None,
+        tool_type: ToolType | None = "function",
+        arguments_schema_version: str | None = None,
+        policy: PolicyArg = None,
     ) -> None:
-        """The model asks for a tool call (its arguments stay with the driver; see :func:`arguments_hash`)."""
-        self.feed("tool_proposed", tool, arguments_hash, idempotent, now, policy=policy)
+        """The model asks for a tool call (its arguments stay with the driver; see :func:`arguments_hash`).
+
+        ``model``, ``call_id``, ``tool_type`` and ``arguments_schema_version`` are kept with the
+        proposal for traces (``gen_ai.request.model``, ``gen_ai.tool.call.id``, ...).
+        """
+        self.feed(
+            "tool_proposed",
+            tool,
+            arguments_hash,
+            idempotent,
+            now,
+            model,
+            call_id,
+            tool_type,
+            arguments_schema_version,
+            policy=policy,
+        )
 
     def approval_required(
         self,
@@ -400,6 +492,11 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         tool: str | None = None,
         arguments_hash: str | None = None,
         idempotent: bool | None = None,
+        risk_class: str | None = None,
+        model: str | None = None,
+        call_id: str | None = None,
+        tool_type: ToolType | None = None,
+        arguments_schema_version: str | None = None,
         policy: PolicyArg = None,
     ) -> None:
         """The runtime's policy asks ``approver`` to decide about the action before it runs.
@@ -418,6 +515,11 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
             tool,
             arguments_hash,
             idempotent,
+            risk_class,
+            model,
+            call_id,
+            tool_type,
+            arguments_schema_version,
             policy=policy,
         )
 
@@ -427,11 +529,28 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         """The approver's decision; refused loudly (:class:`FeedRefused`) unless it answers the request."""
         self.feed("approval_decided", outcome, approver, arguments_hash, now, policy=policy)
 
-    def dispatch(self, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("dispatch", now, policy=policy)
+    def dispatch(
+        self,
+        now: int,
+        *,
+        expected_latency_ms: int | None = None,
+        compensation: Compensation | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
+        """Run (or retry) the call; ``compensation`` is recorded if no attempt is left and the run fails."""
+        self.feed("dispatch", now, expected_latency_ms, compensation, policy=policy)
 
-    def tool_succeeded(self, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("tool_succeeded", now, policy=policy)
+    def tool_succeeded(
+        self,
+        now: int,
+        *,
+        status: str | None = None,
+        result_size: int | None = None,
+        validation: Validation | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
+        """The result is in: its status, size in bytes and validation are kept for traces, never its content."""
+        self.feed("tool_succeeded", now, status, result_size, validation, policy=policy)
 
     def tool_failed(self, error_class: str, transient: bool, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tool_failed", error_class, transient, now, policy=policy)
@@ -439,8 +558,17 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
     def worker_lost(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("worker_lost", now, policy=policy)
 
-    def result_accepted(self, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("result_accepted", now, policy=policy)
+    def result_accepted(
+        self,
+        now: int,
+        *,
+        accepted_facts: int | None = None,
+        rejected_fields: int | None = None,
+        next_obligation: str | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
+        """The runtime accepted the result; what it took, refused and owes next are kept (counts and a name)."""
+        self.feed("result_accepted", now, accepted_facts, rejected_fields, next_obligation, policy=policy)
 
     def replan(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("replan", now, policy=policy)
@@ -449,8 +577,10 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         """The model says it is done; completes only if every declared output check is in ``passed``."""
         self.feed("final_answer", listed(passed, "agent_loop", "final_answer", "passed"), now, policy=policy)
 
-    def fail(self, error_class: str, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("fail", error_class, now, policy=policy)
+    def fail(
+        self, error_class: str, now: int, *, compensation: Compensation | None = None, policy: PolicyArg = None
+    ) -> None:
+        self.feed("fail", error_class, now, compensation, policy=policy)
 
     def tick(self, now: int, *, policy: PolicyArg = None) -> None:
         self.feed("tick", now, policy=policy)

@@ -344,6 +344,41 @@ def discard(m: Any, ctx: Any) -> None:
     m.data.pending = []
 
 
+# -- results for traces ----------------------------------------------------------------------
+
+
+def _only_pending(m: Any) -> PendingToolCall | None:
+    pending = m.data.pending_tools
+    return pending[0] if len(pending) == 1 else None
+
+
+@REGISTRY.result
+def only_tool_name(m: Any, q: Any) -> str | None:
+    """The pending call's tool when the model asked for exactly one; None for none or a batch."""
+    p = _only_pending(m)
+    return p.call.name if p is not None else None
+
+
+@REGISTRY.result
+def only_tool_call_id(m: Any, q: Any) -> str | None:
+    """The pending call's id when the model asked for exactly one; None for none or a batch."""
+    p = _only_pending(m)
+    return p.call.id if p is not None else None
+
+
+@REGISTRY.result
+def tool_calls(m: Any, q: Any) -> int | None:
+    """How many tool calls are pending; None when none is."""
+    return len(m.data.pending_tools) or None
+
+
+@REGISTRY.result
+def error_type(m: Any, q: Any) -> str | None:
+    """The class of the error the run ended with (the YAML's outcome mapping); None while it runs or if it completed."""
+    error = m.to_loop_error()
+    return type(error).__name__ if error is not None else None
+
+
 # -- results of next_step ---------------------------------------------------------------------
 
 
@@ -435,10 +470,12 @@ class LoopMachine(DeclaredMachine, machine="engine_brain", registry=REGISTRY, po
         tool_health: ToolHealth | None = None,
         now: int | None = None,
         *,
+        model: str | None = None,
         policy: PolicyArg = None,
     ) -> None:
+        """The model's reply; ``model`` (the model asked, as the driver names it) is traced, never kept."""
         tools = listed(available_tools, "engine_brain", "model_response", "available_tools")
-        self.feed("model_response", response, context_tokens, tools, tool_health, now, policy=policy)
+        self.feed("model_response", response, context_tokens, tools, tool_health, now, model, policy=policy)
 
     def tool_results(self, results: Iterable[Message], *, policy: PolicyArg = None) -> None:
         self.feed("tool_results", listed(results, "engine_brain", "tool_results", "results"), policy=policy)

@@ -54,9 +54,10 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
         drive_example()
     events = exported(exporter)
     run = {
-        "agent_loop.run_id": "run_93a7",
-        "agent_loop.owner": "support_agent",
+        "gen_ai.conversation.id": "run_93a7",
+        "gen_ai.agent.id": "support_agent",
         "gen_ai.tool.name": "issue_refund",
+        "gen_ai.tool.type": "function",
         "agent_loop.attempts": 0,
         "agent_loop.tool.idempotent": False,
     }
@@ -110,7 +111,9 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
                 "loopfsm.branch": "approval_lapsed",
                 **run,
                 "agent_loop.expired.reason": "approval",
+                "agent_loop.side_effects.pending": False,
                 "agent_loop.deadline.remaining_ms": 2_400_000,
+                "agent_loop.deadline.at_ms": 3_600_000,  # on the move into expired only
             },
         ),
         (
@@ -123,6 +126,7 @@ def test_agent_loop_run_as_log_based_events(logs, spans):
                 "loopfsm.rule": "terminal_is_forever",
                 **run,
                 "agent_loop.expired.reason": "approval",
+                "agent_loop.side_effects.pending": False,
                 "agent_loop.deadline.remaining_ms": 2_400_000,
             },
         ),
@@ -206,3 +210,112 @@ def test_without_an_sdk_the_sink_is_silent():
     with tracing.attached(m, OtelEventSink()), tracing.attached(m, OtelSpanEventSink()):
         m.accept_input("hello")
     assert m.state == "Start"
+
+
+# -- a run as GenAI spans -------------------------------------------------------------------------
+
+
+def _retried_run(tracer):
+    from loopfsm.core.otel import OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    m = AgentLoop.new_run("run_9", "support_agent", 100_000)
+    sink = OtelRunSpans.attach(m, tracer)
+    h = arguments_hash({"q": "refund policy"})
+    m.tool_proposed("search_docs", h, True, 0, model="claude-sonnet-4", call_id="toolu_7")
+    m.dispatch(1, expected_latency_ms=300)
+    m.tool_failed("timeout", True, 2)
+    m.dispatch(3)
+    m.tool_succeeded(4, status="ok", result_size=10, validation="valid")
+    m.result_accepted(5, accepted_facts=1, rejected_fields=0)
+    m.tool_proposed("send_email", h, False, 6, call_id="toolu_8")
+    m.dispatch(7)
+    m.tool_failed("http_400", False, 8)
+    m.resume(9)  # after the run's span ended: not exported
+    tracing.detach(m, sink)
+    return m
+
+
+def test_a_run_is_an_invoke_agent_span_with_an_execute_tool_span_per_executing_interval(spans):
+    tracer, exporter = spans
+    _retried_run(tracer)
+    finished = exporter.get_finished_spans()
+    assert [s.name for s in finished] == [
+        "execute_tool search_docs",
+        "execute_tool search_docs",
+        "execute_tool send_email",
+        "invoke_agent agent_loop",
+    ]
+    first, retry, email, run = finished
+    assert dict(run.attributes) == {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "agent_loop",
+        "gen_ai.conversation.id": "run_9",
+        "gen_ai.agent.id": "support_agent",
+        "error.type": "http_400",
+    }
+    assert dict(first.attributes) == {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "search_docs",
+        "gen_ai.tool.call.id": "toolu_7",
+        "gen_ai.tool.type": "function",
+        "gen_ai.request.model": "claude-sonnet-4",
+        "error.type": "timeout",
+    }
+    assert first.status.status_code.name == "ERROR" and retry.status.status_code.name == "UNSET"
+    assert email.attributes["error.type"] == "http_400" and email.status.status_code.name == "ERROR"
+    for tool in (first, retry, email):
+        assert tool.parent.span_id == run.context.span_id and tool.context.trace_id == run.context.trace_id
+    # each tool span holds the records from dispatch to the result, as events
+    moves = [(e.attributes["loopfsm.state.from"], e.attributes["loopfsm.state.to"]) for e in first.events]
+    assert moves == [("awaiting_tool", "executing_tool"), ("executing_tool", "recovering")]
+    assert [e.attributes["loopfsm.feed"] for e in retry.events] == ["dispatch", "tool_succeeded"]
+    # the run's span holds every record up to the terminal one, each once
+    assert [e.attributes["loopfsm.feed"] for e in run.events] == [
+        "tool_proposed",
+        "dispatch",
+        "tool_failed",
+        "dispatch",
+        "tool_succeeded",
+        "result_accepted",
+        "tool_proposed",
+        "dispatch",
+        "tool_failed",
+    ]
+    assert {e.name for e in run.events} == {"loopfsm.transition"}
+    assert dict(run.events[1].attributes) == dict(first.events[0].attributes)
+
+
+def test_run_span_events_equal_the_log_events(spans, logs):
+    tracer, exporter = spans
+    provider, log_exporter = logs
+    from loopfsm.core.otel import OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    m = AgentLoop.new_run("run_9", "support_agent", 100_000)
+    with tracing.attached(m, OtelEventSink(provider)), tracing.attached(m, OtelRunSpans(tracer, m.compiled)):
+        m.tool_proposed("search_docs", arguments_hash({}), True, 0)
+        m.dispatch(1)
+        m.tick(100_000)
+    (tool, run) = exporter.get_finished_spans()
+    assert [(e.name, dict(e.attributes)) for e in run.events] == exported(log_exporter)
+    assert tool.events[-1].attributes["agent_loop.expired.reason"] == "deadline"
+    assert tool.status.status_code.name == "UNSET" and "error.type" not in tool.attributes
+
+
+def test_the_tracing_page_attaches_a_run_as_it_says(spans):
+    from tests.support.docs_pages import page
+
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    block = page("docs/tracing.md").split("### A run as spans")[1].split("```python\n")[1].split("```")[0]
+    run = AgentLoop.new_run("run_1", "owner", 1_000)
+    scope = {"run": run, "tracer": tracer}
+    exec(compile(block, "docs/tracing.md", "exec"), scope)
+    run.tool_proposed("search_docs", arguments_hash({}), True, 0)
+    run.dispatch(1)
+    run.tool_succeeded(2)
+    tracing.detach(run, scope["sink"])
+    (tool,) = exporter.get_finished_spans()
+    assert tool.name == "execute_tool search_docs" and scope["sink"].run_span.is_recording()

@@ -211,6 +211,70 @@ def test_declared_attributes_are_read_after_the_feed():
     ]
 
 
+KEPT = COUNTER + dedent("""
+    trace:
+      n_after: {state_data: n}
+      n_kept: {state_data: n, read: after_or_before}
+      count_on_finish: {data: count, moves: ["counting -> done"]}
+      count_on_stays: {data: count, moves: ["counting -> counting", "* -> done"]}
+""")
+
+
+def test_a_value_the_feed_cleared_is_kept_only_where_the_table_says():
+    m = compiled(KEPT).new()
+    records: list[TransitionRecord] = []
+    with tracing.global_sink(records.append):
+        m.start(5)
+        for _ in range(4):
+            m.tick()
+        m.explain("what_next")
+    moves = [(r.from_state, r.to_state, dict(r.attributes)) for r in records]
+    assert moves[0] == ("idle", "counting", {"n_after": 5, "n_kept": 5})
+    assert moves[1] == ("counting", "counting", {"n_after": 5, "n_kept": 5, "count_on_stays": 1})
+    # counting -> done leaves n behind: read after, it is gone; read after_or_before, it is kept
+    assert moves[4] == ("counting", "done", {"n_kept": 5, "count_on_finish": 3, "count_on_stays": 3})
+    assert moves[5] == ("done", "done", {})  # a decision carries no attribute limited to moves
+
+
+AT = r"counter.yaml:\d+:\d+: "
+
+
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        (
+            'c: {data: count, moves: ["idle -> nowhere"]}',
+            AT + r"trace.c.moves\[0\]: trace attribute 'c': no state 'nowhere'",
+        ),
+        (
+            'c: {data: count, moves: ["done -> idle"]}',
+            AT + r"trace.c.moves\[0\]: .*no branch of the table moves done -> idle",
+        ),
+        ("c: {arg: kind, read: after_or_before}", r"trace.c.read: .*an argument has no value before the feed"),
+        ('c: {data: count, moves: ["idle to done"]}', r"does not match"),
+    ],
+)
+def test_bad_moves_and_readings_are_refused_with_a_location(entry, message):
+    with pytest.raises(SpecError, match=message):
+        parse(COUNTER + "trace:\n  " + entry + "\n", "counter.yaml", make_registry())
+
+
+def test_an_integer_outside_64_bits_is_saturated_loudly():
+    reg = make_registry()
+
+    @reg.result
+    def huge(m, q) -> int:
+        return -(2**70)
+
+    from loopfsm import compile_spec
+
+    C = compile_spec(parse(COUNTER + "trace:\n  big: {result: huge}\n", "counter.yaml", reg), reg)
+    records: list[TransitionRecord] = []
+    with tracing.global_sink(records.append), pytest.warns(tracing.TraceSinkWarning, match="saturated"):
+        C.new().start()
+    assert records[0].attributes["big"] == -(2**63)
+
+
 def test_the_trace_table_does_not_change_the_fingerprint():
     assert compiled(TRACED).fingerprint == compiled(COUNTER).fingerprint
 

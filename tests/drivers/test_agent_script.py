@@ -67,7 +67,8 @@ def test_a_scripted_run_prints_one_line_per_record(tmp_path, capsys):
         ),
         (
             "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: tool_proposed, tol: t}]",
-            "has no argument 'tol'; did you mean 'tool'? (it takes: tool, arguments_hash, idempotent, arguments)",
+            "has no argument 'tol'; did you mean 'tool'? (it takes: tool, arguments_hash, idempotent, model, call_id, "
+            "tool_type, arguments_schema_version, arguments)",
         ),
         (
             "run: {run_id: r, owner: o}\nsteps: [{at: 0, feed: resume}]",

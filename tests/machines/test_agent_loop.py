@@ -40,6 +40,11 @@ ARGS = {"query": "refund policy", "limit": 5}
 H = arguments_hash(ARGS)
 
 
+def failed_with(error_class: str, last: str | None = None) -> dict[str, object]:
+    """The data of failed: the error class, the failure recovered from (when no attempt was left), no compensation."""
+    return {"error_class": error_class, "last_error_class": last, "compensation": None}
+
+
 def test_oracle_has_the_seeds_25_pairs():
     assert len(ORACLE) == 25
 
@@ -138,10 +143,11 @@ def unchanged(m: AgentLoop, feed, *args, error=IllegalFeed, **kw):
 def test_dispatch_needs_deadline_remaining():
     m = proposed()
     m.dispatch(DEADLINE - 1)
-    assert m.state == "executing_tool" and m.state_data == {"attempt": 1, "started_at": DEADLINE - 1}
+    assert m.state == "executing_tool"
+    assert m.state_data == {"attempt": 1, "started_at": DEADLINE - 1, "expected_latency_ms": None}
     m = proposed()
     m.dispatch(DEADLINE)
-    assert m.state == "expired" and m.state_data == {"reason": "deadline"}
+    assert m.state == "expired" and m.state_data == {"reason": "deadline", "pending_side_effects": False}
 
 
 @pytest.mark.parametrize(
@@ -161,8 +167,11 @@ def test_dispatch_needs_deadline_remaining():
 )
 def test_any_feed_past_the_deadline_expires_the_run(setup, feed, args):
     m = setup()
+    left = m.state
     m.feed(feed, *args, now=DEADLINE + 5)
-    assert m.state == "expired" and m.state_data == {"reason": "deadline"}
+    # a call's side effects are unresolved only when the run expired while one was executing
+    unresolved = left == "executing_tool"
+    assert m.state == "expired" and m.state_data == {"reason": "deadline", "pending_side_effects": unresolved}
 
 
 def test_an_illegal_feed_past_the_deadline_is_refused_and_changes_nothing():
@@ -172,7 +181,7 @@ def test_an_illegal_feed_past_the_deadline_is_refused_and_changes_nothing():
     err = unchanged(m, m.dispatch, 20)
     assert type(err) is IllegalFeed and m.state == "planning"
     m.tick(20)
-    assert m.state == "expired" and m.state_data == {"reason": "deadline"}
+    assert m.state == "expired" and m.state_data == {"reason": "deadline", "pending_side_effects": False}
 
 
 @pytest.mark.parametrize("deadline_at", [2**64, 10**30, INT_MAX + 1, INT_MIN - 1])
@@ -229,7 +238,7 @@ def test_three_attempts_by_default_then_failed():
         m.dispatch(11)
     assert m.state_data["attempt"] == 3
     m.tool_failed("timeout", True, 12)
-    assert m.state == "failed" and m.state_data == {"error_class": "timeout"}
+    assert m.state == "failed" and m.state_data == failed_with("timeout")
 
 
 def test_attempt_limit_is_policy():
@@ -242,7 +251,7 @@ def test_attempt_limit_is_policy():
 def test_only_idempotent_calls_with_transient_failures_recover(idempotent, transient):
     m = executing(idempotent)
     m.tool_failed("http_503", transient, 10)
-    assert m.state == "failed" and m.state_data == {"error_class": "http_503"}
+    assert m.state == "failed" and m.state_data == failed_with("http_503")
 
 
 def test_a_lost_worker_recovers_an_idempotent_call_and_fails_another():
@@ -251,7 +260,7 @@ def test_a_lost_worker_recovers_an_idempotent_call_and_fails_another():
     assert m.state == "recovering" and m.state_data == {"error_class": "worker_lost"}
     m = executing(False)
     m.worker_lost(10)
-    assert m.state == "failed" and m.state_data == {"error_class": "worker_lost"}
+    assert m.state == "failed" and m.state_data == failed_with("worker_lost")
 
 
 def test_a_lowered_limit_after_recovering_fails_the_retry():
@@ -262,7 +271,7 @@ def test_a_lowered_limit_after_recovering_fails_the_retry():
     assert m.state == "recovering" and m.data.attempts == 2
     assert m.resume(13, policy={"max_attempts": 2}) == "give_up"
     m.dispatch(13, policy={"max_attempts": 2})
-    assert m.state == "failed" and m.state_data == {"error_class": "attempts_exhausted"}
+    assert m.state == "failed" and m.state_data == failed_with("attempts_exhausted", last="timeout")
 
 
 @pytest.mark.parametrize("proposed_idempotent", [True, False])
@@ -285,7 +294,7 @@ def test_a_refund_approved_as_not_idempotent_is_never_run_twice():
     m.approval_required("alice", 100, "payment", 1, tool="issue_refund", arguments_hash=H)
     m.approval_decided("approve", "alice", H, 2)
     m.tool_failed("timeout", True, 3)
-    assert m.state == "failed" and m.state_data == {"error_class": "timeout"}
+    assert m.state == "failed" and m.state_data == failed_with("timeout")
 
 
 def test_recovering_can_replan():
@@ -371,7 +380,7 @@ def test_an_outcome_not_offered_is_refused():
 def test_a_decision_at_or_after_expiry_expires_the_run(decided_at):
     m = awaiting_approval(expires_at=50_000)
     m.approval_decided("approve", "alice", H, decided_at)
-    assert m.state == "expired" and m.state_data == {"reason": "approval"}
+    assert m.state == "expired" and m.state_data == {"reason": "approval", "pending_side_effects": False}
 
 
 def test_a_lapsed_approval_expires_on_tick():
@@ -379,13 +388,13 @@ def test_a_lapsed_approval_expires_on_tick():
     m.tick(49_999)
     assert m.state == "awaiting_approval"
     m.tick(50_000)
-    assert m.state == "expired" and m.state_data == {"reason": "approval"}
+    assert m.state == "expired" and m.state_data == {"reason": "approval", "pending_side_effects": False}
 
 
 def test_deny_fails_the_run():
     m = awaiting_approval()
     m.approval_decided("deny", "alice", H, 3)
-    assert m.state == "failed" and m.state_data == {"error_class": "approval_denied"}
+    assert m.state == "failed" and m.state_data == failed_with("approval_denied")
 
 
 def test_revise_replans_with_a_constraint_that_holds():
@@ -583,7 +592,7 @@ def test_random_runs_only_take_allowed_moves_under_the_seeds_guards(steps, max_a
                 or (
                     before_state == "awaiting_approval"
                     and feed in ("tick", "approval_decided")
-                    and m.state_data == {"reason": "approval"}
+                    and m.state_data == {"reason": "approval", "pending_side_effects": False}
                 )
             )
         if after == "executing_tool" and before_state != after:

@@ -63,7 +63,8 @@ def test_agent_loop_answers_from_its_table_and_tags():
     assert "  - `awaiting_approval`: `approver`, `expires_at`, `policy_reason`, `allowed_outcomes`, `requested_at`" in (
         persisted
     )
-    assert "with 10 attributes from the `trace:` table" in answer(text, "What transition is traced?")
+    declared = len(loader.load(ROOT / "machines" / "agent_loop.yaml").source.doc["trace"])
+    assert f"with {declared} attributes from the `trace:` table" in answer(text, "What transition is traced?")
 
 
 def test_a_machine_that_tags_nothing_says_so():
@@ -80,7 +81,7 @@ def test_the_listed_snapshot_keys_are_the_snapshots():
     m.tool_proposed("refund", H, True, 1)
     m.dispatch(2)
     snap = m.snapshot()
-    assert tuple(snap) == SNAPSHOT_KEYS and set(snap["state_data"]) == {"attempt", "started_at"}
+    assert tuple(snap) == SNAPSHOT_KEYS and set(snap["state_data"]) == {"attempt", "started_at", "expected_latency_ms"}
 
 
 def _traced_rows(text: str) -> dict[str, list[str]]:
@@ -91,9 +92,14 @@ def _traced_rows(text: str) -> dict[str, list[str]]:
 def test_traced_rows_say_where_each_attribute_is_recorded_and_traces_agree():
     rows = _traced_rows(sheet("agent_loop"))
     assert list(rows) == list(loader.load(ROOT / "machines" / "agent_loop.yaml").source.doc["trace"])
-    assert rows["error.type"][1:3] == ["state data `error_class`", "records that end in `recovering`, `failed`"]
+    assert rows["error.type"][1:3] == ["result `error_type`", "every record where the result answers a value"]
+    assert rows["agent_loop.error_class"][1:3] == [
+        "state data `error_class`",
+        "records that end in `recovering`, `failed`",
+    ]
     assert rows["agent_loop.attempts"][1:3] == ["data `attempts`", "every record"]
-    assert rows["gen_ai.tool.name"][2] == "every record (left out while null)"
+    assert rows["gen_ai.tool.name"][2] == "every record (left out while null); kept on the move that clears it"
+    assert rows["agent_loop.next_obligation"][2] == "records of `observing_result -> planning` (left out while null)"
     assert rows["agent_loop.deadline.remaining_ms"][1] == "result `deadline_remaining`"
     # What the rows claim, against a traced run: approval, a retryable failure, a final one.
     records: list[tracing.TransitionRecord] = []

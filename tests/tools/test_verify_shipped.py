@@ -114,9 +114,12 @@ AGENT_LOOP = ROOT / "machines" / "agent_loop.yaml"
 HASH = "sha256:" + "a" * 64
 
 #: The agent loop's bound: every run of up to 7 feeds from a run whose deadline is at 6 ms, two attempts
-#: allowed, one tool and one argument hash (and a malformed one), every output check passed, one or none.
+#: allowed, one tool and one argument hash (and a malformed one), every output check passed, one or none;
+#: the facts a driver gives only for traces (tool type, compensation, validation) at one value each, as no
+#: guard reads them.
 AGENT_BOUND = [
     *("--depth", "7", "--set", "max_attempts=2", "--values", 'tool=["t"]'),
+    *("--values", 'tool_type=["function"]', "--values", "compensation=[null]", "--values", "validation=[null]"),
     *("--values", f'arguments_hash=["{HASH}", "x"]', "--values", 'approver=["a", " "]'),
     *("--values", 'policy_reason=["p"]', "--values", 'error_class=["e"]', "--values", 'owner=["o", ""]'),
     *("--values", 'passed=[[], ["output_valid"], ["output_valid", "artifacts_present", "side_effects_resolved"]]'),

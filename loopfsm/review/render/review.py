@@ -197,6 +197,16 @@ def _source(spec: Spec, attr: TraceAttribute) -> str:
 
 def _where(spec: Spec, attr: TraceAttribute) -> str:
     """On which records the attribute appears (it is left out wherever its value is null)."""
+    if attr.moves is not None:
+        where = "records of " + ", ".join(f"`{a} -> {b}`" for a, b in attr.moves) + " (left out while null)"
+    else:
+        where = _where_read(spec, attr)
+    if attr.read == "after_or_before":
+        where += "; kept on the move that clears it"
+    return where
+
+
+def _where_read(spec: Spec, attr: TraceAttribute) -> str:
     if attr.kind == "data":
         f = spec.data.get(attr.field)
         return "every record" + (" (left out while null)" if f is not None and f.nullable else "")
@@ -232,7 +242,9 @@ def traced(spec: Spec) -> list[str]:
     if not attrs:
         return out + ["The file has no `trace:` table, so records carry no attributes of their own.", ""]
     out += [
-        "Attributes from the `trace:` table, read after the feed or decision ran; a null value is left out:",
+        "Attributes from the `trace:` table, read after the feed or decision ran (`read: after_or_before`: "
+        "a value the feed cleared is read from just before it ran); a null value is left out, and an "
+        "attribute limited to some moves (`moves:`) is left out of every other record, decisions included:",
         "",
         "| attribute | from | on which transitions | description |",
         "| --- | --- | --- | --- |",

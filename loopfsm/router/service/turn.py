@@ -69,8 +69,10 @@ def _auth_failed(provider: str) -> _RunFailed:
     )
 
 
-def call_model(ctx: Ctx, brain: LoopMachine) -> ModelReply:
+def call_model(ctx: Ctx, brain: LoopMachine) -> tuple[ModelReply, str]:
     """Call the model the fallback breaker routes to, retrying within ``max_model_attempts``.
+
+    Returns the reply and the model asked (the brain traces it as ``gen_ai.request.model``).
 
     Every call writes a ``model.called`` trace row, then one ``model.responded`` or ``model.failed``
     row with its metadata (:class:`ModelCall`), never content.  A provider that refused its
@@ -129,7 +131,7 @@ def call_model(ctx: Ctx, brain: LoopMachine) -> ModelReply:
         ctx.trace(call.done("success", reply))
         with s.breaker_lock:
             s.breaker.record(ctx.now, route, "success")
-        return reply
+        return reply, request.model
     if last is not None and last.outcome == "auth":
         raise _auth_failed(last.provider)
     raise _RunFailed(f"model call failed ({last.outcome if last else 'unknown'})")
@@ -154,9 +156,11 @@ def advance(ctx: Ctx, brain: LoopMachine, health: ToolHealth) -> Outcome:
             if gated is not None:
                 return gated
             brain.begin(step)
-            reply = call_model(ctx, brain)
+            reply, model = call_model(ctx, brain)
             run.add_tokens(reply.input_tokens + reply.output_tokens, reply.context_tokens)
-            brain.model_response(reply.message, reply.context_tokens, TOOL_NAMES, tool_health=health, now=ctx.now)
+            brain.model_response(
+                reply.message, reply.context_tokens, TOOL_NAMES, tool_health=health, now=ctx.now, model=model
+            )
             run.turn += 1
             turn = run.turn
             aid = ctx.rid(f"assistant/{turn}")
