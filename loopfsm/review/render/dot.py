@@ -49,16 +49,25 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
     seen: dict[str, bool] = {}  # state -> still on the depth-first path
     dag: dict[str, set[str]] = {s: set() for s in order}
 
-    def visit(u: str) -> None:
-        seen[u] = True
-        for v in out[u]:
-            if seen.get(v):
-                dag[v].add(u)
+    def visit(root: str) -> None:
+        # depth first with an explicit stack: a chain of thousands of states is deeper than
+        # Python's recursion limit
+        seen[root] = True
+        stack = [(root, iter(out[root]))]
+        while stack:
+            u, targets = stack[-1]
+            for v in targets:
+                if seen.get(v):
+                    dag[v].add(u)
+                else:
+                    dag[u].add(v)
+                    if v not in seen:
+                        seen[v] = True
+                        stack.append((v, iter(out[v])))
+                        break
             else:
-                dag[u].add(v)
-                if v not in seen:
-                    visit(v)
-        seen[u] = False
+                seen[u] = False
+                stack.pop()
 
     for s in order:
         if s not in seen:
@@ -70,19 +79,25 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
 
 
 def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
+    """The states in an order where every arrow of ``dag`` points forward (iterative, for long chains)."""
+    position = {s: i for i, s in enumerate(order)}
     done: list[str] = []
     mark: set[str] = set()
-
-    def walk(u: str) -> None:
-        mark.add(u)
-        for v in sorted(dag[u], key=order.index):
-            if v not in mark:
-                walk(v)
-        done.append(u)
-
     for s in order:
-        if s not in mark:
-            walk(s)
+        if s in mark:
+            continue
+        mark.add(s)
+        stack = [(s, iter(sorted(dag[s], key=position.__getitem__)))]
+        while stack:
+            u, targets = stack[-1]
+            for v in targets:
+                if v not in mark:
+                    mark.add(v)
+                    stack.append((v, iter(sorted(dag[v], key=position.__getitem__))))
+                    break
+            else:
+                done.append(u)
+                stack.pop()
     return done[::-1]
 
 
