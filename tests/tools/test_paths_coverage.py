@@ -8,16 +8,17 @@ other value of each enum and boolean setting, then the ``--variant`` the bound n
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-from loopfsm.core import loader, tracing
+from loopfsm.core import loader
 from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
-from loopfsm.review.coverage import Collector, rows_of
+from loopfsm.review.coverage import rows_of
+
+from tests.support.planted import run_generated_module
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES = ROOT / "machines"
@@ -73,20 +74,6 @@ BOUNDS: dict[str, list[str]] = {
 SLOW = {"engine_brain", "router_run", "agent_loop", "tool_breaker", "fallback_breaker"}
 
 
-def _run_module(path: Path) -> tuple[int, set[tuple[str, str]]]:
-    """Run every test function of the generated module; the rows its feeds and questions took."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    collector = Collector()
-    tests = [fn for name, fn in vars(module).items() if name.startswith("test_")]
-    with tracing.global_sink(collector):
-        for fn in tests:
-            fn()
-    return len(tests), set().union(*collector.taken.values())
-
-
 def test_every_shipped_machine_has_a_bound():
     assert set(BOUNDS) == {p.stem for p in MACHINES.glob("*.yaml")}
 
@@ -99,6 +86,6 @@ def test_the_generated_paths_take_every_row(tmp_path, capsys, machine):
     rows = [r for r in rows_of(loader.load(MACHINES / f"{machine}.yaml").source.doc) if r.excuse is None]
     assert f"paths taking {len(rows)} of {len(rows)} branches" in capsys.readouterr().err
     assert "Not reached" not in out.read_text()
-    count, taken = _run_module(out)
+    count, taken = run_generated_module(out)
     assert count >= 1
     assert [f"{r.kind} {r.name}" for r in rows if (r.kind, r.name) not in taken] == []

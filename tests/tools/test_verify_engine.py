@@ -14,6 +14,8 @@ import pytest
 
 from loopfsm.review.cli import main
 
+from tests.support.planted import planted_copy
+
 pytestmark = pytest.mark.slow  # each exploration runs for seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,11 +71,7 @@ BRAIN_FAULTS = [
 @pytest.mark.parametrize(("invariant", "fault"), BRAIN_FAULTS, ids=[f[0] for f in BRAIN_FAULTS])
 def test_a_planted_fault_in_the_engine_brain_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
     monkeypatch.chdir(tmp_path)
-    old, new = fault
-    text = BRAIN.read_text(encoding="utf-8")
-    assert old in text
-    faulty = tmp_path / "engine_brain.yaml"
-    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    faulty = planted_copy(BRAIN, tmp_path, *fault)
     assert main(["verify", str(faulty), *BRAIN_BOUND]) == 1
     out = capsys.readouterr().out
     if invariant == "the_turn_cap_ends_a_run":  # a goal without an example: nothing to replay

@@ -2,37 +2,24 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-from loopfsm.core import loader, tracing
+from loopfsm.core import loader
 from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
-from loopfsm.review.coverage import Collector, rows_of
+from loopfsm.review.coverage import rows_of
+
+from tests.support.planted import run_generated_module
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _run_module(path: Path) -> tuple[int, set[tuple[str, str]]]:
-    """Run every test function of the generated module; the rows its feeds and questions took."""
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    collector = Collector()
-    tests = [fn for name, fn in vars(module).items() if name.startswith("test_")]
-    with tracing.global_sink(collector):
-        for fn in tests:
-            fn()
-    return len(tests), set().union(*collector.taken.values())
 
 
 def test_the_turnstile_paths_take_every_row(tmp_path, capsys):
     out = tmp_path / "test_turnstile_paths.py"
     assert main(["paths", str(ROOT / "machines" / "turnstile.yaml"), "-o", str(out), "--set", "fare=2", "-q"]) == 0
     assert "paths taking 5 of 5 branches and decision rules" in capsys.readouterr().err
-    count, taken = _run_module(out)
+    count, taken = run_generated_module(out)
     assert count == 5 and len(taken) == 5
     assert "Not reached" not in out.read_text()
 
@@ -50,7 +37,7 @@ def test_the_agent_loop_paths_take_what_they_say_and_name_the_rest(tmp_path, cap
     assert main(args) == 0
     err = capsys.readouterr().err
     hit = int(err.split("paths taking ")[1].split(" of ")[0])
-    count, taken = _run_module(out)
+    count, taken = run_generated_module(out)
     rows = rows_of(loader.load(ROOT / "machines" / "agent_loop.yaml").source.doc)
     assert sum((r.kind, r.name) in taken for r in rows if r.excuse is None) == hit and count <= hit
     text = out.read_text()

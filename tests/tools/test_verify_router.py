@@ -15,6 +15,8 @@ import pytest
 
 from loopfsm.review.cli import main
 
+from tests.support.planted import planted_copy
+
 pytestmark = pytest.mark.slow  # each exploration runs for a few seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,11 +71,7 @@ ROUTER_FAULTS = [
 @pytest.mark.parametrize(("invariant", "fault"), ROUTER_FAULTS, ids=[f[0] for f in ROUTER_FAULTS])
 def test_a_planted_fault_in_the_router_run_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
     monkeypatch.chdir(tmp_path)
-    old, new = fault
-    text = ROUTER_RUN.read_text(encoding="utf-8")
-    assert old in text
-    faulty = tmp_path / "router_run.yaml"
-    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    faulty = planted_copy(ROUTER_RUN, tmp_path, *fault)
     assert main(["verify", str(faulty), *ROUTER_BOUND]) == 1
     out = capsys.readouterr().out
     assert f"VIOLATED     {invariant}:" in out

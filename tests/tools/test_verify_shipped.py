@@ -11,6 +11,8 @@ import pytest
 from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
 
+from tests.support.planted import planted_copy
+
 # Each exploration runs for seconds: proving the shipped invariants and finding planted faults.
 pytestmark = pytest.mark.slow
 
@@ -96,11 +98,7 @@ FAULTS: list[tuple[str, tuple[str, str]] | tuple[str, tuple[str, str], list[str]
 )
 def test_a_planted_fault_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault, more):
     monkeypatch.chdir(tmp_path)
-    old, new = fault
-    text = BREAKER.read_text(encoding="utf-8")
-    assert old in text
-    faulty = tmp_path / "tool_breaker.yaml"
-    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    faulty = planted_copy(BREAKER, tmp_path, *fault)
     assert main(["verify", str(faulty), *BOUND, *more]) == 1
     out = capsys.readouterr().out
     assert f"VIOLATED     {invariant}:" in out
@@ -185,11 +183,7 @@ AGENT_FAULTS = [
 @pytest.mark.parametrize(("invariant", "fault"), AGENT_FAULTS, ids=[f[0] for f in AGENT_FAULTS])
 def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
     monkeypatch.chdir(tmp_path)
-    old, new = fault
-    text = AGENT_LOOP.read_text(encoding="utf-8")
-    assert old in text
-    faulty = tmp_path / "agent_loop.yaml"
-    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    faulty = planted_copy(AGENT_LOOP, tmp_path, *fault)
     assert main(["verify", str(faulty), *AGENT_BOUND, *agent_start(faulty)]) == 1
     out = capsys.readouterr().out
     if invariant == "completes":  # a goal without an example: nothing to replay
@@ -256,11 +250,7 @@ def test_a_planted_fault_in_the_fallback_breaker_is_caught_and_replayed(
     tmp_path, monkeypatch, capsys, invariant, fault
 ):
     monkeypatch.chdir(tmp_path)
-    old, new = fault
-    text = FALLBACK.read_text(encoding="utf-8")
-    assert old in text
-    faulty = tmp_path / "fallback_breaker.yaml"
-    faulty.write_text(text.replace(old, new), encoding="utf-8")
+    faulty = planted_copy(FALLBACK, tmp_path, *fault)
     assert main(["verify", str(faulty), *FALLBACK_BOUND, "--set", "max_cooldown_ms=2"]) == 1
     assert f"VIOLATED     {invariant}:" in capsys.readouterr().out
     assert main(["replay", str(faulty), str(tmp_path / f"fallback_breaker.{invariant}.trace.yaml")]) == 1
