@@ -249,3 +249,29 @@ def test_a_generator_that_never_ends_is_stopped(tmp_path, monkeypatch, capsys):
     assert main(["verify", str(path), "--depth", "2", "-q"]) == 2
     err = capsys.readouterr().err
     assert f"generator 'endless' of take(key) returned more than {MAX_GENERATED} values" in err, err
+
+
+def test_check_refuses_a_source_of_another_type(tmp_path, monkeypatch, capsys):
+    counted = KEYS.replace(
+        "  held: {type: string, list: true, description: keys handed out}",
+        "  held: {type: string, list: true, description: keys handed out}\n"
+        "  count: {type: integer, default: 0, description: keys ever handed out}",
+    )
+    for source, said in (
+        ("{from_data: count}", "data field 'count' holds integer, argument 'key' takes string"),
+        ("{from_data: held, key: id}", "data field 'held' holds string, which has no 'id' to pick"),
+    ):
+        path = _project(tmp_path, monkeypatch, counted.replace("{from_data: held, values: [stranger]}", source))
+        assert main(["check", str(path)]) == 1, source
+        err = capsys.readouterr().err
+        assert f"{path}:26:" in err and said in err, err
+
+
+def test_a_list_argument_takes_no_items_of_a_list_field(tmp_path, monkeypatch, capsys):
+    listed = KEYS.replace(
+        "key: {type: string, description: the key, verify: {from_data: held, values: [stranger]}}",
+        "key: {type: string, list: true, description: the keys, verify: {from_data: held}}",
+    )
+    path = _project(tmp_path, monkeypatch, listed)
+    assert main(["check", str(path)]) == 1
+    assert "data field 'held' gives one string at a time, argument 'key' takes a list" in capsys.readouterr().err
