@@ -50,6 +50,12 @@ def json_option(text: str, option: str) -> tuple[str, Any]:
         return name, raw  # a bare word is a string: --values call_id=x
 
 
+def _named(machine: str, err: Exception) -> str:
+    """``err``'s message led by the machine's name, once (a policy's errors name it already)."""
+    text = str(err)
+    return text if text.startswith(f"{machine}: ") else f"{machine}: {text}"
+
+
 def verify_options(args: argparse.Namespace) -> Any:
     """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
     from .verify import Options  # noqa: PLC0415
@@ -119,7 +125,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         try:
             status = max(status, verify_machine(compiled, mine))
         except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
-            text = str(err) if isinstance(err, ReviewError) else f"{compiled.name}: {err}"
+            text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
             print(f"loopfsm verify: {text}", file=sys.stderr)
             status = EXIT_USAGE
     return status
@@ -156,7 +162,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
     except ReviewError as err:
         raise _UsageError(str(err)) from None
     except LoopFsmError as err:
-        raise _UsageError(f"{compiled.name}: {err}") from None
+        raise _UsageError(_named(compiled.name, err)) from None
     out = Path(args.output) if args.output else None
     folder = out.parent if out is not None else Path(".")
     machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())

@@ -1,5 +1,5 @@
 """A policy number named wrong, from a library call or verify's and paths' --set and --variant, is said plainly:
-the name refused, a did-you-mean, no Python signature."""
+the name refused, a did-you-mean, the machine named once, no Python signature."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 
 from loopfsm.core.compiler import compile_file
 from loopfsm.core.errors import PolicyError
+from loopfsm.review.cli import main
 
 MACHINE = str(Path(__file__).parents[2] / "machines" / "tool_breaker.yaml")
 
@@ -17,3 +18,16 @@ def test_a_library_call_names_the_unknown_policy_number():
     with pytest.raises(PolicyError) as err:
         compile_file(MACHINE).policy({"max_probe": 2})
     assert str(err.value) == "tool_breaker: no policy number 'max_probe'; did you mean 'max_probes'?"
+
+
+@pytest.mark.parametrize("option", ["--set", "--variant"])
+def test_paths_names_the_unknown_policy_number(option, capsys):
+    assert main(["paths", MACHINE, "--depth", "1", "-q", option, "max_probe=2"]) == 2
+    err = capsys.readouterr().err
+    assert err == "loopfsm paths: tool_breaker: no policy number 'max_probe'; did you mean 'max_probes'?\n"
+
+
+def test_verify_names_the_machine_once(capsys):
+    assert main(["verify", MACHINE, "--depth", "1", "-q", "--set", "max_probes=abc"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("loopfsm verify: tool_breaker: policy 'max_probes'"), err
