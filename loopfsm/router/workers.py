@@ -108,6 +108,7 @@ def supervise(workers: int, run_child: Callable[[int], None]) -> None:
     children: dict[int, int] = {}  # pid -> index
     stopping: list[float] = []  # when the stop signal came, once it came
     told: set[int] = set()  # the children sent SIGTERM
+    killed: set[int] = set()  # the children sent SIGKILL, STOP_S after the stop
 
     def tell() -> None:
         for pid in set(children) - told:
@@ -142,7 +143,9 @@ def supervise(workers: int, run_child: Callable[[int], None]) -> None:
                     del restart[index]
                     children[_start(index, run_child)] = index
             if stopping and now - stopping[0] > STOP_S:
-                for pid in children:
+                for pid in set(children) - killed:
+                    killed.add(pid)
+                    _say(f"worker {children[pid]} (pid {pid}) still running {STOP_S:g} s after the stop: killed")
                     _signal(pid, signal.SIGKILL)
             time.sleep(POLL_S)
     finally:

@@ -260,6 +260,7 @@ def test_a_worker_that_ignores_sigterm_is_killed_once_the_stop_time_is_up():
     assert done.returncode == 0 and returned == "supervisor returned", done.stderr
     assert not running(int(child))
     assert "starting it again" not in done.stderr  # a worker ended while stopping is not started again
+    assert f"loopfsm router: worker 0 (pid {child}) still running 1 s after the stop: killed" in done.stderr
 
 
 def test_sigterm_while_the_workers_start_stops_them_at_once():
