@@ -49,20 +49,25 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
     seen: dict[str, bool] = {}  # state -> still on the depth-first path
     dag: dict[str, set[str]] = {s: set() for s in order}
 
-    def visit(u: str) -> None:
-        seen[u] = True
-        for v in out[u]:
-            if seen.get(v):
-                dag[v].add(u)
+    for s in order:  # depth first without recursion: a chain of thousands of states is no stack overflow
+        if s in seen:
+            continue
+        seen[s] = True
+        path = [(s, iter(out[s]))]
+        while path:
+            u, ahead = path[-1]
+            for v in ahead:
+                if seen.get(v):
+                    dag[v].add(u)
+                else:
+                    dag[u].add(v)
+                    if v not in seen:
+                        seen[v] = True
+                        path.append((v, iter(out[v])))
+                        break
             else:
-                dag[u].add(v)
-                if v not in seen:
-                    visit(v)
-        seen[u] = False
-
-    for s in order:
-        if s not in seen:
-            visit(s)
+                seen[u] = False
+                path.pop()
     longest: dict[str, int] = {}
     for s in reversed(_topological(order, dag)):
         longest[s] = 1 + max((longest[v] for v in dag[s]), default=0)
@@ -72,17 +77,22 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
 def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
     done: list[str] = []
     mark: set[str] = set()
-
-    def walk(u: str) -> None:
-        mark.add(u)
-        for v in sorted(dag[u], key=order.index):
-            if v not in mark:
-                walk(v)
-        done.append(u)
-
-    for s in order:
-        if s not in mark:
-            walk(s)
+    rank = {s: i for i, s in enumerate(order)}
+    for s in order:  # depth first in table order, without recursion
+        if s in mark:
+            continue
+        mark.add(s)
+        path = [(s, iter(sorted(dag[s], key=rank.__getitem__)))]
+        while path:
+            u, ahead = path[-1]
+            for v in ahead:
+                if v not in mark:
+                    mark.add(v)
+                    path.append((v, iter(sorted(dag[v], key=rank.__getitem__))))
+                    break
+            else:
+                done.append(u)
+                path.pop()
     return done[::-1]
 
 
