@@ -56,6 +56,17 @@ def _named(machine: str, err: Exception) -> str:
     return text if text.startswith(f"{machine}: ") else f"{machine}: {text}"
 
 
+def _check_starts(compiled: Any, args: argparse.Namespace, starts: tuple[Any, ...]) -> None:
+    """Restore each ``--from`` snapshot once, so a refused one is named by its file (with several, which one)."""
+    from .errors import ReviewError  # noqa: PLC0415
+
+    for path, snap in zip(args.start, starts, strict=True):
+        try:
+            compiled.restore(snap)
+        except LoopFsmError as err:
+            raise ReviewError(f"--from {path}: {_named(compiled.name, err)}") from None
+
+
 def verify_options(args: argparse.Namespace) -> Any:
     """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
     from .verify import Options  # noqa: PLC0415
@@ -123,6 +134,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for compiled, mine in named:
         try:
+            _check_starts(compiled, args, mine.starts)
             status = max(status, verify_machine(compiled, mine))
         except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
             text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
@@ -158,6 +170,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
         return explorer, explorer.run(starts, opts.depth, opts.max_states)
 
     try:
+        _check_starts(compiled, args, opts.starts)
         explorations = explore_policies([opts.policy, *policy_variants(compiled.spec, opts.policy), *variants], explore)
     except ReviewError as err:
         raise _UsageError(str(err)) from None

@@ -1,8 +1,9 @@
 """A policy number named wrong, from a library call or verify's and paths' --set and --variant, is said plainly:
-the name refused, a did-you-mean, the machine named once, no Python signature."""
+the name refused, a did-you-mean, the machine named once, no Python signature; a --from refused is named too."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,15 @@ def test_verify_names_the_machine_once(capsys):
     assert main(["verify", MACHINE, "--depth", "1", "-q", "--set", "max_probes=abc"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("loopfsm verify: tool_breaker: policy 'max_probes'"), err
+
+
+@pytest.mark.parametrize("command", ["verify", "paths"])
+def test_a_refused_from_snapshot_is_named(command, tmp_path, capsys):
+    """With several --from, the one refused is the one named."""
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    snap = compile_file(MACHINE).new().snapshot()
+    good.write_text(json.dumps(snap))
+    bad.write_text(json.dumps({**snap, "state": "Nowhere"}))
+    assert main([command, MACHINE, "--depth", "1", "-q", "--from", str(good), "--from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"loopfsm {command}: --from {bad}: tool_breaker: refusing snapshot: unknown state 'Nowhere'\n"
