@@ -56,6 +56,19 @@ def _named(machine: str, err: Exception) -> str:
     return text if text.startswith(f"{machine}: ") else f"{machine}: {text}"
 
 
+def _policy_given(items: list[str], option: str, base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with each ``NAME=VALUE`` of ``items`` set; a name given twice is refused (the second hid the first)."""
+    given = dict(base)
+    seen: set[str] = set()
+    for item in items:
+        name, value = json_option(item, option)
+        if name in seen:
+            raise _UsageError(f"{option} {name}: given twice")
+        seen.add(name)
+        given[name] = value
+    return given
+
+
 def _check_starts(compiled: Any, args: argparse.Namespace, starts: tuple[Any, ...]) -> None:
     """Restore each ``--from`` snapshot once, so a refused one is named by its file (with several, which one)."""
     from .errors import ReviewError  # noqa: PLC0415
@@ -73,7 +86,7 @@ def verify_options(args: argparse.Namespace) -> Any:
 
     if args.depth < 0 or args.max_states < 1:
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
-    policy = dict(json_option(s, "--set") for s in args.set)
+    policy = _policy_given(args.set, "--set", {})
     values: dict[str, list[Any]] = {}
     for text in args.values:
         name, value = json_option(text, "--values")
@@ -155,11 +168,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
     (compiled,) = compiled_machines(args) or [None]
     variants = []
     for text in args.variant:
-        given = dict(opts.policy)
-        for item in text.split(","):
-            name, value = json_option(item.strip(), "--variant")
-            given[name] = value
-        variants.append(given)
+        variants.append(_policy_given([item.strip() for item in text.split(",")], "--variant", opts.policy))
     starts = list(opts.starts) or [compiled.new().snapshot()]
 
     def explore(given: dict[str, Any]) -> tuple[Any, Any]:

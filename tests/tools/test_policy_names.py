@@ -44,3 +44,13 @@ def test_a_refused_from_snapshot_is_named(command, tmp_path, capsys):
     assert main([command, MACHINE, "--depth", "1", "-q", "--from", str(good), "--from", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err == f"loopfsm {command}: --from {bad}: tool_breaker: refusing snapshot: unknown state 'Nowhere'\n"
+
+
+@pytest.mark.parametrize(
+    "given",
+    [["--variant", "max_probes=1,max_probes=2"], ["--set", "max_probes=1", "--set", "max_probes=2"]],
+)
+def test_a_policy_number_given_twice_is_refused(given, capsys):
+    """The second value silently replaced the first."""
+    assert main(["paths", MACHINE, "--depth", "1", "-q", *given]) == 2
+    assert f"{given[0]} max_probes: given twice" in capsys.readouterr().err
