@@ -275,3 +275,12 @@ def test_a_list_argument_takes_no_items_of_a_list_field(tmp_path, monkeypatch, c
     path = _project(tmp_path, monkeypatch, listed)
     assert main(["check", str(path)]) == 1
     assert "data field 'held' gives one string at a time, argument 'key' takes a list" in capsys.readouterr().err
+
+
+def test_replay_calls_no_generator(tmp_path, monkeypatch, capsys):
+    """Replay feeds the values the trace file holds: a generator that raises is never called."""
+    path = _generated_by(tmp_path, monkeypatch, "raises")
+    trace = tmp_path / "t.trace.yaml"
+    trace.write_text("machine: keys\npolicy: {}\nsteps:\n- feed: take\n  args: {key: k0}\n  state: box\n")
+    assert main(["replay", str(path), str(trace)]) == 0, capsys.readouterr().err
+    assert "replayed 1 step: as the trace expects" in capsys.readouterr().out
