@@ -288,5 +288,6 @@ def test_sigterm_while_the_workers_start_stops_them_at_once():
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[-1] in ("supervisor returned after 0 s", "supervisor returned after 1 s"), done.stdout
+    took = lines[-1].removeprefix("supervisor returned after ").removesuffix(" s")
+    assert int(took) < 10, done.stdout  # not the 20 s of STOP_S: every worker was told at once
     assert "1" not in lines and "2" not in lines  # no worker started once the supervisor was told to stop
