@@ -588,6 +588,20 @@ class _Checker:
                 )
             if v.key is not None and not v.from_data and v.from_state_data is None:
                 self.error(v.path + ("key",), "'key' picks from the values of from_data or from_state_data: give one")
+            sources = [
+                (v.path + ("from_data",) + ((j,) if len(v.from_data) > 1 else ()), "data field", n, [spec.data[n]])
+                for j, n in enumerate(v.from_data)
+                if n in spec.data
+            ]
+            if v.from_state_data in state_fields:
+                defs = [s.data[v.from_state_data] for s in spec.states.values() if v.from_state_data in s.data]
+                sources.append((v.path + ("from_state_data",), "state data field", v.from_state_data, defs))
+            for where, kind, name, defs in sources:
+                for d in defs:
+                    said = self._source_misfit(f, d, v.key)
+                    if said:
+                        self.error(where, f"{kind} '{name}' {said}")
+                        break
             for g in v.generators:
                 self.ref("generator", g)
             codec = BUILTIN_CODECS.get(f.type)
@@ -603,6 +617,20 @@ class _Checker:
                         v.path + ("values", i),
                         f"value {item!r} is not a {f.type}{' list' if f.list else ''}: argument '{f.name}' takes it",
                     )
+
+    @staticmethod
+    def _source_misfit(f: FieldDef, source: FieldDef, key: str | None) -> str | None:
+        """Why values picked from field ``source`` (each item of a list, its ``key``) are not values of ``f``."""
+        if key is not None:
+            scalar = source.type in BUILTIN_CODECS and source.type != "json"
+            return f"holds {source.type}, which has no '{key}' to pick" if scalar else None
+        if "json" in (f.type, source.type):
+            return None
+        if source.type != f.type:
+            return f"holds {source.type}, argument '{f.name}' takes {f.type}"
+        if f.list:
+            return f"gives one {source.type} at a time, argument '{f.name}' takes a list" if source.list else None
+        return None
 
     def unused(self) -> None:
         if self.reg is None:

@@ -29,6 +29,7 @@ from .errors import (
     FeedRefused,
     IncompatibleSnapshot,
     PolicyError,
+    did_you_mean,
     SnapshotError,
     shown,
     shown_fingerprint,
@@ -423,6 +424,10 @@ class CompiledMachine:
         if isinstance(value, self.Policy):
             return value
         if isinstance(value, Mapping):
+            for name in value:
+                if name not in self.spec.policy:
+                    known = did_you_mean(str(name), self.spec.policy)
+                    raise PolicyError(f"{self.name}: no policy number {str(name)[:100]!r}{known}")
             try:
                 return self.Policy(**value)
             except TypeError as err:

@@ -261,7 +261,7 @@ class Registry:
         An argument's ``verify: {generator: name}`` in the YAML names it; it is
         called in every configuration explored, with ``ctx.policy`` and
         ``ctx.clock`` (the largest time fed so far), and must not change the
-        machine.  It never runs outside verify, replay and paths.
+        machine.  It never runs outside verify and paths (replay feeds what the trace holds).
         """
         return self._register("generator", fn, name)
 

@@ -393,7 +393,12 @@ def cmd_store(args: argparse.Namespace) -> int:
     """
     from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
-    if (args.url is None) == (args.store_url is None):
+    if args.url is not None and args.store_url is not None:
+        raise _UsageError(
+            f"store {args.store_command} takes the store's URL once: got --store {args.store_url[:200]} "
+            f"and the argument {args.url[:200]!r}"
+        )
+    if args.url is None and args.store_url is None:
         raise _UsageError(f"store {args.store_command} needs the store's URL, once: --store URL (or as an argument)")
     url = args.url or args.store_url
     if args.store_command == "sweep":

@@ -305,9 +305,11 @@ def cmd_router(args: argparse.Namespace) -> int:
 
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
 
-    def listening() -> None:
+    def listening(port: int) -> None:
+        if not args.holder:  # with --port 0 the system chose the port: the default holder id names it, not 0
+            router.holder = f"router-{args.host}-{port}"
         print(
-            f"loopfsm router serving on http://{args.host}:{args.port} (store {args.store.split('://')[0]}, "
+            f"loopfsm router serving on http://{args.host}:{port} (store {args.store.split('://')[0]}, "
             f"holder {router.holder}{workers}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
             file=sys.stderr,
             flush=True,

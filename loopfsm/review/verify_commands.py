@@ -50,13 +50,43 @@ def json_option(text: str, option: str) -> tuple[str, Any]:
         return name, raw  # a bare word is a string: --values call_id=x
 
 
+def _named(machine: str, err: Exception) -> str:
+    """``err``'s message led by the machine's name, once (a policy's errors name it already)."""
+    text = str(err)
+    return text if text.startswith(f"{machine}: ") else f"{machine}: {text}"
+
+
+def _policy_given(items: list[str], option: str, base: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with each ``NAME=VALUE`` of ``items`` set; a name given twice is refused (the second hid the first)."""
+    given = dict(base)
+    seen: set[str] = set()
+    for item in items:
+        name, value = json_option(item, option)
+        if name in seen:
+            raise _UsageError(f"{option} {name}: given twice")
+        seen.add(name)
+        given[name] = value
+    return given
+
+
+def _check_starts(compiled: Any, args: argparse.Namespace, starts: tuple[Any, ...]) -> None:
+    """Restore each ``--from`` snapshot once, so a refused one is named by its file (with several, which one)."""
+    from .errors import ReviewError  # noqa: PLC0415
+
+    for path, snap in zip(args.start, starts, strict=True):
+        try:
+            compiled.restore(snap)
+        except LoopFsmError as err:
+            raise ReviewError(f"--from {path}: {_named(compiled.name, err)}") from None
+
+
 def verify_options(args: argparse.Namespace) -> Any:
     """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
     from .verify import Options  # noqa: PLC0415
 
     if args.depth < 0 or args.max_states < 1:
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
-    policy = dict(json_option(s, "--set") for s in args.set)
+    policy = _policy_given(args.set, "--set", {})
     values: dict[str, list[Any]] = {}
     for text in args.values:
         name, value = json_option(text, "--values")
@@ -117,9 +147,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for compiled, mine in named:
         try:
+            _check_starts(compiled, args, mine.starts)
             status = max(status, verify_machine(compiled, mine))
         except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
-            text = str(err) if isinstance(err, ReviewError) else f"{compiled.name}: {err}"
+            text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
             print(f"loopfsm verify: {text}", file=sys.stderr)
             status = EXIT_USAGE
     return status
@@ -137,11 +168,7 @@ def cmd_paths(args: argparse.Namespace) -> int:
     (compiled,) = compiled_machines(args) or [None]
     variants = []
     for text in args.variant:
-        given = dict(opts.policy)
-        for item in text.split(","):
-            name, value = json_option(item.strip(), "--variant")
-            given[name] = value
-        variants.append(given)
+        variants.append(_policy_given([item.strip() for item in text.split(",")], "--variant", opts.policy))
     starts = list(opts.starts) or [compiled.new().snapshot()]
 
     def explore(given: dict[str, Any]) -> tuple[Any, Any]:
@@ -152,11 +179,12 @@ def cmd_paths(args: argparse.Namespace) -> int:
         return explorer, explorer.run(starts, opts.depth, opts.max_states)
 
     try:
+        _check_starts(compiled, args, opts.starts)
         explorations = explore_policies([opts.policy, *policy_variants(compiled.spec, opts.policy), *variants], explore)
     except ReviewError as err:
         raise _UsageError(str(err)) from None
     except LoopFsmError as err:
-        raise _UsageError(f"{compiled.name}: {err}") from None
+        raise _UsageError(_named(compiled.name, err)) from None
     out = Path(args.output) if args.output else None
     folder = out.parent if out is not None else Path(".")
     machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())

@@ -33,17 +33,21 @@ needs ``--values``; :class:`~loopfsm.review.errors.ReviewError` says so.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from loopfsm.core.binding import bind, call_of
+from loopfsm.core.fieldtypes import fits_type
 from loopfsm.core.registry import BUILTIN_CODECS, Codec, Registry
 from loopfsm.core.spec import MISSING, ArgValues, FieldDef, Spec
 
 from .errors import ReviewError
 
 CLOCK = "now"
+#: The most values one generator may give one argument in one configuration: every combination of a feed's
+#: argument values is tried in every configuration, so more is a mistake (a generator that never ends, most likely).
+MAX_GENERATED = 1000
 SYMBOLS = ("a", "b")
 DURATION_SUFFIXES = ("_ms", "_s", "_seconds")
 
@@ -130,6 +134,12 @@ def _picked(value: Any, key: str | None) -> list[Any]:
     return out
 
 
+def _short(value: Any, *, quote: bool = True) -> str:
+    """``value`` (its repr, or the text itself) cut to a line's worth."""
+    text = repr(value) if quote else str(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 def _unique(values: list[Any]) -> list[Any]:
     """``values`` without repeats, in order (values may be unhashable: told apart by their repr)."""
     seen: set[str] = set()
@@ -184,8 +194,8 @@ class Domains:
         if v.from_state_data is not None and v.from_state_data in inst.state_data:
             out += _picked(inst.state_data[v.from_state_data], v.key)
         ctx = GeneratorContext(self.policy, clock, feed, f.name)
-        for gen in self._generators(feed, f):
-            out += list(gen(inst, ctx))
+        for ref, gen in zip(v.generators, self._generators(feed, f), strict=True):
+            out += self._generated(f"{self.spec.name}: generator '{ref.name}' of {feed}({f.name})", f, gen, inst, ctx)
         codec = self.codecs.get(f.type)
         decode = codec is not None and f.type not in BUILTIN_CODECS
         for value in v.values:
@@ -194,6 +204,33 @@ class Domains:
                 value = [codec.from_json(x) for x in value] if f.list else codec.from_json(value)
             out.append(value)
         return _unique(out)
+
+    def _generated(self, who: str, f: FieldDef, gen: Any, inst: Any, ctx: GeneratorContext) -> list[Any]:
+        """A generator's values for ``f``; :class:`ReviewError` naming it when it raises or gives none of ``f``."""
+        try:
+            got = gen(inst, ctx)
+            if isinstance(got, (str, bytes, Mapping)) or not isinstance(got, Iterable):
+                raise ReviewError(f"{who} returned {type(got).__name__} {_short(got)}, not a list of values")
+            values = list(itertools.islice(got, MAX_GENERATED + 1))
+        except ReviewError:
+            raise
+        except Exception as err:  # noqa: BLE001 - the user's function: said in one line, as a bad input
+            raise ReviewError(f"{who} raised {type(err).__name__}: {_short(str(err), quote=False)}") from None
+        if len(values) > MAX_GENERATED:
+            raise ReviewError(f"{who} returned more than {MAX_GENERATED} values (one that never ends?)")
+        codec = self.codecs.get(f.type) or BUILTIN_CODECS.get(f.type)
+        for value in values:
+            items = value if f.list and isinstance(value, list) else [value]
+            fits = (value is None and f.nullable) or (
+                (isinstance(value, list) or not f.list)
+                and (codec is None or all(fits_type(codec.py_type, x) for x in items))
+            )
+            if not fits:
+                kind = f"a list of {f.type}" if f.list else f"a {f.type}"
+                raise ReviewError(
+                    f"{who} returned {_short(value)} ({type(value).__name__}): {ctx.feed}({f.name}) is {kind}"
+                )
+        return values
 
     def _fixed(self, feed: str, f: FieldDef) -> list[Any] | None:
         """The values of an argument that do not depend on the configuration, or None when they do."""

@@ -300,14 +300,15 @@ def serve(
     log_level: str = "warning",
     *,
     sweep_every_s: float | None = None,
-    on_listening: Callable[[], None] | None = None,
+    on_listening: Callable[[int], None] | None = None,
     workers: int = 1,
 ) -> None:
     """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
 
     The socket is bound before recovery: a second router started by mistake on a
     port already taken (same holder id) fails there, and never frees the locks
-    of the router that is serving.  With ``workers`` above 1 this process
+    of the router that is serving.  ``on_listening`` is called with the port
+    bound (the system's choice for port 0) before recovery.  With ``workers`` above 1 this process
     supervises that many forked router processes on the socket (see
     :mod:`loopfsm.router.workers`): each takes the holder id ``HOLDER-wI``,
     frees its own previous incarnation's locks and opens its own store
@@ -330,7 +331,7 @@ def serve(
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from None
     if on_listening is not None:
-        on_listening()
+        on_listening(sock.getsockname()[1])  # the port taken: the one asked for, or the system's choice for 0
     router.recover()  # with workers: the locks of a one-process incarnation under the plain holder id
 
     def run(sweep: float | None) -> None:

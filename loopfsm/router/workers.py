@@ -36,6 +36,9 @@ STOP_S = 30.0
 #: Seconds the supervisor waits before starting again a child that died (a child that cannot start is not a busy loop).
 RESTART_DELAY_S = 1.0
 
+#: The signals that tell the supervisor to stop its workers.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 #: How often (seconds) the supervisor looks for children that ended, and a child for a parent that is gone.
 POLL_S = 0.1
 
@@ -65,13 +68,17 @@ def _start(index: int, run_child: Callable[[int], None]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
+    # Held across the fork: a stop signal the child got before it dropped the parent's handlers would run them.
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         return pid
     code = 1
     try:  # the child: the parent's handlers are not its own; uvicorn installs its own while it serves
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         _watch_parent(parent)
         run_child(index)
         code = 0
@@ -100,19 +107,29 @@ def supervise(workers: int, run_child: Callable[[int], None]) -> None:
     """
     children: dict[int, int] = {}  # pid -> index
     stopping: list[float] = []  # when the stop signal came, once it came
+    told: set[int] = set()  # the children sent SIGTERM
+    killed: set[int] = set()  # the children sent SIGKILL, STOP_S after the stop
+
+    def tell() -> None:
+        for pid in set(children) - told:
+            told.add(pid)
+            _signal(pid, signal.SIGTERM)
 
     def on_signal(signum: int, frame: object) -> None:
         if not stopping:
             stopping.append(time.monotonic())
-            for pid in children:
-                _signal(pid, signal.SIGTERM)
+            tell()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS}
     try:
         for index in range(workers):
+            if stopping:  # told to stop while starting them: start no more
+                break
             children[_start(index, run_child)] = index
         restart: dict[int, float] = {}  # index -> when to start it again
         while children or (restart and not stopping):
+            if stopping:  # a child forked as the signal came was not among those the handler told
+                tell()
             pid, status = os.waitpid(-1, os.WNOHANG) if children else (0, 0)
             if pid in children:
                 index = children.pop(pid)
@@ -126,7 +143,9 @@ def supervise(workers: int, run_child: Callable[[int], None]) -> None:
                     del restart[index]
                     children[_start(index, run_child)] = index
             if stopping and now - stopping[0] > STOP_S:
-                for pid in children:
+                for pid in set(children) - killed:
+                    killed.add(pid)
+                    _say(f"worker {children[pid]} (pid {pid}) still running {STOP_S:g} s after the stop: killed")
                     _signal(pid, signal.SIGKILL)
             time.sleep(POLL_S)
     finally:

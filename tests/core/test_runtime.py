@@ -203,7 +203,7 @@ def test_policy_is_fed_in_and_checked(C):
         C.policy({"limit": 5000})
     with pytest.raises(PolicyError, match="must be integer"):
         C.Policy(limit="3")
-    with pytest.raises(PolicyError, match="unexpected keyword"):
+    with pytest.raises(PolicyError, match="no policy number .limt.; did you mean .limit."):
         C.policy({"limt": 3})
     assert C.Policy().limit == 3  # the YAML default
 

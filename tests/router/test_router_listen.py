@@ -34,7 +34,7 @@ def test_a_router_that_cannot_listen_frees_no_locks(tmp_path):
     heard: list[str] = []
     try:
         with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
-            serve(router, "127.0.0.1", port, on_listening=lambda: heard.append("listening"))
+            serve(router, "127.0.0.1", port, on_listening=lambda port: heard.append("listening"))
     finally:
         busy.close()
     assert heard == [] and store.load("s1").lock_state(now) == "held"
@@ -198,3 +198,35 @@ def test_a_body_that_stalls_is_answered_408_when_its_time_is_up(tmp_path, monkey
 
     asyncio.run(asyncio.wait_for(app(_post_scope("/v1/sessions/h1/execute"), receive, send), timeout=10))
     assert sent[0]["status"] == 408
+
+
+def test_port_0_says_the_port_it_took_and_holds_locks_under_it(tmp_path):
+    """``--port 0`` lets the system choose: the start line names the port taken, and the default holder id is
+    made from it, so two such routers on one store never share a holder id (and free each other's locks)."""
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path)}
+    cmd = [sys.executable, "-m", "loopfsm", "router", "serve", "--store", f"sqlite:///{tmp_path / 'runs.db'}"]
+    proc = subprocess.Popen([*cmd, "--port", "0"], stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        found = re.search(r"serving on http://127\.0\.0\.1:(\d+) \(store sqlite, holder (\S+);", line)
+        assert found is not None, line
+        port = int(found[1])
+        assert port != 0 and found[2] == f"router-127.0.0.1-{port}", line
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
+                    assert f'"holder":"router-127.0.0.1-{port}"' in reply.read().decode()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the router did not answer"
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

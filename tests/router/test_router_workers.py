@@ -260,3 +260,34 @@ def test_a_worker_that_ignores_sigterm_is_killed_once_the_stop_time_is_up():
     assert done.returncode == 0 and returned == "supervisor returned", done.stderr
     assert not running(int(child))
     assert "starting it again" not in done.stderr  # a worker ended while stopping is not started again
+    assert f"loopfsm router: worker 0 (pid {child}) still running 1 s after the stop: killed" in done.stderr
+
+
+def test_sigterm_while_the_workers_start_stops_them_at_once():
+    """A stop right after the start (a service manager's) is not a 30-second wait and a kill: the worker forked as
+    the signal came is told to stop too, and none is started after it."""
+    code = (
+        "import os, signal, time\n"
+        "from loopfsm.router import workers\n"
+        "workers.STOP_S = 20.0\n"
+        "start = workers._start\n"
+        "def start_and_stop(index, run_child):\n"
+        "    pid = start(index, run_child)\n"
+        "    if index == 0:\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)  # handled before the supervisor has recorded the child\n"
+        "    return pid\n"
+        "workers._start = start_and_stop\n"
+        "def child(index):\n"
+        "    print(index, flush=True)\n"
+        "    time.sleep(600)\n"
+        "t = time.monotonic()\n"
+        "workers.supervise(3, child)\n"
+        "print(f'supervisor returned after {time.monotonic() - t:.0f} s', flush=True)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    took = lines[-1].removeprefix("supervisor returned after ").removesuffix(" s")
+    assert int(took) < 10, done.stdout  # not the 20 s of STOP_S: every worker was told at once
+    assert "1" not in lines and "2" not in lines  # no worker started once the supervisor was told to stop

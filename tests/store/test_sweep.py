@@ -375,5 +375,16 @@ def test_every_store_command_takes_the_url_as_store_too(tmp_path, capsys):
     assert main(["store", "show", "s1", "--store", url]) == 0 and capsys.readouterr().out == by_option
     for action in (["init"], ["show", "s1"]):
         assert main(["store", *action]) == 2  # no URL
-        assert main(["store", action[0], url, *action[1:], "--store", url]) == 2  # two
         assert "needs the store's URL, once: --store URL" in capsys.readouterr().err
+        assert main(["store", action[0], url, *action[1:], "--store", url]) == 2  # two
+        assert "takes the store's URL once: got --store" in capsys.readouterr().err
+
+
+def test_a_url_given_twice_is_named_both_ways(tmp_path, capsys):
+    """``store sweep --store URL extra`` read 'extra' as a second URL: the message says so, not that none was given."""
+    from loopfsm.review.cli import main
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert main(["store", "sweep", "--store", url, "extra"]) == 2
+    err = capsys.readouterr().err
+    assert f"store sweep takes the store's URL once: got --store {url} and the argument 'extra'" in err, err

@@ -80,9 +80,10 @@ invariants:
 """
 
 
-def _project(tmp_path: Path, monkeypatch, text: str = KEYS) -> Path:
+def _project(tmp_path: Path, monkeypatch, text: str = KEYS, registry: str = REGISTRY) -> Path:
     (tmp_path / "keys.yaml").write_text(text)
-    (tmp_path / "keys_registry.py").write_text(REGISTRY)
+    (tmp_path / "keys_registry.py").write_text(registry)
+    sys.modules.pop("keys_registry", None)  # this test's copy, not another test's
     (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {keys = "keys_registry:REGISTRY"}\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -170,3 +171,116 @@ def test_a_new_registry_module_stubs_the_generators_the_table_names():
 
     source = registry_module(build_spec(read_source(KEYS, "keys.yaml")), "keys.yaml")
     assert "@REGISTRY.generator\ndef fresh_key(m: MachineInstance, ctx: Any, *, prefix: str) -> list[Any]:" in source
+
+
+HOSTILE = (
+    REGISTRY
+    + """
+
+@REGISTRY.generator
+def raises(m, ctx):
+    raise RuntimeError("no keys today")
+
+
+@REGISTRY.generator
+def a_number(m, ctx):
+    return 5
+
+
+@REGISTRY.generator
+def a_string(m, ctx):
+    return "abc"
+
+
+@REGISTRY.generator
+def wrong_type(m, ctx):
+    return ["k", 7]
+
+
+@REGISTRY.generator
+def endless(m, ctx):
+    i = 0
+    while True:
+        i += 1
+        yield f"k{i}"
+"""
+)
+
+
+def _generated_by(tmp_path: Path, monkeypatch, name: str) -> Path:
+    return _project(
+        tmp_path,
+        monkeypatch,
+        KEYS.replace("{generator: {name: fresh_key, params: {prefix: k}}}", f"{{generator: {name}}}"),
+        HOSTILE,
+    )
+
+
+def test_a_generator_that_raises_is_named_in_one_line(tmp_path, monkeypatch, capsys):
+    path = _generated_by(tmp_path, monkeypatch, "raises")
+    assert main(["verify", str(path), "--depth", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "keys: generator 'raises' of take(key) raised RuntimeError: no keys today" in err
+    assert "Traceback" not in err
+    assert main(["paths", str(path), "--depth", "2", "-q"]) == 2
+    assert "generator 'raises' of take(key) raised RuntimeError: no keys today" in capsys.readouterr().err
+
+
+def test_a_generator_returns_a_list_of_values(tmp_path, monkeypatch, capsys):
+    for name, got in (("a_number", "int 5"), ("a_string", "str 'abc'")):
+        path = _generated_by(tmp_path, monkeypatch, name)
+        assert main(["verify", str(path), "--depth", "2", "-q"]) == 2
+        err = capsys.readouterr().err
+        assert f"generator '{name}' of take(key) returned {got}, not a list of values" in err, err
+        assert "Traceback" not in err
+
+
+def test_a_generated_value_of_the_wrong_type_is_refused(tmp_path, monkeypatch, capsys):
+    path = _generated_by(tmp_path, monkeypatch, "wrong_type")
+    assert main(["verify", str(path), "--depth", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "generator 'wrong_type' of take(key) returned 7 (int): take(key) is a string" in err, err
+
+
+def test_a_generator_that_never_ends_is_stopped(tmp_path, monkeypatch, capsys):
+    from loopfsm.review.verify_inputs import MAX_GENERATED
+
+    path = _generated_by(tmp_path, monkeypatch, "endless")
+    assert main(["verify", str(path), "--depth", "2", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"generator 'endless' of take(key) returned more than {MAX_GENERATED} values" in err, err
+
+
+def test_check_refuses_a_source_of_another_type(tmp_path, monkeypatch, capsys):
+    counted = KEYS.replace(
+        "  held: {type: string, list: true, description: keys handed out}",
+        "  held: {type: string, list: true, description: keys handed out}\n"
+        "  count: {type: integer, default: 0, description: keys ever handed out}",
+    )
+    for source, said in (
+        ("{from_data: count}", "data field 'count' holds integer, argument 'key' takes string"),
+        ("{from_data: held, key: id}", "data field 'held' holds string, which has no 'id' to pick"),
+    ):
+        path = _project(tmp_path, monkeypatch, counted.replace("{from_data: held, values: [stranger]}", source))
+        assert main(["check", str(path)]) == 1, source
+        err = capsys.readouterr().err
+        assert f"{path}:26:" in err and said in err, err
+
+
+def test_a_list_argument_takes_no_items_of_a_list_field(tmp_path, monkeypatch, capsys):
+    listed = KEYS.replace(
+        "key: {type: string, description: the key, verify: {from_data: held, values: [stranger]}}",
+        "key: {type: string, list: true, description: the keys, verify: {from_data: held}}",
+    )
+    path = _project(tmp_path, monkeypatch, listed)
+    assert main(["check", str(path)]) == 1
+    assert "data field 'held' gives one string at a time, argument 'key' takes a list" in capsys.readouterr().err
+
+
+def test_replay_calls_no_generator(tmp_path, monkeypatch, capsys):
+    """Replay feeds the values the trace file holds: a generator that raises is never called."""
+    path = _generated_by(tmp_path, monkeypatch, "raises")
+    trace = tmp_path / "t.trace.yaml"
+    trace.write_text("machine: keys\npolicy: {}\nsteps:\n- feed: take\n  args: {key: k0}\n  state: box\n")
+    assert main(["replay", str(path), str(trace)]) == 0, capsys.readouterr().err
+    assert "replayed 1 step: as the trace expects" in capsys.readouterr().out
