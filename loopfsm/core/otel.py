@@ -132,6 +132,8 @@ class OtelSpanEventSink:
 RUN_SPAN_ATTRIBUTES = ("gen_ai.conversation.id", "gen_ai.agent.id")
 TOOL_SPAN_ATTRIBUTES = ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.request.model")
 CALLS_TOOLS = "calls_tools"
+#: Set (true) on spans :meth:`OtelRunSpans.close` ended before the run reached a terminal state.
+UNFINISHED = "loopfsm.run.unfinished"
 
 
 class OtelRunSpans:
@@ -148,7 +150,8 @@ class OtelRunSpans:
     an error with that class (a tool span cut short by expiry is not: its last
     event says why).  The spans carry ``gen_ai.operation.name`` and the record's
     ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
-    :data:`TOOL_SPAN_ATTRIBUTES`, never content.
+    :data:`TOOL_SPAN_ATTRIBUTES`, never content.  A run the sink stops watching
+    before it ends needs :meth:`close`, or its open spans are never exported.
     """
 
     def __init__(self, tracer: Any, machine: Any, agent_name: str | None = None) -> None:
@@ -206,6 +209,24 @@ class OtelRunSpans:
         if record.to_state in self._terminal:
             _end(self.run_span, attrs)
             self.ended = True
+
+    def close(self) -> None:
+        """End the spans still open, for a run this sink stops watching before it ends.
+
+        A driver that detaches the sink, shuts down or hands the run to another
+        process calls it; otherwise an open span is never exported.  The spans
+        end without an error status and carry ``loopfsm.run.unfinished`` (true),
+        so a reader sees the run went on elsewhere or was abandoned; later records
+        are not exported.  Closing twice, or after the run ended, does nothing.
+        """
+        if self.tool_span is not None:
+            self.tool_span.set_attribute(UNFINISHED, True)
+            self.tool_span.end()
+            self.tool_span = None
+        if self.run_span is not None and not self.ended:
+            self.run_span.set_attribute(UNFINISHED, True)
+            self.run_span.end()
+        self.ended = True
 
 
 def _end(span: Any, attrs: Any) -> None:

@@ -319,3 +319,38 @@ def test_the_tracing_page_attaches_a_run_as_it_says(spans):
     tracing.detach(run, scope["sink"])
     (tool,) = exporter.get_finished_spans()
     assert tool.name == "execute_tool search_docs" and scope["sink"].run_span.is_recording()
+
+
+def test_close_ends_the_spans_of_a_run_the_sink_stops_watching(spans):
+    from loopfsm.core.otel import UNFINISHED, OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10_000)
+    sink = OtelRunSpans.attach(run, tracer)
+    run.tool_proposed("send_email", arguments_hash({}), False, 0)
+    run.dispatch(1)
+    tracing.detach(run, sink)  # the worker shuts down mid-call; the run goes on elsewhere
+    assert exporter.get_finished_spans() == ()
+    sink.close()
+    sink.close()  # twice does nothing
+    tool, whole = exporter.get_finished_spans()
+    assert (tool.name, whole.name) == ("execute_tool send_email", "invoke_agent agent_loop")
+    assert tool.attributes[UNFINISHED] is True and whole.attributes[UNFINISHED] is True
+    assert whole.status.status_code.name == "UNSET" and "error.type" not in whole.attributes
+    with tracing.attached(run, sink):  # a record after close goes nowhere
+        run.tick(10_000)
+    assert len(exporter.get_finished_spans()) == 2
+
+
+def test_close_after_the_run_ended_changes_nothing(spans):
+    from loopfsm.core.otel import UNFINISHED, OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10)
+    sink = OtelRunSpans.attach(run, tracer)
+    run.tick(10)
+    sink.close()
+    (whole,) = exporter.get_finished_spans()
+    assert UNFINISHED not in whole.attributes
