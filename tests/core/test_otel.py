@@ -351,6 +351,7 @@ def test_close_after_the_run_ended_changes_nothing(spans):
     run = AgentLoop.new_run("run_1", "owner", 10)
     sink = OtelRunSpans.attach(run, tracer)
     run.tick(10)
+    tracing.detach(run, sink)
     sink.close()
     (whole,) = exporter.get_finished_spans()
     assert UNFINISHED not in whole.attributes
