@@ -552,11 +552,21 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         """The result is in: its status, size in bytes and validation are kept for traces, never its content."""
         self.feed("tool_succeeded", now, status, result_size, validation, policy=policy)
 
-    def tool_failed(self, error_class: str, transient: bool, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("tool_failed", error_class, transient, now, policy=policy)
+    def tool_failed(
+        self,
+        error_class: str,
+        transient: bool,
+        now: int,
+        *,
+        compensation: Compensation | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
+        """The call failed; ``compensation`` is recorded if the run fails on it (no retry)."""
+        self.feed("tool_failed", error_class, transient, now, compensation, policy=policy)
 
-    def worker_lost(self, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("worker_lost", now, policy=policy)
+    def worker_lost(self, now: int, *, compensation: Compensation | None = None, policy: PolicyArg = None) -> None:
+        """The worker is gone; ``compensation`` is recorded if the run fails on it (no retry)."""
+        self.feed("worker_lost", now, compensation, policy=policy)
 
     def result_accepted(
         self,

@@ -289,3 +289,24 @@ def test_an_approval_request_cannot_drop_or_change_the_proposals_facts():
         assert m.snapshot() == before
     m.approval_required("alice", 50_000, "payment", 1, call_id="toolu_01", tool_type="function")  # the same: fine
     assert m.state == "awaiting_approval" and m.data.call_id == "toolu_01"
+
+
+def test_a_call_that_fails_for_good_reports_its_compensation():
+    # executing_tool -> failed (a final error, or a lost worker on a call that may not run again)
+    # is where a non-idempotent call's side effects matter most: the driver can say how they stand.
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("http_400", False, 2, compensation="pending"))
+    assert (r.to_state, r.attributes["agent_loop.compensation"]) == ("failed", "pending")
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.worker_lost(2, compensation="failed"))
+    assert (r.to_state, r.attributes["agent_loop.compensation"]) == ("failed", "failed")
+    assert m.state_data == {"error_class": "worker_lost", "last_error_class": None, "compensation": "failed"}
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("timeout", True, 2, compensation="done"))  # retried: nothing failed yet
+    assert r.to_state == "recovering" and "agent_loop.compensation" not in r.attributes
