@@ -146,10 +146,11 @@ class OtelRunSpans:
     ``calls_tools`` state and ends on the one that leaves it (a retry opens a new
     one).  Every record is an event on the run's span and, while one is open, on
     the tool span; records after the run's span ended (a terminal state ignoring
-    late news, a ``resume`` audit) are not exported.  A record carrying ``error.type`` that ends a span marks it as
-    an error with that class (a tool span cut short by expiry is not: its last
-    event says why).  The spans carry ``gen_ai.operation.name`` and the record's
-    ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
+    late news, a ``resume`` audit) are not exported, nor is anything of a run that
+    had ended before the sink saw it (a restored run audited).  A record carrying
+    ``error.type`` that ends a span marks it as an error with that class (a tool
+    span cut short by expiry is not: its last event says why).  The spans carry
+    ``gen_ai.operation.name`` and the record's ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
     :data:`TOOL_SPAN_ATTRIBUTES`, never content.  A run the sink stops watching
     before it ends needs :meth:`close`, or its open spans are never exported.
     """
@@ -176,6 +177,9 @@ class OtelRunSpans:
         from opentelemetry import trace
 
         if self.ended:
+            return
+        if self.run_span is None and record.from_state in self._terminal:
+            self.ended = True  # the run ended before this sink watched it: an audit is no second run
             return
         attrs = record.attributes
         name, event = event_name(record), event_attributes(record)

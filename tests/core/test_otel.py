@@ -355,3 +355,19 @@ def test_close_after_the_run_ended_changes_nothing(spans):
     sink.close()
     (whole,) = exporter.get_finished_spans()
     assert UNFINISHED not in whole.attributes
+
+
+def test_auditing_a_restored_finished_run_exports_no_second_run(spans):
+    from loopfsm.core.otel import OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10_000)
+    run.tool_proposed("send_email", arguments_hash({}), False, 0)
+    run.dispatch(1)
+    run.tool_failed("http_500", False, 2)  # the run failed, and its spans were exported then
+    restored = AgentLoop.restore(run.snapshot())
+    with tracing.attached(restored, OtelRunSpans(tracer, restored.compiled)) as sink:
+        assert restored.resume(3) == "audit"
+        restored.tick(4)
+    assert exporter.get_finished_spans() == () and sink.run_span is None
