@@ -300,12 +300,12 @@ def model_call_attributes(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_model_call(tracer: Any, call: dict[str, Any], start_ns: int, end_ns: int) -> None:
-    """One finished model call as a CLIENT span named ``chat {model}``, in the current context."""
+    """One finished model call as a CLIENT span named ``chat {model}`` (``chat`` when no model is named)."""
     _require()
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     span = tracer.start_span(
-        f"chat {call.get('model')}",
+        f"chat {call.get('model') or ''}".rstrip(),
         kind=SpanKind.CLIENT,
         attributes=model_call_attributes(call),
         start_time=start_ns,

@@ -371,3 +371,14 @@ def test_auditing_a_restored_finished_run_exports_no_second_run(spans):
         assert restored.resume(3) == "audit"
         restored.tick(4)
     assert exporter.get_finished_spans() == () and sink.run_span is None
+
+
+def test_a_model_call_span_is_named_after_the_model_or_the_operation_alone(spans):
+    from loopfsm.core.otel import record_model_call
+
+    tracer, exporter = spans
+    record_model_call(tracer, {"provider": "anthropic", "model": "claude-sonnet-4", "outcome": "success"}, 1, 2)
+    record_model_call(tracer, {"provider": "anthropic", "outcome": "timeout"}, 3, 4)  # the model was never named
+    named, unnamed = exporter.get_finished_spans()
+    assert (named.name, unnamed.name) == ("chat claude-sonnet-4", "chat")
+    assert unnamed.attributes["error.type"] == "timeout" and "gen_ai.request.model" not in unnamed.attributes
