@@ -322,8 +322,9 @@ def recover(m: Any, ctx: Any, *, error_class: str | None) -> None:
 
 @REGISTRY.action
 def give_up(m: Any, ctx: Any, *, error_class: str) -> None:
-    """Fail with ``error_class`` from recovering, keeping the failure recovered from as ``last_error_class``."""
-    _enter_failure(ctx, error_class, m.state_data["error_class"])
+    """Fail with ``error_class`` because no attempt is left, keeping the tool's own failure as ``last_error_class``:
+    the feed's ``error_class`` (a retryable ``tool_failed`` on the last attempt), else the one recovering holds."""
+    _enter_failure(ctx, error_class, ctx.args.get("error_class") or m.state_data["error_class"])
 
 
 def _enter_failure(ctx: Any, error_class: str, last_error_class: str | None) -> None:

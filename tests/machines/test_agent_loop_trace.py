@@ -310,3 +310,20 @@ def test_a_call_that_fails_for_good_reports_its_compensation():
     m.dispatch(1)
     (r,) = traced(lambda: m.tool_failed("timeout", True, 2, compensation="done"))  # retried: nothing failed yet
     assert r.to_state == "recovering" and "agent_loop.compensation" not in r.attributes
+
+
+def test_a_retryable_failure_on_the_last_attempt_says_attempts_exhausted():
+    # the same cause as dispatch's no_attempts_left, so the same words: the run failed because no
+    # attempt was left (agent_loop.error_class), the tool's own class stays in error.type
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1, policy={"max_attempts": 1})
+    (r,) = traced(lambda: m.tool_failed("timeout", True, 2, policy={"max_attempts": 1}))
+    assert (r.branch, r.to_state) == ("attempts_exhausted", "failed")
+    assert (r.attributes["agent_loop.error_class"], r.attributes["error.type"]) == ("attempts_exhausted", "timeout")
+    assert m.state_data["last_error_class"] == "timeout"
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("http_400", False, 2))  # not transient: the tool's own class, as before
+    assert (r.branch, r.attributes["agent_loop.error_class"]) == ("final", "http_400")
