@@ -132,6 +132,8 @@ class OtelSpanEventSink:
 RUN_SPAN_ATTRIBUTES = ("gen_ai.conversation.id", "gen_ai.agent.id")
 TOOL_SPAN_ATTRIBUTES = ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.request.model")
 CALLS_TOOLS = "calls_tools"
+#: Set (true) on spans :meth:`OtelRunSpans.close` ended before the run reached a terminal state.
+UNFINISHED = "loopfsm.run.unfinished"
 
 
 class OtelRunSpans:
@@ -144,11 +146,13 @@ class OtelRunSpans:
     ``calls_tools`` state and ends on the one that leaves it (a retry opens a new
     one).  Every record is an event on the run's span and, while one is open, on
     the tool span; records after the run's span ended (a terminal state ignoring
-    late news, a ``resume`` audit) are not exported.  A record carrying ``error.type`` that ends a span marks it as
-    an error with that class (a tool span cut short by expiry is not: its last
-    event says why).  The spans carry ``gen_ai.operation.name`` and the record's
-    ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
-    :data:`TOOL_SPAN_ATTRIBUTES`, never content.
+    late news, a ``resume`` audit) are not exported, nor is anything of a run that
+    had ended before the sink saw it (a restored run audited).  A record carrying
+    ``error.type`` that ends a span marks it as an error with that class (a tool
+    span cut short by expiry is not: its last event says why).  The spans carry
+    ``gen_ai.operation.name`` and the record's ``gen_ai.*`` names listed in :data:`RUN_SPAN_ATTRIBUTES` and
+    :data:`TOOL_SPAN_ATTRIBUTES`, never content.  A run the sink stops watching
+    before it ends needs :meth:`close`, or its open spans are never exported.
     """
 
     def __init__(self, tracer: Any, machine: Any, agent_name: str | None = None) -> None:
@@ -173,6 +177,9 @@ class OtelRunSpans:
         from opentelemetry import trace
 
         if self.ended:
+            return
+        if self.run_span is None and record.from_state in self._terminal:
+            self.ended = True  # the run ended before this sink watched it: an audit is no second run
             return
         attrs = record.attributes
         name, event = event_name(record), event_attributes(record)
@@ -206,6 +213,24 @@ class OtelRunSpans:
         if record.to_state in self._terminal:
             _end(self.run_span, attrs)
             self.ended = True
+
+    def close(self) -> None:
+        """End the spans still open, for a run this sink stops watching before it ends.
+
+        A driver that detaches the sink, shuts down or hands the run to another
+        process calls it; otherwise an open span is never exported.  The spans
+        end without an error status and carry ``loopfsm.run.unfinished`` (true),
+        so a reader sees the run went on elsewhere or was abandoned; later records
+        are not exported.  Closing twice, or after the run ended, does nothing.
+        """
+        if self.tool_span is not None:
+            self.tool_span.set_attribute(UNFINISHED, True)
+            self.tool_span.end()
+            self.tool_span = None
+        if self.run_span is not None and not self.ended:
+            self.run_span.set_attribute(UNFINISHED, True)
+            self.run_span.end()
+        self.ended = True
 
 
 def _end(span: Any, attrs: Any) -> None:
@@ -275,12 +300,12 @@ def model_call_attributes(call: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_model_call(tracer: Any, call: dict[str, Any], start_ns: int, end_ns: int) -> None:
-    """One finished model call as a CLIENT span named ``chat {model}``, in the current context."""
+    """One finished model call as a CLIENT span named ``chat {model}`` (``chat`` when no model is named)."""
     _require()
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     span = tracer.start_span(
-        f"chat {call.get('model')}",
+        f"chat {call.get('model') or ''}".rstrip(),
         kind=SpanKind.CLIENT,
         attributes=model_call_attributes(call),
         start_time=start_ns,

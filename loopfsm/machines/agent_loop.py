@@ -322,8 +322,9 @@ def recover(m: Any, ctx: Any, *, error_class: str | None) -> None:
 
 @REGISTRY.action
 def give_up(m: Any, ctx: Any, *, error_class: str) -> None:
-    """Fail with ``error_class`` from recovering, keeping the failure recovered from as ``last_error_class``."""
-    _enter_failure(ctx, error_class, m.state_data["error_class"])
+    """Fail with ``error_class`` because no attempt is left, keeping the tool's own failure as ``last_error_class``:
+    the feed's ``error_class`` (a retryable ``tool_failed`` on the last attempt), else the one recovering holds."""
+    _enter_failure(ctx, error_class, ctx.args.get("error_class") or m.state_data["error_class"])
 
 
 def _enter_failure(ctx: Any, error_class: str, last_error_class: str | None) -> None:
@@ -552,11 +553,21 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
         """The result is in: its status, size in bytes and validation are kept for traces, never its content."""
         self.feed("tool_succeeded", now, status, result_size, validation, policy=policy)
 
-    def tool_failed(self, error_class: str, transient: bool, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("tool_failed", error_class, transient, now, policy=policy)
+    def tool_failed(
+        self,
+        error_class: str,
+        transient: bool,
+        now: int,
+        *,
+        compensation: Compensation | None = None,
+        policy: PolicyArg = None,
+    ) -> None:
+        """The call failed; ``compensation`` is recorded if the run fails on it (no retry)."""
+        self.feed("tool_failed", error_class, transient, now, compensation, policy=policy)
 
-    def worker_lost(self, now: int, *, policy: PolicyArg = None) -> None:
-        self.feed("worker_lost", now, policy=policy)
+    def worker_lost(self, now: int, *, compensation: Compensation | None = None, policy: PolicyArg = None) -> None:
+        """The worker is gone; ``compensation`` is recorded if the run fails on it (no retry)."""
+        self.feed("worker_lost", now, compensation, policy=policy)
 
     def result_accepted(
         self,

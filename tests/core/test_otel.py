@@ -319,3 +319,66 @@ def test_the_tracing_page_attaches_a_run_as_it_says(spans):
     tracing.detach(run, scope["sink"])
     (tool,) = exporter.get_finished_spans()
     assert tool.name == "execute_tool search_docs" and scope["sink"].run_span.is_recording()
+
+
+def test_close_ends_the_spans_of_a_run_the_sink_stops_watching(spans):
+    from loopfsm.core.otel import UNFINISHED, OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10_000)
+    sink = OtelRunSpans.attach(run, tracer)
+    run.tool_proposed("send_email", arguments_hash({}), False, 0)
+    run.dispatch(1)
+    tracing.detach(run, sink)  # the worker shuts down mid-call; the run goes on elsewhere
+    assert exporter.get_finished_spans() == ()
+    sink.close()
+    sink.close()  # twice does nothing
+    tool, whole = exporter.get_finished_spans()
+    assert (tool.name, whole.name) == ("execute_tool send_email", "invoke_agent agent_loop")
+    assert tool.attributes[UNFINISHED] is True and whole.attributes[UNFINISHED] is True
+    assert whole.status.status_code.name == "UNSET" and "error.type" not in whole.attributes
+    with tracing.attached(run, sink):  # a record after close goes nowhere
+        run.tick(10_000)
+    assert len(exporter.get_finished_spans()) == 2
+
+
+def test_close_after_the_run_ended_changes_nothing(spans):
+    from loopfsm.core.otel import UNFINISHED, OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10)
+    sink = OtelRunSpans.attach(run, tracer)
+    run.tick(10)
+    tracing.detach(run, sink)
+    sink.close()
+    (whole,) = exporter.get_finished_spans()
+    assert UNFINISHED not in whole.attributes
+
+
+def test_auditing_a_restored_finished_run_exports_no_second_run(spans):
+    from loopfsm.core.otel import OtelRunSpans
+    from loopfsm.machines.agent_loop import AgentLoop, arguments_hash
+
+    tracer, exporter = spans
+    run = AgentLoop.new_run("run_1", "owner", 10_000)
+    run.tool_proposed("send_email", arguments_hash({}), False, 0)
+    run.dispatch(1)
+    run.tool_failed("http_500", False, 2)  # the run failed, and its spans were exported then
+    restored = AgentLoop.restore(run.snapshot())
+    with tracing.attached(restored, OtelRunSpans(tracer, restored.compiled)) as sink:
+        assert restored.resume(3) == "audit"
+        restored.tick(4)
+    assert exporter.get_finished_spans() == () and sink.run_span is None
+
+
+def test_a_model_call_span_is_named_after_the_model_or_the_operation_alone(spans):
+    from loopfsm.core.otel import record_model_call
+
+    tracer, exporter = spans
+    record_model_call(tracer, {"provider": "anthropic", "model": "claude-sonnet-4", "outcome": "success"}, 1, 2)
+    record_model_call(tracer, {"provider": "anthropic", "outcome": "timeout"}, 3, 4)  # the model was never named
+    named, unnamed = exporter.get_finished_spans()
+    assert (named.name, unnamed.name) == ("chat claude-sonnet-4", "chat")
+    assert unnamed.attributes["error.type"] == "timeout" and "gen_ai.request.model" not in unnamed.attributes

@@ -238,7 +238,7 @@ def test_three_attempts_by_default_then_failed():
         m.dispatch(11)
     assert m.state_data["attempt"] == 3
     m.tool_failed("timeout", True, 12)
-    assert m.state == "failed" and m.state_data == failed_with("timeout")
+    assert m.state == "failed" and m.state_data == failed_with("attempts_exhausted", "timeout")
 
 
 def test_attempt_limit_is_policy():

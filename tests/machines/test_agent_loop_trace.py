@@ -289,3 +289,41 @@ def test_an_approval_request_cannot_drop_or_change_the_proposals_facts():
         assert m.snapshot() == before
     m.approval_required("alice", 50_000, "payment", 1, call_id="toolu_01", tool_type="function")  # the same: fine
     assert m.state == "awaiting_approval" and m.data.call_id == "toolu_01"
+
+
+def test_a_call_that_fails_for_good_reports_its_compensation():
+    # executing_tool -> failed (a final error, or a lost worker on a call that may not run again)
+    # is where a non-idempotent call's side effects matter most: the driver can say how they stand.
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("http_400", False, 2, compensation="pending"))
+    assert (r.to_state, r.attributes["agent_loop.compensation"]) == ("failed", "pending")
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0, idempotent=False)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.worker_lost(2, compensation="failed"))
+    assert (r.to_state, r.attributes["agent_loop.compensation"]) == ("failed", "failed")
+    assert m.state_data == {"error_class": "worker_lost", "last_error_class": None, "compensation": "failed"}
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("timeout", True, 2, compensation="done"))  # retried: nothing failed yet
+    assert r.to_state == "recovering" and "agent_loop.compensation" not in r.attributes
+
+
+def test_a_retryable_failure_on_the_last_attempt_says_attempts_exhausted():
+    # the same cause as dispatch's no_attempts_left, so the same words: the run failed because no
+    # attempt was left (agent_loop.error_class), the tool's own class stays in error.type
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1, policy={"max_attempts": 1})
+    (r,) = traced(lambda: m.tool_failed("timeout", True, 2, policy={"max_attempts": 1}))
+    assert (r.branch, r.to_state) == ("attempts_exhausted", "failed")
+    assert (r.attributes["agent_loop.error_class"], r.attributes["error.type"]) == ("attempts_exhausted", "timeout")
+    assert m.state_data["last_error_class"] == "timeout"
+    m = AgentLoop.new_run("r", "o")
+    proposal(m, 0)
+    m.dispatch(1)
+    (r,) = traced(lambda: m.tool_failed("http_400", False, 2))  # not transient: the tool's own class, as before
+    assert (r.branch, r.attributes["agent_loop.error_class"]) == ("final", "http_400")

@@ -197,7 +197,17 @@ def test_wide_machines_are_laid_out_top_to_bottom():
 
 @pytest.mark.parametrize(
     ("ms", "text"),
-    [(86_400_000, "24 h"), (30_000, "30 s"), (90_000, "90 s"), (900_000, "15 min"), (1500, "1500 ms"), (0, "0 ms")],
+    [
+        (86_400_000, "24 h"),
+        (30_000, "30 s"),
+        (90_000, "90 s"),
+        (900_000, "15 min"),
+        (1500, "1500 ms"),
+        (0, "0 ms"),
+        (90_061_000, "25 h 1 min 1 s"),
+        (3_599_999, "59 min 59 s 999 ms"),
+        (36_000_000_000, "10000 h"),
+    ],
 )
 def test_durations_read_in_units(ms, text):
     assert duration(ms) == text

@@ -181,7 +181,7 @@ def test_agent_loop_branches_keep_table_order_guards_and_refusals():
     config = machine_config(spec("agent_loop"))
     states = config["states"]
     failed = states["executing_tool"]["on"]["tool_failed"]
-    assert [t["meta"]["branch"] for t in failed] == ["deadline", "retryable", "final"]
+    assert [t["meta"]["branch"] for t in failed] == ["deadline", "retryable", "attempts_exhausted", "final"]
     assert failed[1]["target"] == "recovering"
     assert failed[1]["guard"] == {
         "type": "loopfsm.and",
@@ -193,7 +193,7 @@ def test_agent_loop_branches_keep_table_order_guards_and_refusals():
             ]
         },
     }
-    assert failed[2]["actions"] == [
+    assert failed[3]["actions"] == [
         {"type": "clamp_clock"},
         {"type": "fail_with", "params": {"error_class": None}},
     ]

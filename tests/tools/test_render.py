@@ -297,3 +297,17 @@ def test_shipped_machines_fold_only_feeds_that_move():
     # hand_off only stays once "past the deadline" is drawn from the note: most live states take it.
     assert ov.shared == [] and "hand_off (not in executing_tool)" in ov.any_stays
     assert "hand_off" not in "".join(line for e in ov.edges for line in e.lines())
+
+
+def test_mermaid_spells_a_less_than_sign_so_words_are_not_read_as_html():
+    # Mermaid reads a label as HTML: "<open>" would vanish from the picture, "<b>" would bolden it.
+    turnstile = (ROOT / "machines" / "turnstile.yaml").read_text()
+    turnstile = turnstile.replace("description: it clicks open", "description: 'it clicks <open> & a<b'")
+    mmd = mermaid.state_diagram(loader.parse(turnstile))
+    assert "it clicks #lt;open> & a#lt;b" in mmd and "<" not in mmd
+    loop = (ROOT / "machines" / "agent_loop.yaml").read_text()
+    loop = loop.replace(
+        "description: the run is no longer valid; feed tick", "description: the run is <gone>; feed tick"
+    )
+    chart = mermaid.decision_flowchart(loader.parse(loop), loader.parse(loop).decisions["resume"])
+    assert "#lt;gone>" in chart and "<" not in chart.replace("<br/>", "")

@@ -133,3 +133,13 @@ def test_a_refused_or_illegal_feed_makes_no_record_as_the_traced_section_says():
         with pytest.raises(FeedRefused):
             m.tool_proposed("refund", "sha256:nothex", True, 1)
     assert records == []
+
+
+def test_a_less_than_sign_in_words_is_drawn_not_read_as_html():
+    from loopfsm.review.render import render as render_files
+
+    text = (ROOT / "machines" / "turnstile.yaml").read_text()
+    text = text.replace("description: The arm turns for one person.", "description: 'turns <b>once</b>, `a<b` in code'")
+    sheet = render_files(loader.parse(text), ["md"])["turnstile.md"]
+    row = next(line for line in sheet.splitlines() if line.startswith("| `unlocked` |"))
+    assert "turns &lt;b>once&lt;/b>, `a<b` in code" in row

@@ -9,18 +9,28 @@ from loopfsm.core.spec import Branch, Decision, Ref, Rule, Spec, policy_ref
 
 
 _UNITS = (("h", 3_600_000), ("min", 60_000), ("s", 1_000))
+_MOST = 10_000  # a count this large is spelled in parts
 
 
 def duration(ms: int) -> str:
     """Milliseconds as a reviewer reads them: the largest unit that divides exactly, up to hours.
 
     86400000 -> "24 h", 30000 -> "30 s", 90000 -> "90 s", 1500 -> "1500 ms".
-    Hours are the top unit: "24 h" is how a time-to-live is usually said.
+    Hours are the top unit: "24 h" is how a time-to-live is usually said.  A
+    count that would reach five digits is spelled in parts instead, still
+    exact: 90061000 -> "25 h 1 min 1 s", not "90061 s".
     """
     for unit, size in _UNITS:
-        if ms and ms % size == 0:
+        if ms and ms % size == 0 and abs(ms) // size < _MOST:
             return f"{ms // size} {unit}"
-    return f"{ms} ms"
+    if abs(ms) < _MOST:
+        return f"{ms} ms"
+    rest, parts = abs(ms), []
+    for unit, size in (*_UNITS, ("ms", 1)):
+        count, rest = divmod(rest, size)
+        if count:
+            parts.append(f"{count} {unit}")
+    return ("-" if ms < 0 else "") + " ".join(parts)
 
 
 def is_duration(name: str, v: Any) -> bool:

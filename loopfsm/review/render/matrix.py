@@ -57,7 +57,7 @@ def _fields_table(title: str, fields: dict[str, FieldDef]) -> list[str]:
     for f in fields.values():
         t = f.type + ("[]" if f.list else "") + ("?" if f.nullable else "")
         d = "" if f.default is MISSING else json.dumps(f.default)
-        out.append(f"| `{f.name}` | {t} | {d} | {_esc(f.description)} |")
+        out.append(f"| `{f.name}` | {t} | {d} | {review.prose(f.description)} |")
     return out + [""]
 
 
@@ -74,7 +74,7 @@ def _invariants_table(spec: Spec) -> list[str]:
         else:
             prop = holds
         states = ", ".join(inv.states) if inv.states else "any"
-        out.append(f"| `{inv.name}` | {inv.kind} | {states} | {prop} | {_esc(inv.description)} |")
+        out.append(f"| `{inv.name}` | {inv.kind} | {states} | {prop} | {review.prose(inv.description)} |")
     out.append("")
     return out
 
@@ -91,7 +91,7 @@ def review_sheet(spec: Spec) -> str:
     out += ["## States", "", "| state | kind | description |", "| --- | --- | --- |"]
     for s in spec.states.values():
         kind = ", ".join(["initial"] * s.initial + ["terminal"] * s.terminal + [f"`{t}`" for t in s.tags])
-        out.append(f"| `{state_title(spec, s.name)}` | {kind} | {_esc(s.description)} |")
+        out.append(f"| `{state_title(spec, s.name)}` | {kind} | {review.prose(s.description)} |")
     out.append("")
     # Each feed's sources are worked out once, for the review and the matrix alike
     # (once per cell made the sheet of a 5,000-state machine quadratic).
@@ -119,7 +119,7 @@ def review_sheet(spec: Spec) -> str:
         for ev in spec.events.values():
             args = ", ".join(f"{a.name}: {a.type}{'[]' if a.list else ''}" for a in ev.args.values())
             before = ", ".join(f"`{ref_label(spec, a)}`" for a in ev.before)
-            out.append(f"| `{ev.name}` | {args} | {_esc(before)} | {_esc(ev.description)} |")
+            out.append(f"| `{ev.name}` | {args} | {_esc(before)} | {review.prose(ev.description)} |")
         out.append("")
     if spec.policy:
         out += [
@@ -138,7 +138,7 @@ def review_sheet(spec: Spec) -> str:
                 if x
             )
             default = json.dumps(p.default) + (f" ({duration(p.default)})" if is_duration(p.name, p.default) else "")
-            out.append(f"| `{p.name}` | {p.type} | {default} | {bounds} | {_esc(p.description)} |")
+            out.append(f"| `{p.name}` | {p.type} | {default} | {bounds} | {review.prose(p.description)} |")
         out.append("")
     out += _fields_table("Data", spec.data)
     for d in spec.decisions.values():
@@ -146,7 +146,7 @@ def review_sheet(spec: Spec) -> str:
         if d.args:
             out += ["| argument | type | description |", "| --- | --- | --- |"]
             for a in d.args.values():
-                out.append(f"| `{a.name}` | {_field_type(a)} | {_esc(a.description)} |")
+                out.append(f"| `{a.name}` | {_field_type(a)} | {review.prose(a.description)} |")
             out.append("")
         out += ["| # | rule | in states | guard | answer |", "| --- | --- | --- | --- | --- |"]
         for i, r in enumerate(d.rules, 1):
@@ -164,14 +164,14 @@ def review_sheet(spec: Spec) -> str:
                 if o.error is None
                 else (f"`{o.error}`" if isinstance(o.error, str) else f"the outcome's `{o.error['field']}`")
             )
-            out.append(f"| `{o.name}` | {err} | {_esc(o.description)} |")
+            out.append(f"| `{o.name}` | {err} | {review.prose(o.description)} |")
         out.append("")
     if spec.invariants:
         out += _invariants_table(spec)
     excused = [r for r in rows_of(spec.source.doc) if r.excuse]
     if excused:
         out += ["## Rows excused from transition coverage", "", "| row | why no test takes it |", "| --- | --- |"]
-        out += [f"| {r.kind} `{r.name}` | {_esc(r.excuse or '')} |" for r in excused]
+        out += [f"| {r.kind} `{r.name}` | {review.prose(r.excuse or '')} |" for r in excused]
         out.append("")
     out += review.traced(spec)
     out += ["## State diagram", "", "```mermaid", mermaid.state_diagram(spec).rstrip(), "```", ""]

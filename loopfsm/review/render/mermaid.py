@@ -13,9 +13,14 @@ from .labels import branch_label, chain_steps, decision_signature, ref_label, ru
 from .overview import ANY, ANYWHERE, Edge, overview, short
 
 
+def _html_safe(s: str) -> str:
+    # Mermaid reads a label as HTML, where "<open>" would vanish: its entity code #lt; draws "<".
+    return s.replace("<", "#lt;")
+
+
 def _text(s: str) -> str:
     # Mermaid ends a transition label at a newline and a flowchart label at a quote.
-    return s.replace('"', "'").replace(":", " -").replace("\n", " ")
+    return _html_safe(s.replace('"', "'").replace(":", " -").replace("\n", " "))
 
 
 MAX_LINE = 120
@@ -95,7 +100,7 @@ RHOMBUS = 40  # characters a decision rhombus carries per line; a rhombus grows 
 
 def _quoted(s: str) -> str:
     # Inside a quoted flowchart label only a quote or a newline ends the text; colons may stay.
-    return s.replace('"', "'").replace("\n", " ")
+    return _html_safe(s.replace('"', "'").replace("\n", " "))
 
 
 def _question(i: int, r: Rule) -> str:

@@ -33,6 +33,13 @@ def _esc(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def prose(s: str) -> str:
+    """A description in a table cell: as :func:`_esc`, and a ``<`` outside code spans as ``&lt;``,
+    so the Markdown reader draws it instead of taking ``<b>`` or ``<open>`` as HTML."""
+    parts = _esc(s).split("`")
+    return "`".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
+
+
 @dataclass(frozen=True)
 class Around:
     """One branch that enters or leaves a recovering state: its feed, ends, stable name and guards."""
@@ -250,5 +257,5 @@ def traced(spec: Spec) -> list[str]:
         "| --- | --- | --- | --- |",
     ]
     for a in attrs:
-        out.append(f"| `{a.name}` | {_source(spec, a)} | {_where(spec, a)} | {_esc(_description(spec, a))} |")
+        out.append(f"| `{a.name}` | {_source(spec, a)} | {_where(spec, a)} | {prose(_description(spec, a))} |")
     return out + [""]
