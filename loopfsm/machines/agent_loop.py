@@ -294,13 +294,10 @@ def clamp_clock(m: Any, ctx: Any) -> None:
     m.data.last_now = now_of(m, ctx)
 
 
-#: States whose tool call's side effects are unresolved if the run expires there.
-_SIDE_EFFECTS_UNRESOLVED = frozenset({"executing_tool", "recovering"})
-
-
 @REGISTRY.action
-def expire(m: Any, ctx: Any, *, reason: str) -> None:
-    ctx.enter(reason=reason, pending_side_effects=ctx.source in _SIDE_EFFECTS_UNRESOLVED)
+def expire(m: Any, ctx: Any, *, reason: str, side_effects_pending_in: list[str]) -> None:
+    """Enter expired with ``reason``; side effects are pending when the run left one of the states the table names."""
+    ctx.enter(reason=reason, pending_side_effects=ctx.source in side_effects_pending_in)
 
 
 @REGISTRY.action
