@@ -29,7 +29,7 @@ import pytest
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.store import open_store
 
-from tests.support.router_support import free_port, wait_until_up
+from tests.support.router_support import free_port, stop, wait_until_up
 from tests.support.store_support import store_url  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -168,13 +168,7 @@ def served(store_url, tmp_path):  # noqa: F811
         wait_until_up(f"http://127.0.0.1:{port}", proc, lambda: log.read_text()[-2000:])
         yield url, prefix, f"http://127.0.0.1:{port}", markers, proc, log
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop(proc)
 
 
 @pytest.mark.slow
