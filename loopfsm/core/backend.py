@@ -8,17 +8,17 @@ feed has no branch from raises :class:`IllegalFeed` (or is ignored, in a
 terminal state the table says ignores it); when every guard failed, the table's
 ``otherwise`` says stay or raise :class:`NoBranchMatched`.
 
-This is loopfsm's own code, not the ``transitions`` library: instances run
-feeds here.  :meth:`loopfsm.core.compiler.CompiledMachine.to_transitions` builds a
-stock ``transitions.Machine`` from the same branches, and a differential test
-drives both with the same feeds.  Guards and actions are bound to their YAML
+This is loopfsm's own code, not the ``transitions`` library: instances made
+with ``engine="interpreter"`` run feeds here; by default they run on a stock
+``transitions.Machine`` built from the same branches (:mod:`loopfsm.core.engines`),
+and a differential test drives both with the same feeds.  Guards and actions are bound to their YAML
 parameters by :mod:`loopfsm.core.binding`, once per policy object.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .binding import Bound, Call, Guard, PerPolicy, all_hold, bind, bind_guard
@@ -36,9 +36,24 @@ class FeedData:
     answers (a breaker's ``acquire``), and ``result`` whether a branch was taken.
     ``memo`` is scratch for guards and actions of one feed that compute the same
     value; it is unset until one does, so read it with ``getattr(ctx, "memo", None)``.
+    ``bound`` is set by the ``transitions`` engine: the feed's guards and
+    actions bound for ``policy``, which its conditions and callbacks call
+    (see :mod:`loopfsm.core.engines`).
     """
 
-    __slots__ = ("event", "model", "args", "policy", "source", "enter_data", "transition", "result", "reply", "memo")
+    __slots__ = (
+        "event",
+        "model",
+        "args",
+        "policy",
+        "source",
+        "enter_data",
+        "transition",
+        "result",
+        "reply",
+        "memo",
+        "bound",
+    )
     # No __init__: whoever makes one sets every field but ``memo`` (see :func:`feed_data`).  Feed.run
     # sets them itself: a Python ``__init__`` frame measured about a quarter of a turnstile feed.
     event: Any
@@ -50,6 +65,7 @@ class FeedData:
     transition: Branch | None
     result: bool
     reply: Any
+    bound: tuple[Callable[[Any, Any], Any], ...]
 
     def enter(self, **data: Any) -> None:
         """Set data of the state this branch enters (``ctx.enter(turn=3)``)."""

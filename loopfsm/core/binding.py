@@ -5,9 +5,9 @@ fixed (``by: 1``), some read from the policy (``fare: {policy: fare}``).  The
 compiler turns each reference into a :class:`Call` once (an ``any:`` guard into
 an :class:`AnyOf` of them); :func:`bind` and :func:`bind_guard` turn those into
 callables for one policy object.  This is the only place parameters are bound
-and ``negate``, ``any:`` and a branch's ``when:`` are implemented: feeds, decision chains, trace
-attributes and the ``transitions`` machine of :mod:`loopfsm.core.transitions_machine`
-all call what these two functions return.
+and ``negate``, ``any:`` and a branch's ``when:`` are implemented: both engines of
+:mod:`loopfsm.core.engines`, decision chains and trace attributes all call what
+these two functions return.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def condition_of(condition: Condition) -> Call:
 
     It is registered-guard shaped on purpose: with ``reads`` naming its
     argument, every path that runs branches (feeds, ``can``, the narrowing of
-    :class:`~loopfsm.core.backend.Feed` per enum value, the ``transitions`` machine)
+    :class:`~loopfsm.core.backend.Feed` per enum value, the ``transitions`` engine)
     treats it exactly as it treats the guards after it.
     """
     arg, values = condition.arg, condition.values

@@ -46,8 +46,8 @@ _RESERVED_ARGS = frozenset({"self", "policy", "event"})
 #: The public names of every instance (``MachineInstance``'s API and ``compiled``), which a feed must not
 #: shadow.  Listed, not read off the class: the runtime sits above the checker.  A test pins the two equal.
 INSTANCE_API = frozenset(
-    {"allowed_feeds", "can", "compiled", "data", "decide", "explain", "feed", "is_terminal"}
-    | {"policy_class_name", "restore", "snapshot", "state", "state_data"}
+    {"allowed_feeds", "can", "compiled", "data", "decide", "engine", "explain", "feed", "is_terminal", "machine"}
+    | {"may_trigger", "policy_class_name", "restore", "snapshot", "state", "state_data", "trigger"}
 )
 
 

@@ -19,10 +19,11 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 from collections.abc import Callable
 
 from .backend import Branch, Feed
+from .engines import EngineName, Engines, InterpreterEngine, TransitionsEngine
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, condition_of, guard_of
 from .errors import (
     FeedArgumentError,
@@ -44,6 +45,9 @@ from .fieldcodecs import field_decoder, field_encoder, fields_validator, limits,
 from .spec import MISSING, FieldDef, Spec
 from . import tracing as _tracing
 from .tracing import branch_name, compile_attributes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transitions import Machine
 
 _PY_POLICY = {"integer": int, "boolean": bool, "string": str, "number": float}
 
@@ -319,6 +323,7 @@ class CompiledMachine:
             self.decisions[d.name] = {s: tuple(rs) for s, rs in rules.items()}
         self._bound_rules: PerPolicy[dict[tuple[str, str], tuple[BoundRule, ...]]] = PerPolicy(lambda _: {})
 
+        self.engines = Engines(self)
         self.trace_attributes = compile_attributes(spec, lambda ref: _policy_bound(call_of(registry, "result", ref)))
         # Snapshot validators are compiled on the first restore (most processes never restore),
         # and only for field sets that exist: a state without data needs no validator.
@@ -381,15 +386,6 @@ class CompiledMachine:
             )
         return found
 
-    def to_transitions(self, policy: Any = None, machine_class: Any = None, **options: Any) -> Any:
-        """A stock ``transitions.Machine`` (or ``machine_class``, an extension of it) running this table.
-
-        Its model's triggers are the feeds; see :mod:`loopfsm.core.transitions_machine`.
-        """
-        from .transitions_machine import to_transitions
-
-        return to_transitions(self, policy, machine_class, **options)
-
     # Snapshot codecs per field, made on the first snapshot or restore (most processes do neither).
     @functools.cached_property
     def data_encoders(self) -> dict[str, Callable[[Any], Any]]:
@@ -449,12 +445,45 @@ class CompiledMachine:
             return self.registry.errors[err](self.spec.outcomes[outcome_name].description)
         return getattr(outcome, err["field"])
 
-    def new(self) -> MachineInstance:
-        return self.Instance()
+    def new(
+        self,
+        *,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> MachineInstance:
+        """A new instance (see :class:`~loopfsm.core.runtime.MachineInstance` for the keywords)."""
+        return self.Instance(engine=engine, machine_class=machine_class, machine_options=machine_options)
 
-    def restore(self, snap: Mapping[str, Any]) -> MachineInstance:
-        instance: MachineInstance = self.Instance.restore(snap)
+    def restore(
+        self,
+        snap: Mapping[str, Any],
+        *,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> MachineInstance:
+        """The instance ``snap`` records, on the engine named (see :meth:`MachineInstance.restore`)."""
+        instance: MachineInstance = self.Instance.restore(
+            snap, engine=engine, machine_class=machine_class, machine_options=machine_options
+        )
         return instance
+
+    def engine_for(
+        self,
+        instance: MachineInstance,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> InterpreterEngine | TransitionsEngine:
+        """The engine ``instance`` runs on (:meth:`loopfsm.core.engines.Engines.for_instance`)."""
+        return self.engines.for_instance(instance, engine, machine_class, machine_options)
+
+    @property
+    def machine(self) -> Machine:
+        """The stock ``transitions.Machine`` that instances of :attr:`Instance` without a machine of their
+        own run on (see :attr:`MachineInstance.machine`)."""
+        return self.engines.shared(self.Instance).machine
 
     @functools.cached_property
     def codec_versions(self) -> dict[str, int]:

@@ -8,15 +8,19 @@ and a snapshot is just those values as JSON.
 from __future__ import annotations
 
 import sys
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from . import tracing as _tracing
 from .binding import all_hold
+from .engines import EngineName
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
 from .shape import Shape
 from .spec import Spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transitions import Machine
 
 SNAPSHOT_FORMAT = 2
 # Format 1 (no version, no shape) is still read: under the same fingerprint it restores as it always did.
@@ -127,6 +131,13 @@ class Tables(Protocol):
     def state_decoders(self) -> Mapping[str, Mapping[str, Callable[[Any], Any]]]: ...
 
     def policy(self, value: Any = None) -> Any: ...
+    def engine_for(
+        self,
+        instance: Any,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> Any: ...
     def decision_rules(self, decision: str, state: str, policy: Any) -> tuple[Any, ...]: ...
     def check_snapshot(self, snap: Mapping[str, Any]) -> Mapping[str, Any]: ...
 
@@ -156,20 +167,68 @@ class MachineInstance(_tracing.Traced):
     Diagrams of an instance come from :func:`loopfsm.review.render.render_instance`.
     """
 
-    __slots__ = ("_state", "state_data", "data")
+    __slots__ = ("_state", "state_data", "data", "_engine")
     compiled: ClassVar[Tables] = _NotBound()  # type: ignore[assignment]
     policy_class_name: ClassVar[str | None] = None
 
-    def __init__(self) -> None:
+    def __new__(
+        cls,
+        *args: Any,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """An instance of ``cls``; one with a machine of its own is of :func:`own_machine_class` ``(cls)``."""
+        if machine_class is None and not machine_options:
+            return object.__new__(cls)
+        return object.__new__(own_machine_class(cls))
+
+    def __init__(
+        self,
+        *,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        """A new instance in the initial state, with the YAML's data defaults.
+
+        ``engine`` is ``"transitions"`` or ``"interpreter"`` (default: the
+        process's, see :mod:`loopfsm.core.engines`).  ``machine_class`` (a
+        ``transitions`` extension such as ``LockedMachine`` or ``GraphMachine``)
+        and ``machine_options`` (its constructor's keywords, such as
+        ``after_state_change``) give the instance a ``transitions`` machine of
+        its own, with the instance registered as its model.
+        """
         c = self.compiled
         self._state: str = c.initial
         self.state_data: dict[str, Any] = {}
         self.data: Any = c.Data()
+        self._engine: Any = c.engine_for(self, engine, machine_class, machine_options)
 
     @property
     def state(self) -> str:
         """The current state's name."""
         return self._state
+
+    @property
+    def engine(self) -> EngineName:
+        """The engine this instance runs its feeds on: ``"transitions"`` or ``"interpreter"``."""
+        name: EngineName = self._engine.name
+        return name
+
+    @property
+    def machine(self) -> Machine:
+        """The ``transitions.Machine`` this instance's feeds run on.
+
+        Shared by every instance of the class that has no machine of its own
+        (as one ``transitions`` machine serves many models): a callback added
+        to it (``machine.on_enter_Open(alert)``) fires for all of them.  An
+        instance made with ``machine_class=`` or ``machine_options=`` has its
+        own, with this instance as its model.  An instance on the interpreter
+        has none and raises :class:`~loopfsm.core.errors.ConfigError`.
+        """
+        machine: Machine = self._engine.machine
+        return machine
 
     # -- feeding ------------------------------------------------------------
     def feed(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> Any:
@@ -178,6 +237,19 @@ class MachineInstance(_tracing.Traced):
         Arguments are checked against the table before any guard runs, so a bad
         call changes nothing.
         """
+        return self._run(event, args, kwargs, policy).reply
+
+    def trigger(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
+        """Feed ``event`` as ``transitions``' ``model.trigger`` does: True when a branch was taken.
+
+        False when the state ignores the feed, or stays because no guard held;
+        errors are :meth:`feed`'s, and a feed that raises changes nothing.
+        """
+        taken: bool = self._run(event, args, kwargs, policy).result
+        return taken
+
+    def _run(self, event: str, args: tuple[Any, ...], kwargs: dict[str, Any], policy: PolicyArg) -> Any:
+        """Bind the arguments and the policy, then run the feed on this instance's engine; its ``FeedData``."""
         c = self.compiled
         try:
             ev, bind = c.feed_table[event]
@@ -196,11 +268,15 @@ class MachineInstance(_tracing.Traced):
             policy = c.policy(policy)
         if _tracing.ACTIVE:
             before = _tracing.feed_starting(self, bound, policy)
-            done = ev.run(self, bound, policy)
+            done = self._engine.run(ev, self, bound, policy)
             _tracing.feed_done(self, event, done, before)
         else:
-            done = ev.run(self, bound, policy)
-        return done.reply
+            done = self._engine.run(ev, self, bound, policy)
+        return done
+
+    def may_trigger(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
+        """``transitions``' name for :meth:`can`."""
+        return self.can(event, *args, policy=policy, **kwargs)
 
     def can(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
         """Would feed ``event`` be accepted now?  Answered from the table; nothing changes.
@@ -274,8 +350,20 @@ class MachineInstance(_tracing.Traced):
         }
 
     @classmethod
-    def restore(cls, snap: Mapping[str, Any]) -> Any:
-        """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing."""
+    def restore(
+        cls,
+        snap: Mapping[str, Any],
+        *,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """Rebuild an instance from :meth:`snapshot`, or raise :class:`SnapshotError` and build nothing.
+
+        The snapshot does not record an engine: ``engine``, ``machine_class``
+        and ``machine_options`` are those of the constructor, and a snapshot
+        taken on one engine restores on the other.
+        """
         c = cls.compiled
         snap = c.check_snapshot(snap)  # the values to decode: migrated and defaulted when the shape was older
         try:
@@ -288,17 +376,46 @@ class MachineInstance(_tracing.Traced):
             raise
         except Exception as err:
             raise SnapshotError(f"{c.name}: snapshot field could not be decoded: {err}") from err
-        inst = cls.__new__(cls)
+        inst = cls.__new__(cls, machine_class=machine_class, machine_options=machine_options)
         state = snap["state"]
         inst._state = sys.intern(state) if type(state) is str else state  # as the compiled tables' names are
         inst.state_data = state_data
         inst.data = data
+        inst._engine = c.engine_for(inst, engine, machine_class, machine_options)
         return inst
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickle as a snapshot: unpickling restores (and so validates) it."""
-        return (type(self).restore, (self.snapshot(),))
+        """Pickle as a snapshot: unpickling restores (and so validates) it, on the default engine.
+
+        A machine of its own is code (callbacks, an extension), not data, so it is not pickled.
+        """
+        cls = type(self)
+        return (cls.__dict__.get("_plain_class", cls).restore, (self.snapshot(),))
 
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
         return f"<{type(self).__name__} {self._state}{'(' + sd + ')' if sd else ''}>"
+
+
+_OWN_MACHINE_CLASSES: dict[type, type] = {}
+
+
+def own_machine_class(cls: type[MachineInstance]) -> type[MachineInstance]:
+    """``cls`` with a ``__dict__``: the class of its instances that have a ``transitions`` machine of their own.
+
+    ``Machine.add_model`` sets attributes on its model (``is__state_Open``,
+    ``GraphMachine``'s ``get_graph``), which the slots of a plain instance do
+    not take.  Plain instances keep their slots: a misspelt attribute stays an
+    error, and an instance costs what it did.
+    """
+    found = _OWN_MACHINE_CLASSES.get(cls)
+    if found is None:
+        namespace = {
+            "__module__": cls.__module__,
+            "__qualname__": cls.__qualname__,
+            "__doc__": cls.__doc__,
+            "compiled": cls.compiled,
+            "_plain_class": cls,
+        }
+        found = _OWN_MACHINE_CLASSES.setdefault(cls, type(cls.__name__, (cls,), namespace))
+    return found

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, shown
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.engines import EngineName
 from loopfsm.core.runtime import PolicyArg
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transitions import Machine
 
 REGISTRY = Registry("fallback_breaker")
 
@@ -205,14 +210,21 @@ class FallbackBreaker(DeclaredMachine, machine="fallback_breaker", registry=REGI
 
     __slots__ = ()
 
-    def __init__(self, name: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> None:
         if name is None:
             from secrets import token_hex  # noqa: PLC0415 - hmac and OpenSSL load only when a breaker names itself
 
             name = "fallback-" + token_hex(6)
         if type(name) is not str:
             raise FeedArgumentError(f"fallback_breaker: a name is a string, got {type(name).__name__} {shown(name)}")
-        super().__init__()
+        super().__init__(engine=engine, machine_class=machine_class, machine_options=machine_options)
         self.data.name = name
 
     def route(self, now: int, *, policy: PolicyArg = None) -> Route | FailFast:

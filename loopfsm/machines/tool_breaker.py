@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
+from loopfsm.core.engines import EngineName
 from loopfsm.core.runtime import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -371,6 +372,7 @@ class ToolHealth:
     policy: Any = None
     overrides: dict[str, Any] | None = None
     machine: CompiledMachine | None = None
+    engine: EngineName | None = None  # the engine of its breakers (None: the process's default)
 
     def __post_init__(self) -> None:
         # A router runs tools from a thread pool, so one ToolHealth is shared between
@@ -404,7 +406,7 @@ class ToolHealth:
 
     def _new(self, tool: str) -> Any:
         assert self.machine is not None
-        b = self.machine.new()
+        b = self.machine.new(engine=self.engine)
         b.data.tool = tool
         return b
 
@@ -495,8 +497,9 @@ class ToolHealth:
         policy: Any = None,
         overrides: dict[str, Any] | None = None,
         machine: CompiledMachine | None = None,
+        engine: EngineName | None = None,
     ) -> ToolHealth:
-        health = cls(policy, overrides, machine)
+        health = cls(policy, overrides, machine, engine)
         assert health.machine is not None
         m = health.machine
         if (
@@ -517,7 +520,7 @@ class ToolHealth:
         raw = snap.get("breakers", {})
         if not isinstance(raw, dict):
             raise SnapshotError("tool_health: refusing snapshot: breakers must be a JSON object")
-        breakers = {tool: m.restore(s) for tool, s in raw.items()}
+        breakers = {tool: m.restore(s, engine=engine) for tool, s in raw.items()}
         for tool, b in breakers.items():
             if b.data.tool != tool:
                 raise SnapshotError(

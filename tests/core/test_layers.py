@@ -110,8 +110,8 @@ def allowed(importer: str, imported: str) -> bool:
 def test_the_graph_sees_imports_inside_functions_and_type_checking_blocks():
     graph = import_graph()
     assert "loopfsm.core.compiler" in graph["loopfsm.core.declared"]  # a top-level import
-    assert "loopfsm.core.transitions_machine" in graph["loopfsm.core.compiler"]  # imported on first use
-    assert "loopfsm.core.runtime" in graph["loopfsm.core.transitions_machine"]  # under TYPE_CHECKING
+    assert "loopfsm.machines.breaker_values" in graph["loopfsm.machines.engine_values"]  # inside a function
+    assert "loopfsm.machines.agent_loop" in graph["loopfsm.machines"]  # under TYPE_CHECKING
     assert shortest_cycle({"a": {"b"}, "b": {"c", "a"}, "c": {"a"}}) == ["a", "b", "a"]
     assert shortest_cycle({"a": {"b"}, "b": set()}) is None
 

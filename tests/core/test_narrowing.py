@@ -1,4 +1,7 @@
-"""Guards registered with ``reads=``: branch lists narrowed once per value of an enum argument."""
+"""Guards registered with ``reads=``: the interpreter narrows branch lists once per value of an enum argument.
+
+Narrowing is the interpreter's: the ``transitions`` engine asks every guard in order, as its conditions.
+"""
 
 from __future__ import annotations
 
@@ -66,7 +69,7 @@ def machine(honest: bool = True):
 
 def test_branches_follow_the_table_and_the_guard_is_asked_once_per_value():
     c, asked = machine()
-    m = c.new()
+    m = c.new(engine="interpreter")
     m.report("bad")
     answered_once = len(asked)
     assert answered_once > 0
@@ -84,7 +87,7 @@ def test_branches_follow_the_table_and_the_guard_is_asked_once_per_value():
 
 def test_skip_takes_the_any_guard_at_once():
     c, _ = machine()
-    m = c.new()
+    m = c.new(engine="interpreter")
     m.report("skip")
     assert m.state == "shut" and m.data.log == ["shut"]
 
@@ -92,4 +95,4 @@ def test_skip_takes_the_any_guard_at_once():
 def test_a_guard_that_reads_more_than_it_declared_is_named():
     c, _ = machine(honest=False)
     with pytest.raises(RegistryError, match="guard 'outcome_is' is registered with reads=\\['outcome'\\]"):
-        c.new().report("ok")
+        c.new(engine="interpreter").report("ok")

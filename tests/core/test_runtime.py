@@ -325,13 +325,15 @@ def test_descriptions_do_not_change_the_fingerprint(C):
     assert reworded.fingerprint == C.fingerprint
 
 
-def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
+def test_instances_share_one_transitions_machine_and_never_join_it(C, monkeypatch):
+    """No machine per instance and no model registered: creating and dropping instances costs no machine work."""
     calls = []
     orig_init = transitions.Machine.__init__
     monkeypatch.setattr(
         transitions.Machine, "__init__", lambda self, *a, **k: (calls.append("init"), orig_init(self, *a, **k))[1]
     )
     monkeypatch.setattr(transitions.Machine, "add_model", lambda *a, **k: calls.append("add_model"))
+    monkeypatch.setattr(C, "engines", type(C.engines)(C))  # a fresh cache: the machine is built here, once
     snaps = []
     for i in range(50):
         m = C.new()
@@ -339,8 +341,9 @@ def test_instances_never_build_or_join_a_transitions_machine(C, monkeypatch):
         m.tick()
         snaps.append(m.snapshot())
     restored = [C.restore(s) for s in snaps]
-    assert calls == []
+    assert calls == ["init"]
     assert [r.state_data["n"] for r in restored] == list(range(50))
+    assert {r.machine for r in restored} == {C.machine}
 
 
 def test_registries_resolve_from_installed_entry_points_only(monkeypatch):

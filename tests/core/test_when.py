@@ -115,12 +115,12 @@ def test_an_enum_argument_in_a_when_narrows_the_branches_per_value():
 
 
 def test_the_transitions_machine_names_the_condition():
-    machine_ = machine().to_transitions()
+    machine_ = machine().machine
     first = machine_.events["verdict"].transitions["open"][0]
     assert [c.func.__name__ for c in first.conditions] == ["verdict=approve", "urgent=true"]
     third = machine_.events["verdict"].transitions["open"][2]
     assert [c.func.__name__ for c in third.conditions] == ["verdict in [reject, hold]", "score_below"]
-    model = machine_.model
+    model = machine().new()
     model.verdict("hold")
     assert model.state == "held"
 

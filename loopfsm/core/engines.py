@@ -1,0 +1,388 @@
+"""The engines that run a feed: a stock ``transitions.Machine`` (the default) or loopfsm's interpreter.
+
+Every instance holds the engine it runs on.  Both take the same compiled
+table and answer the same way; a differential test drives every shipped
+machine and generated ones through both and compares everything after each
+step.
+
+``transitions`` (the default): per compiled machine and instance class, one
+stock ``transitions.Machine`` built from the table, with no model registered.
+Its own ``Event`` and ``Transition`` classes run each feed: an instance is
+passed to ``Event.trigger`` as the model (``model_attribute="_state"``), each
+YAML branch is a transition in the YAML's order (``stay: true`` an internal
+one), its conditions are the branch's ``when:`` entries and guards in order,
+its ``before`` callbacks the branch's actions, then one that checks the state
+data the actions set; entering a state first stores that data.  Nothing of
+an instance stays in the machine, so dropped instances are freed as any
+object is, and one machine serves every instance as ``transitions`` serves
+many models.  A policy is an argument of each call, not of the machine: the
+feed's context (``event_data.args[0]``, a :class:`~loopfsm.core.backend.FeedData`)
+carries the call's policy and its guards and actions bound for it, and each
+condition and callback calls its own.
+
+An instance made with ``machine_class=`` (``LockedMachine``, ``GraphMachine``)
+or further machine options gets a machine of its own with the instance
+registered as its model (``add_model``), so the extension's per-model parts
+(a lock, a graph) work.
+
+``interpreter``: :meth:`loopfsm.core.backend.Feed.run`, loopfsm's own loop over
+the same branches, bound per policy and narrowed by enum arguments: about ten
+times faster, for hot loops and model checking.
+
+The default engine of a process: ``LOOPFSM_ENGINE`` in the environment, else
+``engine`` in the ``[tool.loopfsm]`` table of the nearest ``pyproject.toml``
+above the current folder, else ``transitions``; read once, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from .backend import Branch, Feed, FeedData, action_error, feed_data, state_data_error
+from .binding import AnyOf, Bound, Call, Guard, PerPolicy, bind, bind_guard
+from .errors import ConfigError, IllegalFeed, LoopFsmError, NoBranchMatched
+from .spec import Spec
+
+if TYPE_CHECKING:  # pragma: no cover
+    from transitions import Machine
+
+
+class Tables(Protocol):
+    """What an engine reads of a compiled machine (the runtime's ``Tables`` imports this module)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def spec(self) -> Spec: ...
+    @property
+    def initial(self) -> str: ...
+    @property
+    def events(self) -> Mapping[str, Feed]: ...
+
+
+EngineName = Literal["transitions", "interpreter"]
+ENGINES: tuple[EngineName, ...] = ("transitions", "interpreter")
+ENV = "LOOPFSM_ENGINE"
+
+#: Machine options that would change what the table means; an instance refuses them by name.
+TABLE_OPTIONS = frozenset(
+    {
+        "model",
+        "states",
+        "initial",
+        "transitions",
+        "send_event",
+        "auto_transitions",
+        "ordered_transitions",
+        "ignore_invalid_triggers",
+        "model_attribute",
+        "model_override",
+        "queued",
+        "on_exception",
+    }
+)
+
+
+def engine_name(value: object, where: str) -> EngineName:
+    """``value`` as an engine name, or :class:`ConfigError` naming ``where`` it came from."""
+    for name in ENGINES:
+        if value == name:
+            return name
+    raise ConfigError(f"{where}: engine must be one of {', '.join(ENGINES)}, got {str(value)[:100]!r}")
+
+
+@functools.cache
+def default_engine() -> EngineName:
+    """The engine instances get when none is named: ``LOOPFSM_ENGINE``, ``[tool.loopfsm] engine``, ``transitions``."""
+    env = os.environ.get(ENV)
+    if env:
+        return engine_name(env, f"environment variable {ENV}")
+    configured = project_engine(Path.cwd())
+    return configured if configured is not None else "transitions"
+
+
+def project_engine(start: Path) -> EngineName | None:
+    """``engine`` of the nearest ``pyproject.toml`` above ``start`` with a ``[tool.loopfsm]`` table, if set."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        path = folder / "pyproject.toml"
+        if not path.is_file():
+            continue
+        try:
+            with path.open("rb") as f:
+                raw = f.read(1024 * 1024 + 1)
+            doc = tomllib.loads(raw.decode("utf-8")) if len(raw) <= 1024 * 1024 else {}
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            continue  # not a readable project file: the command line reports it when it reads the project
+        tool = doc.get("tool")
+        table = tool.get("loopfsm") if isinstance(tool, dict) else None
+        if isinstance(table, dict):
+            return engine_name(table["engine"], f"{path} [tool.loopfsm]") if "engine" in table else None
+    return None
+
+
+class InterpreterEngine:
+    """loopfsm's own loop over the table (:meth:`Feed.run`); no ``transitions`` machine behind it."""
+
+    name: EngineName = "interpreter"
+    #: ``run(feed, model, args, policy)``: :meth:`Feed.run` itself, with no call in between.
+    run = staticmethod(Feed.run)
+
+    @property
+    def machine(self) -> Machine:
+        raise ConfigError(
+            "this instance runs on the interpreter, which has no transitions.Machine; "
+            "make it with engine='transitions' (the default) to reach one"
+        )
+
+
+INTERPRETER = InterpreterEngine()
+
+
+class _FeedCalls:
+    """One feed's guards and actions in one flat tuple, bound per policy; each callback knows its index."""
+
+    __slots__ = ("calls", "per_policy")
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Guard | Call, bool]] = []  # (what, is a guard)
+        self.per_policy: PerPolicy[tuple[Bound, ...]] = PerPolicy(self._bind)
+
+    def add(self, call: Guard | Call, guard: bool) -> int:
+        self.calls.append((call, guard))
+        return len(self.calls) - 1
+
+    def _bind(self, policy: Any) -> tuple[Bound, ...]:
+        out: list[Bound] = []
+        for call, guard in self.calls:
+            if guard:
+                got = bind_guard(call, policy)
+                assert not isinstance(got, bool)  # without a probe a guard is always a callable
+                out.append(got)
+            else:
+                assert isinstance(call, Call)
+                out.append(bind(call, policy))
+        return tuple(out)
+
+
+def _guard_name(guard: Guard) -> str:
+    """A guard as ``transitions``' diagrams print a condition: ``name``, ``!name``, ``any(a | b & c)``."""
+    if isinstance(guard, AnyOf):
+        return "any(" + " | ".join(" & ".join(_guard_name(g) for g in option) for option in guard.options) + ")"
+    return f"!{guard.name}" if guard.negate else str(guard.name)
+
+
+def _condition(machine: str, feed: str, branch: Branch, index: int, name: str) -> Callable[[Any], bool]:
+    def condition(event_data: Any) -> bool:
+        ctx: FeedData = event_data.args[0]
+        ctx.transition = branch
+        try:
+            return bool(ctx.bound[index](event_data.model, ctx))
+        except LoopFsmError:
+            raise
+        except Exception as err:  # a registered guard raised: typed, named, its cause kept
+            raise action_error(machine, feed, ctx.source, branch.name, err) from err
+
+    condition.__name__ = condition.__qualname__ = name
+    return condition
+
+
+def _action(machine: str, feed: str, branch: Branch, index: int, name: str) -> Callable[[Any], None]:
+    def action(event_data: Any) -> None:
+        ctx: FeedData = event_data.args[0]
+        ctx.transition = branch
+        try:
+            ctx.bound[index](event_data.model, ctx)
+        except LoopFsmError:
+            raise
+        except Exception as err:  # a registered action raised
+            raise action_error(machine, feed, ctx.source, branch.name, err) from err
+
+    action.__name__ = action.__qualname__ = name
+    return action
+
+
+def _taken(machine: str, feed: str, branch: Branch) -> Callable[[Any], None]:
+    """The last ``before`` callback: the branch is taken; a move's state data must be its state's fields."""
+    dest, data_keys = branch.dest, branch.data_keys
+
+    def taken(event_data: Any) -> None:
+        ctx: FeedData = event_data.args[0]
+        ctx.transition = branch
+        if dest is not None:
+            data = ctx.enter_data
+            if (data or data_keys) and data.keys() != data_keys:
+                raise state_data_error(machine, feed, dest, data_keys, data)
+
+    taken.__name__ = taken.__qualname__ = "enter" if dest is not None else "stay"
+    return taken
+
+
+def _store_state_data(event_data: Any) -> None:
+    """The first ``on_enter`` callback of every state: the data the branch's actions set moves in with it."""
+    ctx: FeedData = event_data.args[0]
+    event_data.model.state_data = ctx.enter_data
+
+
+class Engines:
+    """The engines of one compiled machine's instances: the interpreter, a shared machine per instance
+    class (built on its first instance), and machines of their own."""
+
+    def __init__(self, compiled: Tables):
+        self.compiled = compiled
+        self._shared: dict[type, TransitionsEngine] = {}
+        self._lock = threading.Lock()  # two threads making a class's first instance build one machine
+
+    def for_instance(
+        self,
+        instance: Any,
+        engine: EngineName | None = None,
+        machine_class: type[Machine] | None = None,
+        machine_options: Mapping[str, Any] | None = None,
+    ) -> InterpreterEngine | TransitionsEngine:
+        """The engine ``instance`` runs on: the process's default unless ``engine`` names one.
+
+        On ``transitions`` without a machine class or options, the machine
+        shared by ``type(instance)``; with them, a new machine with
+        ``instance`` registered as its model.
+        """
+        name = default_engine() if engine is None else engine_name(engine, f"{self.compiled.name}: engine=")
+        own = machine_class is not None or bool(machine_options)
+        if name == "interpreter":
+            if own:
+                raise ConfigError(
+                    f"{self.compiled.name}: machine_class= and machine_options= are for engine='transitions', "
+                    "not the interpreter"
+                )
+            return INTERPRETER
+        if not own:
+            return self.shared(type(instance))
+        machine, feeds = build_machine(self.compiled, type(instance), machine_class, machine_options)
+        register_model(machine, instance)
+        return TransitionsEngine(self.compiled, machine, feeds)
+
+    def shared(self, cls: type) -> TransitionsEngine:
+        """The ``transitions`` engine of every instance of ``cls`` without a machine of its own."""
+        found = self._shared.get(cls)
+        if found is None:
+            with self._lock:
+                found = self._shared.get(cls)
+                if found is None:
+                    found = self._shared[cls] = TransitionsEngine(self.compiled, *build_machine(self.compiled, cls))
+        return found
+
+
+class TransitionsEngine:
+    """A compiled table on a ``transitions.Machine``: shared (no model registered) or an instance's own."""
+
+    name: EngineName = "transitions"
+
+    def __init__(self, compiled: Tables, machine: Machine, feeds: dict[str, tuple[Any, _FeedCalls]]):
+        self.compiled = compiled
+        self.machine = machine
+        self._feeds = feeds  # feed name -> (its transitions Event, its calls bound per policy)
+
+    def run(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        state = model._state
+        ctx = feed_data(feed, model, args, policy, state)
+        if state not in feed.branches:
+            if state in feed.ignored_in:
+                return ctx
+            raise IllegalFeed(feed.machine, state, feed.name, feed.legal_states)
+        event, calls = self._feeds[feed.name]
+        ctx.bound = calls.per_policy.get(policy)
+        ctx.result = event.trigger(model, ctx)
+        if not ctx.result and state in feed.otherwise_raise:
+            raise NoBranchMatched(feed.machine, state, feed.name, feed.legal_states)
+        return ctx
+
+    def __repr__(self) -> str:
+        return f"<TransitionsEngine {self.compiled.name} on {type(self.machine).__name__}>"
+
+
+def build_machine(
+    compiled: Tables,
+    instance_class: type,
+    machine_class: type[Machine] | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> tuple[Machine, dict[str, tuple[Any, _FeedCalls]]]:
+    """A ``transitions.Machine`` (or ``machine_class``) holding the table, and per feed its event and calls.
+
+    ``on_enter_<state>`` / ``on_exit_<state>`` methods ``instance_class``
+    defines are added to the states by name, as ``transitions`` adds a
+    model's own methods.
+    """
+    from transitions import Machine  # noqa: PLC0415 - the interpreter's users never load it
+
+    cls = Machine if machine_class is None else machine_class
+    if not (isinstance(cls, type) and issubclass(cls, Machine)):
+        raise ConfigError(f"{compiled.name}: machine_class must be transitions.Machine or a subclass, got {cls!r}")
+    opts = dict(options or {})
+    wrong = sorted(TABLE_OPTIONS & opts.keys())
+    if wrong:
+        raise ConfigError(
+            f"{compiled.name}: the machine option{'s' if len(wrong) > 1 else ''} {', '.join(wrong)} would change "
+            "what the table means; the YAML sets states, transitions and how events are sent"
+        )
+    name = compiled.name
+    try:
+        machine = cls(
+            model=None,
+            states=list(compiled.spec.states),
+            initial=compiled.initial,
+            auto_transitions=False,
+            send_event=True,
+            model_attribute="_state",
+            **{"name": name, **opts},
+        )
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"{name}: {cls.__name__} refused the machine options: {str(err)[:300]}") from None
+    for held in machine.states.values():
+        held.on_enter.insert(0, _store_state_data)
+        for kind in ("enter", "exit"):
+            method = f"on_{kind}_{held.name}"
+            if callable(getattr(instance_class, method, None)):
+                held.add_callback(kind, method)
+    feeds: dict[str, tuple[Any, _FeedCalls]] = {}
+    for event, feed in compiled.events.items():
+        calls = _FeedCalls()
+        made: dict[int, tuple[list[Any], list[Any]]] = {}  # a '*' branch's callbacks serve every state it covers
+        for state, branches in feed.branches.items():
+            for branch in branches:
+                if id(branch) not in made:
+                    made[id(branch)] = (
+                        [_condition(name, event, branch, calls.add(g, True), _guard_name(g)) for g in branch.guards],
+                        [
+                            *(_action(name, event, branch, calls.add(a, False), a.name) for a in branch.actions),
+                            _taken(name, event, branch),
+                        ],
+                    )
+                conditions, before = made[id(branch)]
+                machine.add_transition(event, state, branch.dest, conditions=conditions, before=list(before))
+        if event in machine.events:  # a feed with no branch at all is illegal everywhere: never triggered
+            feeds[event] = (machine.events[event], calls)
+    return machine, feeds
+
+
+def register_model(machine: Machine, instance: Any) -> None:
+    """Register ``instance`` as the model of its own ``machine``, as ``Machine.add_model`` does.
+
+    ``add_model`` binds ``trigger``, ``may_trigger`` and each feed's name on the
+    model unless the model has them, and logs a warning for each it skips.
+    An instance has them all (its feeds are methods): they are skipped without
+    the warning, everything else (``is__state_<state>``, an extension's
+    ``get_graph``, a lock per model) is bound as ``add_model`` binds it.
+    """
+
+    def assign(model: Any, name: str, func: Any) -> None:
+        if getattr(model, name, None) is None:
+            setattr(model, name, func)
+
+    machine._checked_assignment = assign  # type: ignore[method-assign]
+    machine.add_model(instance, initial=instance._state)
