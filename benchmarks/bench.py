@@ -1,7 +1,14 @@
-"""Benchmark: issue 25's performance floors, each measured and printed beside its floor as met or MISSED.
+"""Benchmark: the performance floors, each measured and printed beside its floor as met or MISSED.
 
-Run ``python benchmarks/bench.py`` (``--quick`` for fewer rounds, ``--only breaker,turnstile``
-for some sections: cold, turnstile, brain, breaker, compile).  The floors:
+Run ``python benchmarks/bench.py`` (``--quick`` for fewer rounds, ``--only engines,turnstile``
+for some sections: cold, engines, turnstile, brain, breaker, compile).  The floors:
+
+* the default engine (``transitions``): a turnstile feed <= 1.5x the same table
+  written on plain ``transitions`` with the registry's own guard and actions
+  (``raw_transitions.py``), create and restore <= 2x; memory per instance and
+  the growth after 100,000 instances made and dropped are printed;
+
+The floors below are the interpreter's (``engine="interpreter"``), the opt-in accelerator:
 
 * turnstile feed <= 10x the hand-written gate, create <= 5x, restore <= 10x;
 * a driven engine-brain run <= 5x the hand-written brain;
@@ -32,7 +39,9 @@ It is a script to read, never a test: timing assertions are flaky by nature.
 
 from __future__ import annotations
 
+import functools
 import gc
+import itertools
 import os
 import platform
 import resource
@@ -40,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -48,6 +58,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pybreaker  # noqa: E402
 
 from handwritten import Brain, Gate, GateError, HandToolHealth  # noqa: E402
+from raw_transitions import RawGate  # noqa: E402
 from loopfsm import LoopFsmError, compile_spec, parse  # noqa: E402
 from loopfsm.machines import engine_brain as eb  # noqa: E402
 from loopfsm.machines import tool_breaker as tb  # noqa: E402
@@ -169,14 +180,112 @@ def cold_start_section() -> None:
     RESULTS.append(("cold start, 9 machines (above bare python)", f"{own * 1e3:.1f} ms", "<= 100 ms", met))
 
 
+# -- the default engine against plain transitions ------------------------------------------------
+
+
+def engines_same_results() -> None:
+    """The raw ``transitions`` gate and a default-engine Turnstile agree feed by feed and on restore."""
+    raw, ours = RawGate(), ts.Turnstile()
+    assert ours.engine == "transitions"
+    for i in range(40):
+        feed = "coin" if (i * 7) % 3 else "push"
+        getattr(raw, feed)()
+        getattr(ours, feed)()
+        assert (raw.state, raw.data.credit, raw.data.passages) == (ours.state, ours.data.credit, ours.data.passages)
+    back = RawGate.restore(ours.snapshot())
+    assert (back.state, back.data.credit, back.data.passages) == (ours.state, ours.data.credit, ours.data.passages)
+
+
+def bytes_per_instance(make: Callable[[], object], n: int = 10_000) -> float:
+    """Traced bytes per instance of ``n`` kept alive at once (the shared machine and caches warmed first)."""
+    make()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        kept = [make() for _ in range(n)]
+        per = (tracemalloc.get_traced_memory()[0] - base) / n
+        del kept
+        return per
+    finally:
+        tracemalloc.stop()
+
+
+def growth_after(make: Callable[[], object], n: int) -> int:
+    """Traced bytes left after ``n`` instances were made, fed once and dropped (after a warm-up)."""
+    for _ in range(1000):
+        make()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(n):
+            make()
+        gc.collect()
+        return int(tracemalloc.get_traced_memory()[0] - base)
+    finally:
+        tracemalloc.stop()
+
+
+def engines_section() -> None:
+    print(
+        "default engine (transitions) against the turnstile written on plain transitions "
+        "(one Machine per gate, the registry's own guard and actions; raw_transitions.py)"
+    )
+    engines_same_results()
+    raw, ours = RawGate(), ts.Turnstile()
+
+    def raw_feed():
+        raw.coin()
+        raw.push()
+
+    def ours_feed():
+        ours.coin()
+        ours.push()
+
+    b, o = alternate(raw_feed, ours_feed, 5000)
+    report("turnstile feed, default engine", o / 2, b / 2, "raw", 1.5)
+    snap = ours.snapshot()
+    T = ts.Turnstile
+    b, o = alternate(lambda: RawGate.restore(snap), lambda: T.restore(snap), 2000)
+    report("turnstile restore (validated; raw is not)", o, b, "raw", 2)
+    b, o = alternate(RawGate, T, 2000)
+    report("turnstile create", o, b, "raw", 2)
+    interpreted = ts.Turnstile(engine="interpreter")
+
+    def interpreter_feed():
+        interpreted.coin()
+        interpreted.push()
+
+    b, o = alternate(ours_feed, interpreter_feed, 5000)
+    report("turnstile feed, interpreter (no floor)", o / 2, b / 2, "default", None)
+    print(
+        f"  {'memory per instance, kept alive (10,000)':<44} default {bytes_per_instance(T):6.0f} B  "
+        f"interpreter {bytes_per_instance(functools.partial(T, engine='interpreter')):6.0f} B  "
+        f"raw transitions {bytes_per_instance(RawGate):6.0f} B"
+    )
+
+    def made_fed_dropped() -> None:
+        gate = T()
+        gate.coin()
+        gate.push()
+
+    grown = growth_after(made_fed_dropped, 100_000)
+    met = grown < 64 * 1024
+    print(
+        f"  {'growth after 100,000 made, fed, dropped':<44} {grown:>8} B  floor < 64 KiB  {'met' if met else 'MISSED'}"
+    )
+    RESULTS.append(("growth after 100,000 instances dropped", f"{grown} B", "< 64 KiB", met))
+
+
 # -- turnstile --------------------------------------------------------------------------------
 
 
 def turnstile_same_results() -> None:
-    """The hand-written gate and the machine agree feed by feed, at several fares, and on restore."""
-    for fare in (1, 2, 3):
+    """The hand-written gate and the machine (on each engine) agree feed by feed, at several fares, and on restore."""
+    for fare, engine in itertools.product((1, 2, 3), ("interpreter", "transitions")):
         P = ts.TurnstilePolicy(fare=fare)
-        t, g = ts.Turnstile(), Gate()
+        t, g = ts.Turnstile(engine=engine), Gate()
         for i in range(40):
             feed = "coin" if (i * 7) % 3 else "push"
             getattr(t, feed)(policy=P)
@@ -221,9 +330,12 @@ def turnstile_same_results() -> None:
 
 
 def turnstile_section() -> None:
-    print("turnstile (seed 000): hand-written gate with the same fare/credit rules and validated restore")
+    print(
+        "turnstile (seed 000) on the interpreter: hand-written gate with the same fare/credit rules and "
+        "validated restore"
+    )
     turnstile_same_results()
-    t, g = ts.Turnstile(), Gate()
+    t, g = ts.Turnstile(engine="interpreter"), Gate()
 
     def ours_feed():
         t.coin()
@@ -237,9 +349,9 @@ def turnstile_section() -> None:
     report("turnstile feed (alternating coin / push)", o / 2, b / 2, "hand", 10)
     T, fp = ts.Turnstile, ts.Turnstile.compiled.fingerprint
     snap = t.snapshot()
-    b, o = alternate(lambda: Gate.restore(snap, fp), lambda: T.restore(snap), 20000)
+    b, o = alternate(lambda: Gate.restore(snap, fp), lambda: T.restore(snap, engine="interpreter"), 20000)
     report("turnstile restore (validated)", o, b, "hand", 10)
-    b, o = alternate(Gate, T, 20000)
+    b, o = alternate(Gate, functools.partial(T, engine="interpreter"), 20000)
     report("turnstile create", o, b, "hand", 5)
     b, o = alternate(lambda: g.snapshot(fp), t.snapshot, 20000)
     report("turnstile snapshot (no floor)", o, b, "hand", None)
@@ -270,22 +382,26 @@ def ten_turn_run(brain_cls, policy):
 def brain_section() -> None:
     print("engine brain (seeds 000/001): hand-written brain with the same rules and argument checks")
     P = eb.MachinePolicy()
-    ours, hand = ten_turn_run(eb.LoopMachine, P), ten_turn_run(Brain, P)
-    assert ours.turns_taken() == hand.turns_taken == 10
-    assert ours.data.pending == hand.pending and ours.outcome() == hand.outcome
-    assert ours.next_step(policy=P) == hand.next_step(policy=P)
-    b, o = alternate(lambda: ten_turn_run(Brain, P), lambda: ten_turn_run(eb.LoopMachine, P), 300)
+    interpreted = functools.partial(eb.LoopMachine, engine="interpreter")
+    for brain in (interpreted, eb.LoopMachine):
+        ours, hand = ten_turn_run(brain, P), ten_turn_run(Brain, P)
+        assert ours.turns_taken() == hand.turns_taken == 10
+        assert ours.data.pending == hand.pending and ours.outcome() == hand.outcome
+        assert ours.next_step(policy=P) == hand.next_step(policy=P)
+    b, o = alternate(lambda: ten_turn_run(Brain, P), lambda: ten_turn_run(interpreted, P), 300)
     report("brain run (10 turns: feeds + next_step)", o, b, "hand", 5)
+    b, o = alternate(lambda: ten_turn_run(Brain, P), lambda: ten_turn_run(eb.LoopMachine, P), 300)
+    report("same, default engine (no floor)", o, b, "hand", None)
 
 
 # -- tool breaker ----------------------------------------------------------------------------------
 
 
-def breaker_same_results() -> None:
+def breaker_same_results(engine: str) -> None:
     """Both ToolHealths agree on replies, states and data through trips, probes, stale results and a clock
     that runs backwards; pybreaker opens after the same five consecutive failures."""
     P = tb.ToolBreakerPolicy()
-    ours, hand = tb.ToolHealth(P), HandToolHealth(P)
+    ours, hand = tb.ToolHealth(P, engine=engine), HandToolHealth(P)
     script: list[tuple] = []
     now = 0
     for i in range(12):
@@ -348,10 +464,16 @@ def breaker_section() -> None:
         "tool breaker: one call = acquire + record(success) through the per-tool map, clock clamped, "
         "against the hand-written breaker"
     )
-    breaker_same_results()
+    breaker_same_results("interpreter")
+    breaker_same_results("transitions")
     P = tb.ToolBreakerPolicy()
-    ours, hand, cb = tb.ToolHealth(P), HandToolHealth(P), pybreaker.CircuitBreaker(fail_max=5, reset_timeout=30)
-    clock = [0, 0]
+    ours, hand, cb = (
+        tb.ToolHealth(P, engine="interpreter"),
+        HandToolHealth(P),
+        pybreaker.CircuitBreaker(fail_max=5, reset_timeout=30),
+    )
+    default = tb.ToolHealth(P)
+    clock = [0, 0, 0]
 
     def ours_call():
         clock[0] += 1
@@ -363,6 +485,11 @@ def breaker_section() -> None:
         permit = hand.acquire("shell", clock[1], "c")
         hand.record("shell", clock[1], permit, "success")
 
+    def default_call():
+        clock[2] += 1
+        permit = default.acquire("shell", clock[2], "c")
+        default.record("shell", clock[2], permit, "success")
+
     def pybreaker_call():
         cb.call(_noop)
 
@@ -370,6 +497,8 @@ def breaker_section() -> None:
     report("tool breaker acquire + record(success)", o, b, "hand", 2.5)
     pb, o = alternate(pybreaker_call, ours_call, 20000)
     report("same, against pybreaker (no floor)", o, pb, "pybreaker call(noop)", None)
+    b, o = alternate(hand_call, default_call, 20000)
+    report("same, default engine (no floor)", o, b, "hand", None)
 
 
 # -- compile ---------------------------------------------------------------------------------------
@@ -436,6 +565,7 @@ def main() -> None:
     )
     sections = {
         "cold": cold_start_section,
+        "engines": engines_section,
         "turnstile": turnstile_section,
         "brain": brain_section,
         "breaker": breaker_section,
@@ -448,7 +578,7 @@ def main() -> None:
     for name in only:
         sections[name]()
         print()
-    print("floors (issue 25):")
+    print("floors:")
     for what, value, goal, met in RESULTS:
         print(f"  {what:<44} {value:>10}  {goal:<10} {'met' if met else 'MISSED'}")
     print(f"\n(ran in {time.perf_counter() - start:.0f} s wall)")

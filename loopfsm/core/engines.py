@@ -237,6 +237,8 @@ class Engines:
     def __init__(self, compiled: Tables):
         self.compiled = compiled
         self._shared: dict[type, TransitionsEngine] = {}
+        #: Per instance class, the engine of an instance made with no engine keywords (filled on first use).
+        self.defaults: dict[type, InterpreterEngine | TransitionsEngine] = {}
         self._lock = threading.Lock()  # two threads making a class's first instance build one machine
 
     def for_instance(
@@ -260,9 +262,14 @@ class Engines:
                     f"{self.compiled.name}: machine_class= and machine_options= are for engine='transitions', "
                     "not the interpreter"
                 )
+            if engine is None:
+                self.defaults[type(instance)] = INTERPRETER
             return INTERPRETER
         if not own:
-            return self.shared(type(instance))
+            found = self.shared(type(instance))
+            if engine is None:
+                self.defaults[type(instance)] = found
+            return found
         machine, feeds = build_machine(self.compiled, type(instance), machine_class, machine_options)
         register_model(machine, instance)
         return TransitionsEngine(self.compiled, machine, feeds)

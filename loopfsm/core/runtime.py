@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from . import tracing as _tracing
 from .binding import all_hold
-from .engines import EngineName
+from .engines import EngineName, Engines
 from .errors import DecisionError, FeedArgumentError, SnapshotError, UnknownFeed
 from .shape import Shape
 from .spec import Spec
@@ -130,6 +130,9 @@ class Tables(Protocol):
     @property
     def state_decoders(self) -> Mapping[str, Mapping[str, Callable[[Any], Any]]]: ...
 
+    @property
+    def engines(self) -> Engines: ...
+
     def policy(self, value: Any = None) -> Any: ...
     def engine_for(
         self,
@@ -167,21 +170,11 @@ class MachineInstance(_tracing.Traced):
     Diagrams of an instance come from :func:`loopfsm.review.render.render_instance`.
     """
 
-    __slots__ = ("_state", "state_data", "data", "_engine")
+    # ``__dict__`` stays empty (no cost) unless a machine of the instance's own binds ``transitions``' model
+    # attributes on it (``is__state_Open``, ``GraphMachine``'s ``get_graph``).
+    __slots__ = ("_state", "state_data", "data", "_engine", "__dict__")
     compiled: ClassVar[Tables] = _NotBound()  # type: ignore[assignment]
     policy_class_name: ClassVar[str | None] = None
-
-    def __new__(
-        cls,
-        *args: Any,
-        machine_class: type[Machine] | None = None,
-        machine_options: Mapping[str, Any] | None = None,
-        **kwargs: Any,
-    ) -> Any:
-        """An instance of ``cls``; one with a machine of its own is of :func:`own_machine_class` ``(cls)``."""
-        if machine_class is None and not machine_options:
-            return object.__new__(cls)
-        return object.__new__(own_machine_class(cls))
 
     def __init__(
         self,
@@ -203,7 +196,10 @@ class MachineInstance(_tracing.Traced):
         self._state: str = c.initial
         self.state_data: dict[str, Any] = {}
         self.data: Any = c.Data()
-        self._engine: Any = c.engine_for(self, engine, machine_class, machine_options)
+        if engine is None and machine_class is None and not machine_options:
+            self._engine: Any = c.engines.defaults.get(type(self)) or c.engine_for(self)
+        else:
+            self._engine = c.engine_for(self, engine, machine_class, machine_options)
 
     @property
     def state(self) -> str:
@@ -376,7 +372,7 @@ class MachineInstance(_tracing.Traced):
             raise
         except Exception as err:
             raise SnapshotError(f"{c.name}: snapshot field could not be decoded: {err}") from err
-        inst = cls.__new__(cls, machine_class=machine_class, machine_options=machine_options)
+        inst = cls.__new__(cls)
         state = snap["state"]
         inst._state = sys.intern(state) if type(state) is str else state  # as the compiled tables' names are
         inst.state_data = state_data
@@ -389,33 +385,8 @@ class MachineInstance(_tracing.Traced):
 
         A machine of its own is code (callbacks, an extension), not data, so it is not pickled.
         """
-        cls = type(self)
-        return (cls.__dict__.get("_plain_class", cls).restore, (self.snapshot(),))
+        return (type(self).restore, (self.snapshot(),))
 
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
         return f"<{type(self).__name__} {self._state}{'(' + sd + ')' if sd else ''}>"
-
-
-_OWN_MACHINE_CLASSES: dict[type, type] = {}
-
-
-def own_machine_class(cls: type[MachineInstance]) -> type[MachineInstance]:
-    """``cls`` with a ``__dict__``: the class of its instances that have a ``transitions`` machine of their own.
-
-    ``Machine.add_model`` sets attributes on its model (``is__state_Open``,
-    ``GraphMachine``'s ``get_graph``), which the slots of a plain instance do
-    not take.  Plain instances keep their slots: a misspelt attribute stays an
-    error, and an instance costs what it did.
-    """
-    found = _OWN_MACHINE_CLASSES.get(cls)
-    if found is None:
-        namespace = {
-            "__module__": cls.__module__,
-            "__qualname__": cls.__qualname__,
-            "__doc__": cls.__doc__,
-            "compiled": cls.compiled,
-            "_plain_class": cls,
-        }
-        found = _OWN_MACHINE_CLASSES.setdefault(cls, type(cls.__name__, (cls,), namespace))
-    return found

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loopfsm.core.engines import engine_name
 from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError, closest, did_you_mean
 from loopfsm.core.loader import Lookup, load
 from loopfsm.core.registries import Declared, Registries, name_problem, target_problem
@@ -24,7 +25,7 @@ from loopfsm.core.registry import Registry
 from loopfsm.core.spec import Spec
 
 CONFIG = "pyproject.toml"
-KEYS = ("machines", "diagrams", "registries")
+KEYS = ("machines", "diagrams", "registries", "engine")
 MAX_CONFIG_BYTES = 1024 * 1024  # a pyproject.toml is a few KiB; anything near this is not one
 
 
@@ -97,6 +98,8 @@ def read_config(path: Path) -> Project | None:
         if key not in KEYS:
             hint = did_you_mean(key, KEYS) or f" (allowed: {', '.join(KEYS)})"
             raise ConfigError(f"{shown(path)}: [tool.loopfsm] has no setting '{key}'{hint}")
+    if "engine" in table:  # read by loopfsm.core.engines for every instance made under this project
+        engine_name(table["engine"], f"{shown(path)} [tool.loopfsm]")
     regs = table.get("registries", {})
     if not isinstance(regs, dict):
         raise ConfigError(f'{shown(path)}: [tool.loopfsm] registries must be a table of name = "module:attribute"')

@@ -225,6 +225,10 @@ def test_broken_declared_registry_fails_check_but_not_render(door, capsys):
         ('[tool.loopfsm]\ndiagrams = "../elsewhere"\n', "diagrams must be a folder inside the project"),
         ('[tool.loopfsm]\nmachines = "../other/machines"\n', "machines must be a folder inside the project"),
         ("tool = {loopfsm = 3}\n", "[tool.loopfsm] must be a table"),
+        (
+            '[tool.loopfsm]\nengine = "fast"\n',
+            "[tool.loopfsm]: engine must be one of transitions, interpreter, got 'fast'",
+        ),
     ],
 )
 def test_bad_settings_are_usage_errors(door, capsys, config, message):
