@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .compiler import CompiledMachine, compile_file
+from .engines import EngineName
 from .errors import RegistryError
 from .registries import known_registries, registry_named
 
@@ -23,14 +24,21 @@ def _is_path(ref: str | Path) -> bool:
     return "/" in ref or "\\" in ref or ref.endswith((".yaml", ".yml"))
 
 
-def load_machine(ref: str | Path) -> CompiledMachine:
+def load_machine(ref: str | Path, *, engine: EngineName | None = None) -> CompiledMachine:
     """The compiled machine named ``ref`` (``"engine_brain"``) or in the file at ``ref``.
 
     By name, the shipped machine is compiled once per process and shared;
     from a path, the file is loaded, checked and compiled on every call.
+    ``engine`` (``"transitions"`` or ``"interpreter"``) is the engine its
+    ``new()`` and ``restore()`` use; None leaves the process's default.
     Raises :class:`~loopfsm.core.errors.SpecError` for a bad file and
     :class:`~loopfsm.core.errors.RegistryError` for an unknown name.
     """
+    compiled = _load(ref)
+    return compiled if engine is None else compiled.with_engine(engine)
+
+
+def _load(ref: str | Path) -> CompiledMachine:
     if _is_path(ref):
         return compile_file(ref)
     registry = registry_named(str(ref))

@@ -10,6 +10,7 @@ codecs and validators snapshots go through.  None of it is rebuilt per instance.
 
 from __future__ import annotations
 
+import copy
 import functools
 import dataclasses
 import inspect
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from collections.abc import Callable
 
 from .backend import Branch, Feed
-from .engines import EngineName, Engines, InterpreterEngine, TransitionsEngine
+from .engines import EngineName, Engines, InterpreterEngine, TransitionsEngine, engine_name
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, condition_of, guard_of
 from .errors import (
     FeedArgumentError,
@@ -453,7 +454,11 @@ class CompiledMachine:
         machine_options: Mapping[str, Any] | None = None,
     ) -> MachineInstance:
         """A new instance (see :class:`~loopfsm.core.runtime.MachineInstance` for the keywords)."""
-        return self.Instance(engine=engine, machine_class=machine_class, machine_options=machine_options)
+        return self.Instance(
+            engine=self.engine if engine is None else engine,
+            machine_class=machine_class,
+            machine_options=machine_options,
+        )
 
     def restore(
         self,
@@ -465,9 +470,21 @@ class CompiledMachine:
     ) -> MachineInstance:
         """The instance ``snap`` records, on the engine named (see :meth:`MachineInstance.restore`)."""
         instance: MachineInstance = self.Instance.restore(
-            snap, engine=engine, machine_class=machine_class, machine_options=machine_options
+            snap,
+            engine=self.engine if engine is None else engine,
+            machine_class=machine_class,
+            machine_options=machine_options,
         )
         return instance
+
+    #: The engine :meth:`new` and :meth:`restore` use when given none (None: the process's default).
+    engine: EngineName | None = None
+
+    def with_engine(self, engine: EngineName) -> CompiledMachine:
+        """This compiled machine, its tables shared, whose :meth:`new` and :meth:`restore` use ``engine``."""
+        view = copy.copy(self)
+        view.engine = engine_name(engine, f"{self.name}: engine=")
+        return view
 
     def engine_for(
         self,

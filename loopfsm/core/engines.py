@@ -237,8 +237,6 @@ class Engines:
     def __init__(self, compiled: Tables):
         self.compiled = compiled
         self._shared: dict[type, TransitionsEngine] = {}
-        #: Per instance class, the engine of an instance made with no engine keywords (filled on first use).
-        self.defaults: dict[type, InterpreterEngine | TransitionsEngine] = {}
         self._lock = threading.Lock()  # two threads making a class's first instance build one machine
 
     def for_instance(
@@ -262,17 +260,16 @@ class Engines:
                     f"{self.compiled.name}: machine_class= and machine_options= are for engine='transitions', "
                     "not the interpreter"
                 )
-            if engine is None:
-                self.defaults[type(instance)] = INTERPRETER
             return INTERPRETER
         if not own:
-            found = self.shared(type(instance))
-            if engine is None:
-                self.defaults[type(instance)] = found
-            return found
+            return self.shared(type(instance))
         machine, feeds = build_machine(self.compiled, type(instance), machine_class, machine_options)
         register_model(machine, instance)
         return TransitionsEngine(self.compiled, machine, feeds)
+
+    def for_class(self, cls: type) -> InterpreterEngine | TransitionsEngine:
+        """The engine of the instances of ``cls`` that name none: the process's default for it."""
+        return INTERPRETER if default_engine() == "interpreter" else self.shared(cls)
 
     def shared(self, cls: type) -> TransitionsEngine:
         """The ``transitions`` engine of every instance of ``cls`` without a machine of its own."""

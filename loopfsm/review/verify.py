@@ -189,7 +189,7 @@ def clone(inst: Any) -> Any:
     cls: Any = type(inst)
     out = cls.__new__(cls)
     out._state = inst._state
-    out._engine = inst._engine
+    out.__dict__.update(inst.__dict__)  # a named engine, a machine's model attributes
     out.state_data = {k: _copy(v) for k, v in inst.state_data.items()}
     data = object.__new__(type(inst.data))
     for name in cls.compiled.data_encoders:
