@@ -169,7 +169,7 @@ class _ClassEngine:
 
     def __get__(self, obj: object, owner: type[MachineInstance]) -> Any:
         engine = owner.compiled.engines.for_class(owner)
-        setattr(owner, "_engine", engine)
+        owner._engine = engine
         return engine
 
 
