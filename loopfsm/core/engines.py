@@ -327,6 +327,16 @@ def build_machine(
     cls = Machine if machine_class is None else machine_class
     if not (isinstance(cls, type) and issubclass(cls, Machine)):
         raise ConfigError(f"{compiled.name}: machine_class must be transitions.Machine or a subclass, got {cls!r}")
+    if cls is not Machine:
+        from transitions.extensions.asyncio import AsyncMachine  # noqa: PLC0415
+        from transitions.extensions.nesting import HierarchicalMachine  # noqa: PLC0415
+
+        if issubclass(cls, (AsyncMachine, HierarchicalMachine)):
+            raise ConfigError(
+                f"{compiled.name}: machine_class {cls.__name__} cannot run the table: a feed runs to its end "
+                "before it returns (an AsyncMachine's triggers are coroutines) and the states are flat "
+                "(a HierarchicalMachine's events are not triggered per model)"
+            )
     opts = dict(options or {})
     wrong = sorted(TABLE_OPTIONS & opts.keys())
     if wrong:

@@ -538,6 +538,16 @@ def test_options_that_would_break_the_table_are_refused_by_name(options: dict[st
         Turnstile(machine_options=options)
 
 
+@pytest.mark.parametrize("name", ["AsyncMachine", "HierarchicalMachine", "HierarchicalAsyncMachine"])
+def test_extensions_that_cannot_run_a_feed_to_its_end_are_refused_by_name(name: str) -> None:
+    """An AsyncMachine's trigger returns a coroutine (the feed would silently not run); a HierarchicalMachine's
+    events refuse to be triggered per model."""
+    import transitions.extensions as extensions
+
+    with pytest.raises(ConfigError, match=f"machine_class {name} cannot run the table"):
+        Turnstile(machine_class=getattr(extensions, name))
+
+
 def test_wrong_engine_choices_are_refused_by_name() -> None:
     with pytest.raises(ConfigError, match="engine must be one of transitions, interpreter, got 'fast'"):
         Turnstile(engine="fast")  # type: ignore[arg-type]
