@@ -27,6 +27,7 @@ from .fieldtypes import (
 )
 from .invariants import BUILTINS, STEP_ONLY
 from .migration_checks import check_migrations
+from .verify_model import check_verify_model
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
@@ -660,6 +661,7 @@ class _Checker:
         self.migrations()
         self.invariants()
         self.arg_values()
+        check_verify_model(self.spec, self.error, self.state_ref)
         self.unused()
         return self.problems
 

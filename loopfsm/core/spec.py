@@ -264,6 +264,52 @@ class Invariant:
         return leaf_refs(self.when) + leaf_refs(self.holds)
 
 
+@dataclass(frozen=True)
+class Start:
+    """A configuration runs start from: a new instance with these fields set (``state`` None: the initial one)."""
+
+    state: str | None
+    state_data: dict[str, Any]
+    data: dict[str, Any]
+    path: PathT
+
+
+@dataclass(frozen=True)
+class VerifyModel:
+    """What ``verify:`` declares; each unset part falls back to ``loopfsm verify``'s own defaults."""
+
+    path: PathT = ("verify",)
+    description: str = ""
+    depth: int | None = None
+    max_states: int | None = None
+    policy: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, list[Any]] = field(default_factory=dict)
+    forget: tuple[str, ...] = ()
+    starts: tuple[Start, ...] = ()
+    unexercised: dict[str, str] = field(default_factory=dict)
+
+
+def parse_verify_model(raw: dict[str, Any] | None) -> VerifyModel | None:
+    """The model of a schema-valid ``verify:`` section (None when the file has none)."""
+    if raw is None:
+        return None
+    path: PathT = ("verify",)
+    return VerifyModel(
+        path,
+        raw.get("description", ""),
+        raw.get("depth"),
+        raw.get("max_states"),
+        dict(raw.get("policy") or {}),
+        {k: list(v) for k, v in (raw.get("values") or {}).items()},
+        tuple(raw.get("forget") or ()),
+        tuple(
+            Start(s.get("state"), dict(s.get("state_data") or {}), dict(s.get("data") or {}), path + ("start", i))
+            for i, s in enumerate(raw.get("start") or ())
+        ),
+        dict(raw.get("unexercised") or {}),
+    )
+
+
 @dataclass
 class Spec:
     """A whole machine file, typed.  ``source`` keeps positions for later error reports."""
@@ -287,6 +333,7 @@ class Spec:
     version: int = 1  # carried by every snapshot; migrations say how older versions are read
     migrations: tuple[MigrationDef, ...] = ()
     invariants: dict[str, Invariant] = field(default_factory=dict)
+    verify_model: VerifyModel | None = None  # the ``verify:`` section: the bound verify explores to
 
     @property
     def file(self) -> str:
@@ -340,8 +387,9 @@ class Spec:
                 return [strip(v) for v in node]
             return node
 
-        # Traces and invariants never change behaviour: adding a proof must not orphan saved runs.
-        doc = {k: v for k, v in self.source.doc.items() if k not in ("trace", "invariants")}
+        # Traces, invariants and the verification model never change behaviour: adding a proof must not
+        # orphan saved runs.
+        doc = {k: v for k, v in self.source.doc.items() if k not in ("trace", "invariants", "verify")}
         # Nor do the argument values verify is told to try (an argument's `verify:`).
         for section in ("events", "decisions"):
             if isinstance(doc.get(section), dict):
@@ -538,6 +586,7 @@ def build_spec(src: Source) -> Spec:
     spec.version = doc.get("version", 1)
     spec.migrations = tuple(_migration(m, ("migrations", i)) for i, m in enumerate(doc.get("migrations") or []))
     spec.invariants = _invariants(doc.get("invariants"))
+    spec.verify_model = parse_verify_model(doc.get("verify"))
     return spec
 
 

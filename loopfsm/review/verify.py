@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from loopfsm.core import tracing
 from loopfsm.core.errors import ActionError, LoopFsmError
+from loopfsm.core.binding import Call
 from loopfsm.core.invariants import CompiledInvariant, InvariantContext, compile_invariants
 
 from .coverage import MachineCoverage, rows_of
@@ -161,11 +162,23 @@ class Result:
     refused: int = 0
     depth: int = 0  # every run of up to this many feeds was explored
     complete: bool = False  # no configuration was left unexplored (a fixpoint before the bound)
-    truncated: bool = False  # --max-states stopped it
-    seconds: float = 0.0
+    truncated: bool = False  # stopped before the bound: see ``stopped_by``
+    stopped_by: str | None = None  # "max_states", "time_limit" or "interrupt"
+    seconds: float = 0.0  # wall time
+    cpu_seconds: float = 0.0
+    states_reached: set[str] = field(default_factory=set)
+    exercised: set[str] = field(default_factory=set)  # invariants asked of a configuration or step in scope
     violations: dict[str, Finding] = field(default_factory=dict)
     reached: dict[str, Finding] = field(default_factory=dict)
     coverage: Any = None
+
+
+class _Stopped(Exception):
+    """The search stops before its bound: ``reason`` is ``max_states`` or ``time_limit``."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 _SCALARS = frozenset({int, str, bool, float, type(None)})
@@ -273,15 +286,31 @@ class Explorer:
                     self._violate(res, [Broken(NO_CRASH, why)], key, None)
 
     def _arrive(self, inst: Any, res: Result, key: str, clock: int = 0) -> None:
+        res.states_reached.add(inst.state)
         self._violate(res, self.judge.configuration(inst, set(res.violations)), key, None)
         for goal in self.judge.goals_met(inst):
             if goal not in res.reached:
                 res.reached[goal] = Finding(goal, "reached", key, None)
         self._decisions(inst, res, key, clock)
 
-    def run(self, starts: list[dict[str, Any]], depth: int, max_states: int) -> Result:
+    def run(self, starts: list[dict[str, Any]], depth: int, max_states: int, time_limit: float | None = None) -> Result:
+        """Explore breadth first from ``starts`` to ``depth`` feeds; stop at once past ``max_states``
+        configurations, ``time_limit`` seconds of CPU, or Ctrl-C, with what was explored so far."""
         res = Result()
-        began = time.monotonic()
+        try:
+            self._run(res, starts, depth, max_states, time_limit)
+        except _Stopped as stop:
+            res.truncated, res.stopped_by = True, stop.reason
+        except KeyboardInterrupt:
+            res.truncated, res.stopped_by = True, "interrupt"
+        return self._finish(res)
+
+    def _run(
+        self, res: Result, starts: list[dict[str, Any]], depth: int, max_states: int, time_limit: float | None
+    ) -> None:
+        self._began, self._cpu_began = time.monotonic(), time.process_time()
+        began = self._began
+        deadline = None if time_limit is None else self._cpu_began + time_limit
         # Exploring feeds each configuration many times: it runs on the interpreter (about ten times faster), which
         # the engines' differential test holds to the default engine's answers; trace_of replays a finding on the
         # default engine.
@@ -299,18 +328,26 @@ class Explorer:
                 frontier.append((key, snap, 0))
                 self._arrive(inst, res, key)
             last_report = began
-            feeds_of: dict[str, tuple[str, ...]] = {}
+            feeds_of: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # state -> (feeds tried, accepted)
             for level in range(depth):
                 nxt: list[tuple[str, dict[str, Any], int]] = []
                 for key, snap, clock in frontier:
+                    if deadline is not None and time.process_time() > deadline:
+                        raise _Stopped("time_limit")
                     before = restore(snap)
-                    feeds = feeds_of.get(before.state)
-                    if feeds is None:
-                        feeds = feeds_of[before.state] = before.allowed_feeds()
+                    known = feeds_of.get(before.state)
+                    if known is None:
+                        # A step invariant in scope asks every feed, those the state refuses or ignores too (what
+                        # a terminal state does with a feed is what "terminal is forever" is about).
+                        asks = any(inv.in_scope(before.state) for inv in self.judge.steps)
+                        accepted = before.allowed_feeds()
+                        known = feeds_of[before.state] = (tuple(self.compiled.events) if asks else accepted, accepted)
+                    feeds, allowed = known
                     steps = self.domains.steps(before, clock, feeds)
                     self._sink.rows.clear()  # a generator may have asked a decision: that took no row here
                     for step in steps:
                         armed = self.judge.armed(before, step, set(res.violations))
+                        res.exercised.update(inv.name for inv, _ in armed)  # a refused feed holds it too
                         inst = clone(before)
                         try:
                             inst.feed(step.feed, policy=self.policy, **step.kwargs())
@@ -329,6 +366,8 @@ class Explorer:
                         res.transitions += 1
                         if armed:
                             self._violate(res, self.judge.step(armed, before, inst), key, step)
+                        if step.feed not in allowed:
+                            continue  # ignored, so nothing changed: only its clock would make it look new
                         now = step.clock()
                         nclock = clock if now is None or now < clock else now
                         nsnap = inst.snapshot()
@@ -336,8 +375,7 @@ class Explorer:
                         if nkey in self.nodes:
                             continue
                         if len(self.nodes) >= max_states:
-                            res.truncated = True
-                            continue
+                            raise _Stopped("max_states")
                         self.nodes[nkey] = Node(key, step, level + 1)
                         nxt.append((nkey, nsnap, nclock))
                         self._arrive(inst, res, nkey, nclock)
@@ -347,14 +385,17 @@ class Explorer:
                         res.seconds = last_report - began
                         self.progress(res, level + 1)
                 frontier = nxt
-                if res.truncated:
-                    break
                 res.depth = level + 1
                 if not frontier:
                     res.complete = True
                     break
+
+    def _finish(self, res: Result) -> Result:
+        """What the run explored, wherever it stopped: counts, times, the shortest runs to each finding, coverage."""
         res.configurations = len(self.nodes)
-        res.seconds = time.monotonic() - began
+        res.seconds = time.monotonic() - self._began
+        res.cpu_seconds = time.process_time() - self._cpu_began
+        res.exercised.update(inv.name for inv in self.judge.always if any(inv.in_scope(s) for s in res.states_reached))
         for finding in [*res.violations.values(), *res.reached.values()]:
             finding.steps = self.path_to(finding.key) + ([finding.last] if finding.last is not None else [])
         source = self.compiled.spec.source
@@ -386,12 +427,12 @@ class Explorer:
         return Trace(self.compiled.name, dict(policy_given), shown_start, tuple(steps), note)
 
 
-def progress_line(out: TextIO) -> Callable[[Result, int], None]:
+def progress_line(out: TextIO, machine: str = "") -> Callable[[Result, int], None]:
     def show(res: Result, level: int) -> None:
-        rate = res.configurations / res.seconds * 60 if res.seconds else 0.0
+        rate = res.configurations / res.seconds if res.seconds else 0.0
         print(
-            f"verify: depth {level}, {res.configurations:,} configurations, {res.transitions:,} transitions, "
-            f"{rate:,.0f}/min",
+            f"verify{' ' + machine if machine else ''}: depth {level}, {res.configurations:,} configurations, "
+            f"{res.transitions:,} transitions, {rate:,.0f} configurations/s",
             file=out,
             flush=True,
         )
@@ -399,26 +440,67 @@ def progress_line(out: TextIO) -> Callable[[Result, int], None]:
     return show
 
 
+#: What ``loopfsm verify`` explores to when neither the command line nor the machine's ``verify:`` says.
+DEFAULT_DEPTH = 6
+DEFAULT_MAX_STATES = 200_000
+DEFAULT_TIME_LIMIT = 60.0  # seconds of CPU per machine
+
+
 @dataclass(frozen=True)
 class Options:
     """What ``loopfsm verify`` was asked: bounds, policy numbers, argument values, starting snapshots."""
 
-    depth: int = 6
-    max_states: int = 200_000
+    depth: int = DEFAULT_DEPTH
+    max_states: int = DEFAULT_MAX_STATES
     policy: dict[str, Any] = field(default_factory=dict)
     values: dict[str, list[Any]] = field(default_factory=dict)
     starts: tuple[dict[str, Any], ...] = ()  # snapshots; none: a new instance
     traces: Any = None  # a folder (pathlib.Path) to write counterexamples into, or None for none
     progress: bool = True
     forget: frozenset[str] = frozenset()  # data fields left out when telling configurations apart
+    time_limit: float | None = DEFAULT_TIME_LIMIT  # seconds of CPU; None: none
+    unexercised: dict[str, str] = field(default_factory=dict)  # invariant -> why the bound does not exercise it
+    source: str = "the command line's defaults"  # where the bound came from, for the report
+
+
+_STOPPED = {
+    "max_states": "the configuration limit (max_states {max_states:,})",
+    "time_limit": "the time limit ({time_limit:g} s of CPU)",
+    "interrupt": "an interrupt (Ctrl-C)",
+}
 
 
 def _plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
+def _hint(compiled: Any, row: Any, opts: Options, res: Result, policy: Any) -> str:
+    """Why a row was never taken, as far as the table tells: its state never reached, or what its guards read."""
+    if row.kind != "branch":
+        return ""
+    feed, _, rest = row.name.partition("/")
+    state = rest.split("[", 1)[0]
+    if state in compiled.spec.states and state not in res.states_reached:
+        return f"; state {state} is never reached"
+    event = compiled.events.get(feed)
+    branch = next((b for bs in (event.branches.values() if event else ()) for b in bs if b.name == row.name), None)
+    if branch is None:
+        return ""
+    reads: list[str] = []
+    stack = list(branch.guards)
+    while stack:
+        g = stack.pop(0)
+        if isinstance(g, Call):
+            reads += [f"policy {p.field} ({getattr(policy, p.field)!r})" for p in g.from_policy]
+            reads += [f"argument {a}" + (" (values given)" if a in opts.values else "") for a in sorted(g.reads or ())]
+        else:
+            stack.extend(x for option in g.options for x in option)
+    return f"; its guards read {', '.join(dict.fromkeys(reads))}" if reads else ""
+
+
 def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """Explore ``compiled``, print the report; 0 every invariant holds to the bound, 1 one does not."""
+    """Explore ``compiled``, print the report; 0 every invariant holds and is exercised within the whole bound,
+    1 otherwise (one is violated, a goal or an invariant's states are never reached, the search stopped early)."""
     out = out or sys.stdout
     err = err or sys.stderr
     from .tracefile import dump  # noqa: PLC0415
@@ -431,31 +513,42 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
         from .errors import ReviewError  # noqa: PLC0415
 
         raise ReviewError(f"{compiled.name}: --forget {unknown[0]}: the machine has no data field of that name")
+    name = compiled.name
     explorer = Explorer(
-        compiled, policy, domains, progress=progress_line(err) if opts.progress else None, forget=opts.forget
+        compiled, policy, domains, progress=progress_line(err, name) if opts.progress else None, forget=opts.forget
     )
     starts = list(opts.starts) or [compiled.new().snapshot()]
-    res = explorer.run(starts, opts.depth, opts.max_states)
-    name = compiled.name
+    res = explorer.run(starts, opts.depth, opts.max_states, opts.time_limit)
+    status = 0
     if res.complete:
         bound = f"every reachable configuration (no run longer than {res.depth} feeds reaches a new one)"
     elif res.truncated:
-        bound = (
-            f"every run of up to {res.depth} feeds; stopped at --max-states {opts.max_states:,} "
-            f"while exploring runs of {res.depth + 1}"
-        )
+        status = 1
+        why = _STOPPED[res.stopped_by or "interrupt"].format(max_states=opts.max_states, time_limit=opts.time_limit)
+        bound = f"every run of up to {_plural(res.depth, 'feed')}, NOT the bound of {opts.depth}: stopped by {why}"
     else:
-        bound = f"every run of up to {res.depth} feeds"
+        bound = f"every run of up to {_plural(res.depth, 'feed')}; the space is not exhausted (longer runs reach new configurations)"
     print(
         f"{name}: {_plural(res.configurations, 'configuration')}, {_plural(res.transitions, 'transition')} "
-        f"({_plural(res.refused, 'refused feed')}) in {res.seconds:.1f}s; explored {bound}",
+        f"({_plural(res.refused, 'refused feed')}) in {res.cpu_seconds:.1f}s of CPU; explored {bound}; "
+        f"bound from {opts.source}",
+        file=out,
+    )
+    if res.truncated:
+        print(f"  INCOMPLETE   nothing below is proven beyond runs of {_plural(res.depth, 'feed')}", file=out)
+    never = [s for s in compiled.spec.states if s not in res.states_reached]
+    reached = len(compiled.spec.states) - len(never)
+    print(
+        f"  states reached: {reached}/{len(compiled.spec.states)}" + (f"; never: {', '.join(never)}" if never else ""),
         file=out,
     )
     cov = res.coverage
     print(f"  branches and decision rules taken: {cov.hit()}/{len(cov.counted)}", file=out)
     for row in cov.missed:
-        print(f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line})", file=out)
-    status = 0
+        print(
+            f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line}){_hint(compiled, row, opts, res, policy)}",
+            file=out,
+        )
     invariants = compiled.spec.invariants
     for inv in invariants.values():
         if inv.kind == "reach":
@@ -468,6 +561,17 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
         elif inv.name in res.violations:
             status = 1
             print(f"  VIOLATED     {inv.name}: {inv.description.strip()}", file=out)
+        elif inv.name not in res.exercised:
+            where = f"its states ({', '.join(inv.states)}) were never reached" if inv.states else "it was never asked"
+            if inv.kind == "step":
+                fed = f" of {', '.join(inv.feeds)}" if inv.feeds else ""
+                where = f"no feed{fed} met its 'when' in its states"
+            accepted = opts.unexercised.get(inv.name)
+            if accepted is None:
+                status = 1
+                print(f"  NOT EXERCISED {inv.name}: {where}; nothing was proven of it", file=out)
+            else:
+                print(f"  not exercised {inv.name} (accepted: {accepted})", file=out)
         else:
             print(f"  holds        {inv.name}", file=out)
     if NO_CRASH in res.violations:

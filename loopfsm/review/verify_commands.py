@@ -81,11 +81,18 @@ def _check_starts(compiled: Any, args: argparse.Namespace, starts: tuple[Any, ..
 
 
 def verify_options(args: argparse.Namespace) -> Any:
-    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`)."""
-    from .verify import Options  # noqa: PLC0415
+    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`).
 
-    if args.depth < 0 or args.max_states < 1:
+    Bounds the command line leaves out are the defaults here; :func:`with_model` puts each machine's
+    ``verify:`` section in their place.
+    """
+    from .verify import DEFAULT_DEPTH, DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, Options  # noqa: PLC0415
+
+    if (args.depth is not None and args.depth < 0) or (args.max_states is not None and args.max_states < 1):
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
+    time_limit = getattr(args, "time_limit", None)
+    if time_limit is not None and time_limit < 0:
+        raise _UsageError("--time-limit is 0 (none) or more seconds")
     policy = _policy_given(args.set, "--set", {})
     values: dict[str, list[Any]] = {}
     for text in args.values:
@@ -106,8 +113,65 @@ def verify_options(args: argparse.Namespace) -> Any:
     if not traces.is_dir():
         raise _UsageError(f"--traces {args.traces}: no such directory")
     return Options(
-        args.depth, args.max_states, policy, values, tuple(starts), traces, not args.quiet, frozenset(args.forget)
+        DEFAULT_DEPTH if args.depth is None else args.depth,
+        DEFAULT_MAX_STATES if args.max_states is None else args.max_states,
+        policy,
+        values,
+        tuple(starts),
+        traces,
+        not args.quiet,
+        frozenset(args.forget),
+        DEFAULT_TIME_LIMIT if time_limit is None else (time_limit or None),
+        {name: "accepted on the command line" for name in getattr(args, "accept_unexercised", [])},
     )
+
+
+def with_model(compiled: Any, opts: Any, args: argparse.Namespace) -> Any:
+    """``opts`` for ``compiled`` with its ``verify:`` section in place of every bound the command line left out:
+    the depth, limit and starts unless given; its policy numbers and values under those given; its forgotten
+    fields and accepted invariants beside those given."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from .errors import ReviewError  # noqa: PLC0415
+
+    model = compiled.spec.verify_model
+    if model is None:
+        return opts
+    starts = opts.starts
+    if not args.start and model.starts:
+        starts = tuple(_start_snapshot(compiled, start, ReviewError) for start in model.starts)
+    return replace(
+        opts,
+        depth=model.depth if args.depth is None and model.depth is not None else opts.depth,
+        max_states=model.max_states if args.max_states is None and model.max_states is not None else opts.max_states,
+        policy={**model.policy, **opts.policy},
+        values={**model.values, **opts.values},
+        forget=opts.forget | frozenset(model.forget),
+        starts=starts,
+        unexercised={**model.unexercised, **opts.unexercised},
+        source=f"{compiled.spec.file}'s verify: section" + (" and the command line" if _overrides(args) else ""),
+    )
+
+
+def _overrides(args: argparse.Namespace) -> bool:
+    return bool(
+        args.depth is not None or args.max_states is not None or args.start or args.set or args.values or args.forget
+    )
+
+
+def _start_snapshot(compiled: Any, start: Any, error: type[Exception]) -> dict[str, Any]:
+    """The snapshot of a new instance with a ``verify: start:`` entry's fields set, as the machine restores it."""
+    snap: dict[str, Any] = compiled.new(engine="interpreter").snapshot()
+    if start.state is not None:
+        snap["state"], snap["state_data"] = start.state, dict(start.state_data)
+    else:
+        snap["state_data"] = {**snap["state_data"], **start.state_data}
+    snap["data"] = {**snap["data"], **start.data}
+    line = compiled.spec.source.locate(start.path)[0]
+    try:
+        return compiled.restore(snap).snapshot()  # type: ignore[no-any-return]
+    except LoopFsmError as err:
+        raise error(f"{compiled.spec.file}:{line}: verify.start: {_named(compiled.name, err)}") from None
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -148,7 +212,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     for compiled, mine in named:
         try:
             _check_starts(compiled, args, mine.starts)
-            status = max(status, verify_machine(compiled, mine))
+            status = max(status, verify_machine(compiled, with_model(compiled, mine, args)))
         except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
             text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
             print(f"loopfsm verify: {text}", file=sys.stderr)
@@ -174,9 +238,11 @@ def cmd_paths(args: argparse.Namespace) -> int:
     def explore(given: dict[str, Any]) -> tuple[Any, Any]:
         policy = compiled.policy(given)
         domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs, compiled.registry)
-        progress = progress_line(sys.stderr) if opts.progress else None
+        progress = progress_line(sys.stderr, compiled.name) if opts.progress else None
         explorer = Explorer(compiled, policy, domains, progress=progress, forget=opts.forget)
-        return explorer, explorer.run(starts, opts.depth, opts.max_states)
+        # paths aims at coverage, not at a proof: the machine's verify: bound is verify's, and a time limit
+        # applies only when asked for (a module cut short would miss rows without saying why).
+        return explorer, explorer.run(starts, opts.depth, opts.max_states, opts.time_limit if args.time_limit else None)
 
     try:
         _check_starts(compiled, args, opts.starts)
@@ -226,10 +292,27 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
     """Add ``verify``, ``paths`` and ``replay`` to the ``loopfsm`` parser's subcommands."""
     explore = argparse.ArgumentParser(add_help=False)
-    explore.add_argument("--depth", type=int, default=6, help="explore every run of up to N feeds (default: 6)")
     explore.add_argument(
-        "--max-states", type=int, default=200_000, help="stop after N configurations (default: 200000)"
+        "--depth",
+        type=int,
+        default=None,
+        help="explore every run of up to N feeds (default: the machine's verify: section, else 6)",
     )
+    explore.add_argument(
+        "--max-states",
+        type=int,
+        default=None,
+        help="stop at once after N configurations, reporting what was explored (default: the machine's verify: "
+        "section, else 200000)",
+    )
+    explore.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop at once after this much CPU time per machine, reporting what was explored (default: 60; 0: none)",
+    )
+
     explore.add_argument(
         "--from",
         dest="start",
@@ -264,11 +347,21 @@ def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
         parents=[regs, explore],
         help="prove the machines' invariants over every run up to a bound; print shortest counterexamples",
         description="Explore the compiled machine breadth first and check its invariants. "
-        "Exit 0: every invariant holds to the bound; 1: one is violated or a goal is not reached; 2: bad input.",
+        "Without options each machine's verify: section gives the bound. Exit 0: every invariant holds and was "
+        "exercised within the whole bound; 1: one is violated or never exercised, a goal is not reached, or the "
+        "search stopped early; 2: bad input.",
     )
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
     s.add_argument(
         "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
+    )
+    s.add_argument(
+        "--accept-unexercised",
+        action="append",
+        default=[],
+        metavar="INVARIANT",
+        help="do not fail when this invariant's states are never reached within the bound (repeatable; a "
+        "machine's verify: unexercised: says it with the reason)",
     )
     s.set_defaults(func=cmd_verify)
 

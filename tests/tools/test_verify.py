@@ -229,12 +229,16 @@ def test_progress_lines_say_how_far_it_got(breaker, capsys):
     policy = compiled.policy({"trip_after": 1})
     err = io.StringIO()
     explorer = Explorer(
-        compiled, policy, domains_for(compiled.spec, policy, {}), progress=progress_line(err), progress_every=0.0
+        compiled,
+        policy,
+        domains_for(compiled.spec, policy, {}),
+        progress=progress_line(err, "tool_breaker"),
+        progress_every=0.0,
     )
     explorer.run([compiled.new().snapshot()], 2, 100_000)
     lines = err.getvalue().splitlines()
-    assert lines and lines[0].startswith("verify: depth 1, ") and "configurations" in lines[0]
-    assert lines[-1].startswith("verify: depth 2, ") and lines[-1].endswith("/min")
+    assert lines and lines[0].startswith("verify tool_breaker: depth 1, ") and "configurations" in lines[0]
+    assert lines[-1].startswith("verify tool_breaker: depth 2, ") and lines[-1].endswith(" configurations/s")
 
 
 def test_the_review_sheet_lists_the_invariants():

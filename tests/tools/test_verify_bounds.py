@@ -1,34 +1,31 @@
-"""Every shipped machine that declares invariants is verified to its documented bound, and together they take
-under two minutes of CPU time (the bounds are what CI proves on every change)."""
+"""``loopfsm verify`` with no options, in this project: every shipped machine is proven to the bound its own
+``verify:`` section declares, and all nine together take under two minutes of CPU time (the issue's goal;
+about 21 s here)."""
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
 from loopfsm.review.cli import main
 
-from . import test_verify_engine as engine
-from . import test_verify_router as router
-from . import test_verify_shipped as shipped
+pytestmark = pytest.mark.slow  # explores all nine machines, about twenty seconds
 
-pytestmark = pytest.mark.slow  # runs every bound once, for about a minute
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_shipped_machines_verify_together_within_two_minutes(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    bounds = [
-        [str(shipped.BREAKER), *shipped.BOUND],
-        [str(shipped.FALLBACK), *shipped.FALLBACK_BOUND],
-        [str(shipped.AGENT_LOOP), *shipped.AGENT_BOUND, *shipped.agent_start(shipped.AGENT_LOOP)],
-        [str(shipped.RUN_LOCK), *shipped.LOCK_BOUND],
-        [str(engine.BRAIN), *engine.BRAIN_BOUND],
-        [str(router.ROUTER_RUN), *router.ROUTER_BOUND],
-    ]
-    spent = {}
-    for args in bounds:
-        start = time.process_time()
-        assert main(["verify", *args]) == 0, capsys.readouterr().out
-        spent[args[0].rsplit("/", 1)[-1]] = time.process_time() - start
-    assert sum(spent.values()) < 120, spent
+def test_bare_verify_proves_every_shipped_machine_to_its_declared_bound_within_two_minutes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(ROOT)
+    start = time.process_time()
+    assert main(["verify", "-q", "--traces", str(tmp_path)]) == 0, capsys.readouterr().out
+    spent = time.process_time() - start
+    out = capsys.readouterr().out
+    for path in sorted((ROOT / "machines").glob("*.yaml")):
+        assert f"bound from machines/{path.name}'s verify: section\n" in out, path.name
+    assert "NOT" not in out and "INCOMPLETE" not in out and "VIOLATED" not in out
+    assert out.count("holds        ") >= 30 and list(tmp_path.iterdir()) == []
+    assert spent < 120, spent

@@ -23,7 +23,7 @@ BRAIN = ROOT / "machines" / "engine_brain.yaml"
 
 #: The engine brain's bound: every run of up to 5 feeds with one turn allowed (so that a whole turn
 #: cycle, a tool batch included, reaches the cap within it), the rest of the policy at its defaults.
-BRAIN_BOUND = ["--depth", "5", "--set", "max_turns=1", "-q"]
+BRAIN_BOUND = ["-q"]  # the machine's own verify: section
 
 INVARIANTS = (
     "turns_bounded",

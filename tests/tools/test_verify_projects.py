@@ -97,8 +97,10 @@ def test_a_small_policy_breaks_the_invariant_and_max_states_stops_early(tmp_path
     assert main(["verify", str(door), "--set", "max_opens=0", "--depth", "2", "-q"]) == 1
     out = capsys.readouterr().out
     assert "VIOLATED     opens_bounded" in out and "      1  push()  -> open" in out
-    assert main(["verify", str(door), "--max-states", "2", "--depth", "5", "-q", "--traces", "machines"]) == 0
-    assert "every run of up to 1 feeds; stopped at --max-states 2 while exploring runs of 2" in capsys.readouterr().out
+    assert main(["verify", str(door), "--max-states", "2", "--depth", "5", "-q", "--traces", "machines"]) == 1
+    out = capsys.readouterr().out
+    assert "every run of up to 1 feed, NOT the bound of 5: stopped by the configuration limit (max_states 2)" in out
+    assert "INCOMPLETE   nothing below is proven beyond runs of 1 feed" in out
 
 
 def test_bad_input_is_exit_2(tmp_path, monkeypatch, capsys):

@@ -3,12 +3,10 @@ a fault planted in a copy of the YAML that verify catches and replay reproduces.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
 
 from tests.support.planted import planted_copy
@@ -19,19 +17,15 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 BREAKER = ROOT / "machines" / "tool_breaker.yaml"
 
-#: The bound the tool breaker is proven to: every run of up to 5 feeds under a small policy (so that
-#: tripping, probing, expiring and closing all happen within it), one call id, counters not told apart.
-BOUND = [
-    *("--depth", "5", "--set", "trip_after=1", "--set", "cooldown_ms=2", "--set", "max_cooldown_ms=2"),
-    *("--set", "probe_ttl_ms=3", "--set", "half_open_max_ms=5", "--set", "recover_after=1"),
-    *("--values", 'call_id=["a"]', "--forget", "stats", "-q"),
-]
+#: The bound each machine is proven to is its own ``verify:`` section (machines/*.yaml): no options.
+BOUND = ["-q"]
 
 
 def test_the_tool_breaker_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["verify", str(BREAKER), *BOUND]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
+    assert "explored every run of up to 5 feeds" in out and "tool_breaker.yaml's verify: section\n" in out
     for name in (
         "half_open_age_bounded",
         "leases_bounded_by_ttl",
@@ -109,34 +103,11 @@ def test_a_planted_fault_is_caught_and_replayed(tmp_path, monkeypatch, capsys, i
 
 
 AGENT_LOOP = ROOT / "machines" / "agent_loop.yaml"
-HASH = "sha256:" + "a" * 64
-
-#: The agent loop's bound: every run of up to 7 feeds from a run whose deadline is at 6 ms, two attempts
-#: allowed, one tool and one argument hash (and a malformed one), every output check passed, one or none;
-#: the facts a driver gives only for traces (tool type, compensation, validation) at one value each, as no
-#: guard reads them.
-AGENT_BOUND = [
-    *("--depth", "7", "--set", "max_attempts=2", "--values", 'tool=["t"]'),
-    *("--values", 'tool_type=["function"]', "--values", "compensation=[null]", "--values", "validation=[null]"),
-    *("--values", f'arguments_hash=["{HASH}", "x"]', "--values", 'approver=["a", " "]'),
-    *("--values", 'policy_reason=["p"]', "--values", 'error_class=["e"]', "--values", 'owner=["o", ""]'),
-    *("--values", 'passed=[[], ["output_valid"], ["output_valid", "artifacts_present", "side_effects_resolved"]]'),
-    "-q",
-]
-
-
-def agent_start(machine: Path) -> list[str]:
-    """``--from`` a snapshot of a run of ``machine`` (the shipped file or a faulty copy) with its deadline at 6 ms."""
-    inst = compile_file(machine).new()
-    inst.data.run_id, inst.data.owner, inst.data.deadline_at = "r", "o", 6
-    path = machine.parent / "start.json" if machine != AGENT_LOOP else Path("start.json")
-    path.write_text(json.dumps(inst.snapshot()))
-    return ["--from", str(path)]
 
 
 def test_the_agent_loop_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["verify", str(AGENT_LOOP), *AGENT_BOUND, *agent_start(AGENT_LOOP)]) == 0, capsys.readouterr().out
+    assert main(["verify", str(AGENT_LOOP), *BOUND]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     for name in (
         "live_only_before_the_deadline",
@@ -184,7 +155,7 @@ AGENT_FAULTS = [
 def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monkeypatch, capsys, invariant, fault):
     monkeypatch.chdir(tmp_path)
     faulty = planted_copy(AGENT_LOOP, tmp_path, *fault)
-    assert main(["verify", str(faulty), *AGENT_BOUND, *agent_start(faulty)]) == 1
+    assert main(["verify", str(faulty), *BOUND]) == 1
     out = capsys.readouterr().out
     if invariant == "completes":  # a goal without an example: nothing to replay
         assert "NOT REACHED  completes" in out
@@ -197,12 +168,6 @@ def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monk
 
 FALLBACK = ROOT / "machines" / "fallback_breaker.yaml"
 
-#: The fallback breaker's bound: every run of up to 4 feeds under a small policy, routes numbered 1 and 2.
-FALLBACK_BOUND = [
-    *("--depth", "4", "--set", "trip_after=1", "--set", "cooldown_ms=3", "--set", "max_cooldown_ms=4"),
-    *("--set", "probe_ttl_ms=2", "--set", "recover_after=1", "--set", "fallback_fail_max=1"),
-    *("--values", "number=[1,2]", "--forget", "stats", "-q"),
-]
 STALE_IN_FALLBACK = """      Fallback:
         - *refuse_unheld
         - guard: stale
@@ -233,7 +198,7 @@ FALLBACK_FAULTS = [
 
 def test_the_fallback_breaker_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["verify", str(FALLBACK), *FALLBACK_BOUND]) == 0, capsys.readouterr().out
+    assert main(["verify", str(FALLBACK), *BOUND]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     for name in (
         "probe_lease_bounded",
@@ -252,17 +217,14 @@ def test_a_planted_fault_in_the_fallback_breaker_is_caught_and_replayed(
     monkeypatch.chdir(tmp_path)
     faulty = planted_copy(FALLBACK, tmp_path, *fault)
     # a lower cooldown cap than the proof's, so a cooldown past the cap shows within the bound
-    bound = [arg.replace("max_cooldown_ms=4", "max_cooldown_ms=2") for arg in FALLBACK_BOUND]
-    assert bound != FALLBACK_BOUND
-    assert main(["verify", str(faulty), *bound]) == 1
+    assert "max_cooldown_ms: 4," in FALLBACK.read_text(encoding="utf-8")
+    assert main(["verify", str(faulty), *BOUND, "--set", "max_cooldown_ms=2"]) == 1
     assert f"VIOLATED     {invariant}:" in capsys.readouterr().out
     assert main(["replay", str(faulty), str(tmp_path / f"fallback_breaker.{invariant}.trace.yaml")]) == 1
     assert f"invariant {invariant} violated after step" in capsys.readouterr().out
 
 
 RUN_LOCK = ROOT / "machines" / "run_lock.yaml"
-#: The run lock's bound: every run of up to 5 feeds, two holders.
-LOCK_BOUND = ["--depth", "5", "--values", 'holder=["a", "b"]', "-q"]
 
 # A copy of the run lock's registry whose grant lowers the fence on a second grant: a fault in Python,
 # which no edit of the YAML can plant (no action of the table lowers the fence).
@@ -294,7 +256,7 @@ def grant(m, ctx):
 
 def test_the_run_lock_holds_every_invariant_to_its_bound(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert main(["verify", str(RUN_LOCK), *LOCK_BOUND]) == 0, capsys.readouterr().out
+    assert main(["verify", str(RUN_LOCK), *BOUND]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
     assert "holds        fence_only_grows\n" in out and "holds        stale_fence_moves_nothing\n" in out
 
@@ -308,7 +270,7 @@ def test_a_stale_fence_that_releases_is_caught_and_replayed(tmp_path, monkeypatc
     faulty.write_text(
         text.replace(release, "        - guard: {name: fence_current, negate: true}\n          to: Free\n")
     )
-    assert main(["verify", str(faulty), *LOCK_BOUND]) == 1
+    assert main(["verify", str(faulty), *BOUND]) == 1
     assert "VIOLATED     stale_fence_moves_nothing:" in capsys.readouterr().out
     assert main(["replay", str(faulty), "run_lock.stale_fence_moves_nothing.trace.yaml"]) == 1
     assert "invariant stale_fence_moves_nothing violated after step" in capsys.readouterr().out
@@ -319,7 +281,7 @@ def test_a_grant_that_lowers_the_fence_is_caught_and_replayed(tmp_path, monkeypa
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "lowering.py").write_text(LOWERING_REGISTRY)
     faulty = ["--registry", "run_lock=lowering:REGISTRY"]
-    assert main(["verify", str(RUN_LOCK), *LOCK_BOUND, *faulty]) == 1
+    assert main(["verify", str(RUN_LOCK), *BOUND, *faulty]) == 1
     out = capsys.readouterr().out
     assert "VIOLATED     fence_only_grows:" in out and "shortest counterexample, 2 feeds:" in out
     assert main(["replay", str(RUN_LOCK), "run_lock.fence_only_grows.trace.yaml", *faulty]) == 1
