@@ -521,7 +521,7 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
     res = explorer.run(starts, opts.depth, opts.max_states, opts.time_limit)
     status = 0
     if res.complete:
-        bound = f"every reachable configuration (no run longer than {res.depth} feeds reaches a new one)"
+        bound = f"every reachable configuration (no run longer than {_plural(res.depth, 'feed')} reaches a new one)"
     elif res.truncated:
         status = 1
         why = _STOPPED[res.stopped_by or "interrupt"].format(max_states=opts.max_states, time_limit=opts.time_limit)

@@ -22,7 +22,7 @@ def _blocks(kind: str) -> list[str]:
 
 
 def _timeless(text: str) -> str:
-    return re.sub(r" in \d+\.\ds;", " in 0.0s;", text)
+    return re.sub(r" in \d+\.\ds of CPU;", " in 0.0s of CPU;", text)
 
 
 def _run(console: str, capsys) -> tuple[int, str]:
@@ -48,10 +48,17 @@ def test_the_invariants_example_is_a_valid_section_of_the_tool_breaker():
     assert list(spec.invariants) == ["probes_bounded", "stale_result_never_moves", "half_opens"]
 
 
+def test_the_verify_section_shown_is_the_tool_breakers():
+    import yaml
+
+    shown = yaml.safe_load(_blocks("yaml")[1])
+    assert shown["verify"] == yaml.safe_load((ROOT / "machines" / "tool_breaker.yaml").read_text())["verify"]
+
+
 def test_the_arg_values_example_is_the_engine_brains():
     import yaml
 
-    shown = yaml.safe_load(_blocks("yaml")[1])["events"]
+    shown = yaml.safe_load(_blocks("yaml")[2])["events"]
     brain = yaml.safe_load((ROOT / "machines" / "engine_brain.yaml").read_text(encoding="utf-8"))["events"]
     for feed, body in shown.items():
         for arg, field in body["args"].items():
@@ -70,10 +77,10 @@ def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, caps
     old, new = (line[1:] for line in diff.splitlines())
     assert old in good
     machine.write_text(good.replace(old, new), encoding="utf-8")
-    verify_broken, replay_broken, verify_fixed = _blocks("console")
+    verify_broken, replay_broken, verify_fixed = _blocks("console")[:3]
     assert _run(verify_broken, capsys)[0] == 1
     trace = tmp_path / "tool_breaker.probes_bounded.trace.yaml"
-    assert trace.read_text(encoding="utf-8") == _blocks("yaml")[2]
+    assert trace.read_text(encoding="utf-8") == _blocks("yaml")[3]
     assert _run(replay_broken, capsys)[0] == 1
     machine.write_text(good, encoding="utf-8")
     assert _run(verify_fixed, capsys)[0] == 0
@@ -81,6 +88,6 @@ def test_the_worked_example_from_the_edit_to_the_fix(tmp_path, monkeypatch, caps
 
 def test_the_hand_written_trace_replays(tmp_path, capsys):
     trace = tmp_path / "t.yaml"
-    trace.write_text(_blocks("yaml")[3], encoding="utf-8")
+    trace.write_text(_blocks("yaml")[4], encoding="utf-8")
     assert main(["replay", str(ROOT / "machines" / "tool_breaker.yaml"), str(trace)]) == 0
     assert "replayed 2 steps: as the trace expects" in capsys.readouterr().out

@@ -4,6 +4,7 @@ and verdicts that say what they cover (not exercised, incomplete, hints for rows
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from loopfsm.review.cli import main
 from loopfsm.review.verify import Explorer, Options, verify_machine
 from loopfsm.review.verify_inputs import domains_for
 
+from tests.support.docs_pages import page
 from tests.support.planted import planted_copy
 from tests.support.specs import dedent
 
@@ -117,6 +119,9 @@ def test_an_invariant_whose_states_are_never_reached_is_not_exercised_and_fails(
     door.write_text(door.read_text().replace("values: {code: [0, 7]}", "values: {code: [0]}"))
     assert main(["verify", "-q"]) == 1
     out = capsys.readouterr().out
+    shown = page("docs/verify.md").split("```console\n$ loopfsm verify machines/door.yaml -q\n")[1].split("```")[0]
+    for line in shown.splitlines():  # docs/verify.md shows this run
+        assert line.strip() == "..." or re.sub(r"in \d+\.\ds", "in 0.0s", line) in re.sub(r"in \d+\.\ds", "in 0.0s", out)
     assert "NOT EXERCISED opens_only_on_the_code: its states (open) were never reached; nothing was proven of it" in out
     assert "holds        opens_only_on_the_code" not in out
     assert main(["verify", "-q", "--accept-unexercised", "opens_only_on_the_code"]) == 0
