@@ -6,8 +6,9 @@ Every feed is tried with every combination of its arguments' values:
 - the clock (an integer argument named ``now``) takes the largest time fed so far
   plus 0, 1 and each duration of the policy (an integer policy number whose name
   ends in ``_ms``, ``_s`` or ``_seconds``), and each later instant the
-  configuration holds (an integer data or state data value above the clock: a
-  deadline, an expiry) and the instant before it, so every run that crosses a
+  configuration holds (an integer data or state data value above the clock, or
+  one inside their lists, mappings and dataclass values: a deadline, an expiry,
+  a lease's) and the instant before it, so every run that crosses a
   duration or a deadline is among those tried;
 - another integer argument takes 0, 1, and the value of the data field of the
   same name and its neighbours (a permit's ``generation`` is current, stale or
@@ -32,6 +33,7 @@ needs ``--values``; :class:`~loopfsm.review.errors.ReviewError` says so.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -100,13 +102,31 @@ def argument_names(spec: Spec) -> set[str]:
 
 
 def _instants_after(inst: Any, clock: int) -> set[int]:
-    """Each integer the configuration holds (data, state data) above ``clock``, and the one before it."""
-    values = [*inst.state_data.values(), *(getattr(inst.data, n) for n in type(inst).compiled.data_encoders)]
+    """Each integer the configuration holds above ``clock``, and the one before it: in data and state data, and
+    inside their lists, mappings and dataclass values (a lease's ``expires_at`` in a list of leases)."""
+    stack: list[tuple[Any, int]] = [
+        (inst.state_data, 0),
+        *((getattr(inst.data, n), 0) for n in type(inst).compiled.data_encoders),
+    ]
     out: set[int] = set()
-    for v in values:
-        if type(v) is int and v > clock:
-            out |= {v - 1, v}
+    while stack:
+        v, depth = stack.pop()
+        if type(v) is int:
+            if v > clock:
+                out |= {v - 1, v}
+        elif depth >= _NESTING:
+            continue
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, depth + 1) for x in v)
+        elif isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values())
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            stack.extend((getattr(v, f.name), depth + 1) for f in dataclasses.fields(v))
     return out
+
+
+#: How deep :func:`_instants_after` looks into nested values (a field's list of records of lists is three).
+_NESTING = 4
 
 
 class GeneratorContext:

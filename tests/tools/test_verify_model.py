@@ -205,3 +205,26 @@ def test_a_planted_fault_is_found_by_bare_verify(tmp_path: Path, capsys: pytest.
     assert main(["verify", "-q", "--traces", str(tmp_path), str(faulty)]) == 1
     out = capsys.readouterr().out
     assert "VIOLATED     no_retry_of_a_non_idempotent_call" in out and "shortest counterexample, 3 feeds" in out
+
+
+def test_instants_inside_lists_records_and_dataclasses_are_offered_to_now() -> None:
+    """A lease's expires_at inside a list of leases is an instant the clock must be able to reach (and the one
+    before it), as a top-level deadline is; the tool breaker keeps its probe leases that way."""
+    from dataclasses import dataclass
+
+    from loopfsm.machines import ToolBreaker
+    from loopfsm.review.verify_inputs import _instants_after
+
+    @dataclass
+    class Lease:
+        expires_at: int
+
+    breaker = ToolBreaker()
+    breaker.data.leases = [{"call_id": "a", "expires_at": 40}]
+    breaker.data.permits = [Lease(70)]  # not its real type: any dataclass value is looked into
+    breaker.data.last_now = 5
+    assert _instants_after(breaker, 10) >= {39, 40, 69, 70}
+    assert not _instants_after(breaker, 100) & {39, 40, 69, 70}
+    deep: list[object] = [[[[[[[99]]]]]]]
+    breaker.data.leases = deep
+    assert 99 not in _instants_after(breaker, 10)  # nesting is bounded
