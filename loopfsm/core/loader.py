@@ -266,11 +266,16 @@ class _CachedSource:
         self.file, self.doc, self._text = file, doc, text
 
     def __getattr__(self, name: str) -> Any:
-        from .source import read_source  # noqa: PLC0415
+        """Called only for what this object lacks (``locate``, ``problem``...): the parsed source has it,
+        parsed on the first such question and kept (it was parsed anew on every one: a report of 89 rows
+        parsed the router run's file 89 times)."""
+        parsed = self.__dict__.get("_parsed")
+        if parsed is None:
+            from .source import read_source  # noqa: PLC0415
 
-        parsed = read_source(self._text.decode("utf-8"), self.file)
-        parsed.doc = self.doc
-        self.__dict__["_parsed"] = parsed
+            parsed = read_source(self._text.decode("utf-8"), self.file)
+            parsed.doc = self.doc
+            self.__dict__["_parsed"] = parsed
         return getattr(parsed, name)
 
 

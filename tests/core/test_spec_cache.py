@@ -76,6 +76,20 @@ def test_second_load_comes_from_the_cache_and_behaves_the_same(cache, tmp_path, 
     assert (inst.state, inst.data.n) == ("busy", 1)
 
 
+def test_a_cached_spec_parses_its_file_once_however_many_places_are_asked_for(cache, tmp_path, monkeypatch):
+    """Positions come from parsing the text again, once: verify's report locates every row of a table."""
+    from loopfsm.core import source
+
+    path, reg = write(tmp_path), make_registry()
+    load(path, reg)
+    parsed = []
+    real = source.read_source
+    monkeypatch.setattr(source, "read_source", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    cached = load(path, reg)
+    lines = [cached.source.locate(("events", "go", "from", "idle", 0))[0], cached.source.locate(("states", "busy"))[0]]
+    assert lines == [13, 7] and len(parsed) == 1
+
+
 def test_an_edited_file_is_checked_again(cache, tmp_path):
     path, reg = write(tmp_path), make_registry()
     load(path, reg)
