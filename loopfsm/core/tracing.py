@@ -104,7 +104,14 @@ class TransitionRecord:
 
 
 class TraceSink(Protocol):
-    """Anything that accepts records: a function, ``list.append``, an OpenTelemetry sink."""
+    """Anything that accepts records: a function, ``list.append``, an OpenTelemetry sink.
+
+    Two optional class attributes tune what a sink hears: ``wants_refusals = True``
+    adds records of ``refuse:`` branches taken (:func:`refusal_done`), and
+    ``wants_attributes = False`` says it reads only which row was taken, so when
+    every listening sink says so the records carry no attributes and none is
+    computed (a coverage collector; ``loopfsm verify``'s row sink).
+    """
 
     def __call__(self, record: TransitionRecord, /) -> None: ...
 
@@ -216,12 +223,17 @@ def _deliver(instance: Traced, record: TransitionRecord) -> None:
             warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
 
 
+def _attributes_wanted(instance: Traced) -> bool:
+    """Whether a sink that hears this instance reads attributes (see :class:`TraceSink`)."""
+    return any(getattr(s, "wants_attributes", True) for s in (*_global, *sinks_of(instance)))
+
+
 def _attributes(
     instance: Traced, ctx: Any, move: tuple[str, str] | None = None, before: Mapping[str, Any] = _EMPTY
 ) -> Mapping[str, AttributeValue]:
     """The declared attributes of one record: ``move`` is (from, to) for a feed, None for a decision."""
     getters = instance.compiled.trace_attributes
-    if not getters:
+    if not getters or not _attributes_wanted(instance):
         return _EMPTY
     out: dict[str, AttributeValue] = {}
     for g in getters:
@@ -259,7 +271,7 @@ class _Before:
 def feed_starting(instance: Traced, args: Mapping[str, Any], policy: Any) -> Mapping[str, Any]:
     """Called by the runtime before a feed runs, only while :data:`ACTIVE`: the ``after_or_before`` values."""
     getters = instance.compiled.trace_attributes
-    if not getters or not (_global or sinks_of(instance)):
+    if not getters or not (_global or sinks_of(instance)) or not _attributes_wanted(instance):
         return _EMPTY
     ctx = _Before(instance, args, policy)
     return {g.name: v for g in getters if g.keep and (v := g.get(ctx)) is not None}

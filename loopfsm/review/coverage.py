@@ -103,6 +103,7 @@ class Collector:
     """A trace sink counting, per machine, the branches and rules taken.  Thread-safe, bounded by the tables."""
 
     wants_refusals = True  # a refuse: branch taken is a row taken, though ordinary sinks do not hear it
+    wants_attributes = False  # only which row was taken
 
     def __init__(self) -> None:
         self.taken: dict[str, set[tuple[str, str]]] = {}

@@ -115,6 +115,7 @@ class _RowSink:
     """A trace sink noting the rows (branches, refusals, decision rules) each feed or question took."""
 
     wants_refusals = True
+    wants_attributes = False
 
     def __init__(self) -> None:
         self.rows: list[tuple[str, str]] = []
@@ -285,6 +286,15 @@ class Explorer:
                     why = f"decision {ask.shown()} raised {type(err).__name__}: {err}"
                     self._violate(res, [Broken(NO_CRASH, why)], key, None)
 
+    def _once_each(self, inst: Any, clock: int, feeds: list[str]) -> list[Step]:
+        """Feeds ``inst``'s state does not accept: one call each where the state raises for it (every value
+        raises alike), every value where it ignores it (a step invariant's guards may read the arguments)."""
+        out: list[Step] = []
+        for feed in feeds:
+            steps = self.domains.steps(inst, clock, (feed,))
+            out += steps if inst.state in self.compiled.events[feed].ignored_in else steps[:1]
+        return out
+
     def _arrive(self, inst: Any, res: Result, key: str, clock: int = 0) -> None:
         res.states_reached.add(inst.state)
         self._violate(res, self.judge.configuration(inst, set(res.violations)), key, None)
@@ -343,12 +353,15 @@ class Explorer:
                         accepted = before.allowed_feeds()
                         known = feeds_of[before.state] = (tuple(self.compiled.events) if asks else accepted, accepted)
                     feeds, allowed = known
-                    steps = self.domains.steps(before, clock, feeds)
+                    steps = self.domains.steps(before, clock, allowed)
+                    if len(feeds) > len(allowed):
+                        steps += self._once_each(before, clock, [f for f in feeds if f not in allowed])
                     self._sink.rows.clear()  # a generator may have asked a decision: that took no row here
                     for step in steps:
                         armed = self.judge.armed(before, step, set(res.violations))
                         res.exercised.update(inv.name for inv, _ in armed)  # a refused feed holds it too
-                        inst = clone(before)
+                        # A feed the state does not accept raises or is ignored, changing nothing: no copy.
+                        inst = clone(before) if step.feed in allowed else before
                         try:
                             inst.feed(step.feed, policy=self.policy, **step.kwargs())
                         except ActionError as err:  # a guard or action raised: the runtime wrapped it
@@ -527,7 +540,10 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
         why = _STOPPED[res.stopped_by or "interrupt"].format(max_states=opts.max_states, time_limit=opts.time_limit)
         bound = f"every run of up to {_plural(res.depth, 'feed')}, NOT the bound of {opts.depth}: stopped by {why}"
     else:
-        bound = f"every run of up to {_plural(res.depth, 'feed')}; the space is not exhausted (longer runs reach new configurations)"
+        bound = (
+            f"every run of up to {_plural(res.depth, 'feed')}; the space is not exhausted "
+            "(longer runs reach new configurations)"
+        )
     print(
         f"{name}: {_plural(res.configurations, 'configuration')}, {_plural(res.transitions, 'transition')} "
         f"({_plural(res.refused, 'refused feed')}) in {res.cpu_seconds:.1f}s of CPU; explored {bound}; "
@@ -545,10 +561,8 @@ def verify_machine(compiled: Any, opts: Options, out: TextIO | None = None, err:
     cov = res.coverage
     print(f"  branches and decision rules taken: {cov.hit()}/{len(cov.counted)}", file=out)
     for row in cov.missed:
-        print(
-            f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line}){_hint(compiled, row, opts, res, policy)}",
-            file=out,
-        )
+        hint = _hint(compiled, row, opts, res, policy)
+        print(f"    never taken: {row.kind} {row.name} ({compiled.spec.file}:{row.line}){hint}", file=out)
     invariants = compiled.spec.invariants
     for inv in invariants.values():
         if inv.kind == "reach":

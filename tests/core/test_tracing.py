@@ -392,3 +392,27 @@ def test_a_sink_attached_twice_hears_each_record_once_and_detaching_an_absent_on
         tracing.detach(t, heard.append)
     with pytest.raises(TypeError, match="attach to a machine instance, got object"):
         tracing.attach(object(), heard.append)  # type: ignore[arg-type]
+
+
+def test_records_carry_no_attributes_when_every_sink_says_it_wants_none():
+    """A coverage collector reads only which row was taken; the attributes are not even computed for it."""
+    from loopfsm.machines import AgentLoop
+
+    class RowsOnly:
+        wants_attributes = False
+
+        def __init__(self):
+            self.records = []
+
+        def __call__(self, record):
+            self.records.append(record)
+
+    rows, plain = RowsOnly(), []
+    run = AgentLoop()
+    run.data.run_id, run.data.owner, run.data.deadline_at = "r", "o", 100
+    with tracing.attached(run, rows):
+        run.feed("tool_proposed", tool="t", arguments_hash="sha256:" + "a" * 64, idempotent=True, now=0)
+    assert rows.records and all(r.attributes == {} for r in rows.records)
+    with tracing.attached(run, rows), tracing.attached(run, plain.append):  # one sink wants them: both get them
+        run.feed("dispatch", now=1)
+    assert plain[0].attributes and rows.records[-1].attributes == plain[0].attributes
