@@ -33,7 +33,7 @@ class Path_:
     """One generated test: the row it takes, and the run that takes it."""
 
     row: tuple[str, str]
-    key: str  # the configuration the last step was fed in (its start is the run's)
+    key: bytes  # the configuration the last step was fed in (its start is the run's)
     steps: tuple[Step, ...]
     last: Step
     decision: bool
