@@ -229,3 +229,27 @@ def test_instants_inside_lists_records_and_dataclasses_are_offered_to_now() -> N
     deep: list[object] = [[[[[[[99]]]]]]]
     breaker.data.leases = deep
     assert 99 not in _instants_after(breaker, 10)  # nesting is bounded
+
+
+def test_the_explorers_copy_is_deep_and_keeps_what_a_value_holds() -> None:
+    """Configurations are copied field by field: nothing is shared that a feed could change in place."""
+    from dataclasses import dataclass, field
+
+    from loopfsm.machines.engine_brain import Message, ToolCall
+    from loopfsm.review.verify import _copy
+
+    @dataclass
+    class Box:
+        items: list[int] = field(default_factory=list)
+
+    message = Message.assistant("", [ToolCall("c1", "shell", {"cmd": ["ls"]})])
+    box = Box([1])
+    box.extra = "kept"  # type: ignore[attr-defined]  # not a field: copied whole, by copy.deepcopy
+    original = [message, (box, {"k": [2]}), Box([3])]
+    copied = _copy(original)
+    assert copied == original and copied[0] is not message
+    assert copied[0].tool_calls[0].arguments is not message.tool_calls[0].arguments
+    copied[1][1]["k"].append(9)
+    copied[2].items.append(9)
+    assert original[1][1] == {"k": [2]} and original[2].items == [3]
+    assert copied[1][0].extra == "kept" and copied[1][0] is not box
