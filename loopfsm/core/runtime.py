@@ -339,8 +339,14 @@ class MachineInstance(_tracing.Traced):
             raise UnknownFeed(
                 f"{c.name}: no decision named '{decision}' (decisions: {', '.join(c.decisions) or 'none'})"
             )
-        q = QueryData(self, c.policy(policy), c.decision_binders[decision]((), args))
-        for rule in c.decision_rules(decision, self._state, q.policy):
+        return self._answer(decision, c.policy(policy), c.decision_binders[decision]((), args))
+
+    def _answer(self, decision: str, policy: Any, args: dict[str, Any]) -> tuple[str, Any]:
+        """:meth:`explain` of arguments its binder bound and a policy object (``loopfsm verify`` asks the same
+        bound question of thousands of configurations)."""
+        c = self.compiled
+        q = QueryData(self, policy, args)
+        for rule in c.decision_rules(decision, self._state, policy):
             if all_hold(rule.guards, self, q):
                 answer = rule.result(self, q)
                 if _tracing.ACTIVE:

@@ -278,6 +278,7 @@ class Explorer:
         self.last_instance: Any = None  # where the last trace_of() ended
         self.first_taken: dict[tuple[str, str], Taken] = {}  # (kind, row name) -> the first run that took it
         self._sink = _RowSink()
+        self._asked: dict[tuple[str, Any], dict[str, Any] | None] = {}  # (decision, arguments) -> bound, or None
 
     def _took(self, key: Key, step: Step, decision: bool = False) -> None:
         for row in self._sink.rows:
@@ -307,12 +308,16 @@ class Explorer:
     def _decisions(self, inst: Any, res: Result, key: Key, clock: int) -> None:
         """Ask every decision with every combination of its arguments, so its rules count as covered
         (and a decision that crashes is found)."""
+        binders = self.compiled.decision_binders
         for name, d in self.compiled.spec.decisions.items():
             asks = self.domains.combinations(name, d.args, inst, clock)
             for ask in asks:
                 self._sink.rows.clear()
+                bound = self._bound(binders[name], name, ask)
+                if bound is None:
+                    continue  # the question's own binder refuses these arguments
                 try:
-                    inst.explain(name, policy=self.policy, **ask.kwargs())
+                    inst._answer(name, self.policy, bound)
                     self._took(key, ask, decision=True)
                 except ActionError as err:
                     self._violate(res, [Broken(NO_CRASH, str(err))], key, None)
@@ -321,6 +326,24 @@ class Explorer:
                 except Exception as err:  # noqa: BLE001
                     why = f"decision {ask.shown()} raised {type(err).__name__}: {err}"
                     self._violate(res, [Broken(NO_CRASH, why)], key, None)
+
+    def _bound(self, binder: Any, name: str, ask: Step) -> dict[str, Any] | None:
+        """The question's arguments as its binder binds them (None: it refuses them), bound once per question:
+        most questions are asked unchanged of every configuration."""
+        try:
+            key = (name, ask.args)
+            hash(key)
+        except TypeError:  # a list or mapping among the values: not kept
+            key = None
+        if key is not None and key in self._asked:
+            return self._asked[key]
+        try:
+            bound: dict[str, Any] | None = binder((), ask.kwargs())
+        except LoopFsmError:
+            bound = None
+        if key is not None:
+            self._asked[key] = bound
+        return bound
 
     def _once_each(self, inst: Any, clock: int, feeds: list[str]) -> list[Step]:
         """Feeds ``inst``'s state does not accept: one call each where the state raises for it (every value
