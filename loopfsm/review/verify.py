@@ -209,20 +209,36 @@ def _copy(value: Any) -> Any:
     if names and len(getattr(value, "__dict__", names)) == len(names):  # nothing set besides its fields
         out = object.__new__(kind)
         for name in names:
-            object.__setattr__(out, name, _copy(getattr(value, name)))
+            field_value = getattr(value, name, _UNSET)
+            if field_value is not _UNSET:
+                object.__setattr__(out, name, _copy(field_value))
         return out
     return copy.deepcopy(value)
 
 
-#: Per type, the fields :func:`_copy` copies one by one: a dataclass whose instances hold exactly its fields
-#: (no ``__slots__`` of their own, nothing set past them), else () and a deep copy.
+#: Per type, the attributes :func:`_copy` copies one by one, else () and a deep copy: a dataclass's fields (its
+#: instances holding nothing else), or the slots of a class made of slots alone (the stream's Slot), for a class
+#: that does not say itself how it is copied or pickled.  Measured: the stream assembly's exploration spent 14 of
+#: its 22 profiled seconds in ``copy.deepcopy``.
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_UNSET = object()
+_OWN_COPYING = ("__copy__", "__deepcopy__", "__reduce__", "__reduce_ex__", "__getstate__", "__setstate__")
 
 
 def _plain_fields(kind: type) -> tuple[str, ...]:
-    if not dataclasses.is_dataclass(kind) or "__slots__" in vars(kind) or kind.__module__ == "builtins":
+    if kind.__module__ == "builtins" or any(
+        getattr(kind, h, None) is not getattr(object, h, None) for h in _OWN_COPYING
+    ):
         return ()
-    return tuple(f.name for f in dataclasses.fields(kind))
+    if dataclasses.is_dataclass(kind) and "__slots__" not in vars(kind):
+        return tuple(f.name for f in dataclasses.fields(kind))
+    slots: list[str] = []
+    for base in kind.__mro__[:-1]:  # object last
+        own = vars(base).get("__slots__")
+        if own is None:
+            return ()  # a class in the chain keeps a __dict__
+        slots += [own] if isinstance(own, str) else list(own)
+    return () if "__dict__" in slots or "__weakref__" in slots else tuple(dict.fromkeys(slots))
 
 
 def clone(inst: Any) -> Any:

@@ -253,3 +253,13 @@ def test_the_explorers_copy_is_deep_and_keeps_what_a_value_holds() -> None:
     copied[2].items.append(9)
     assert original[1][1] == {"k": [2]} and original[2].items == [3]
     assert copied[1][0].extra == "kept" and copied[1][0] is not box
+
+    from loopfsm.machines.stream_values import Slot
+
+    slot = Slot(0, "tool", "b1", "shell", '{"a"')
+    slot.add(": [1]}")
+    twin = _copy(slot)
+    assert twin is not slot and twin.parts == slot.parts and twin.parts is not slot.parts and twin.index == 0
+    twin.add("x")
+    twin.close()
+    assert slot.open and slot.parts == ['{"a"', ": [1]}"] and twin.text == '{"a": [1]}x'
