@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+from . import tracing as _tracing
 from .binding import Bound, Call, Guard, PerPolicy, all_hold, bind, bind_guard
 from .errors import ActionError, IllegalFeed, LoopFsmError, NoBranchMatched
 
@@ -243,8 +244,13 @@ class Feed:
                     if not guard(model, ctx):
                         break
                 else:
-                    for action in row.actions:
-                        action(model, ctx)
+                    try:
+                        for action in row.actions:
+                            action(model, ctx)
+                    except LoopFsmError:
+                        if _tracing.ACTIVE:
+                            _tracing.action_refused(model, self.name, row.branch)
+                        raise
                     dest = row.dest
                     if dest is not None:
                         data = ctx.enter_data

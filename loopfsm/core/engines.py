@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from . import tracing as _tracing
 from .backend import Branch, Feed, FeedData, action_error, feed_data, state_data_error
 from .binding import AnyOf, Bound, Call, Guard, PerPolicy, bind, bind_guard
 from .errors import ConfigError, IllegalFeed, LoopFsmError, NoBranchMatched
@@ -200,6 +201,8 @@ def _action(machine: str, feed: str, branch: Branch, index: int, name: str) -> C
         try:
             ctx.bound[index](event_data.model, ctx)
         except LoopFsmError:
+            if _tracing.ACTIVE:
+                _tracing.action_refused(event_data.model, feed, branch)
             raise
         except Exception as err:  # a registered action raised
             raise action_error(machine, feed, ctx.source, branch.name, err) from err

@@ -298,7 +298,8 @@ def refusal_done(instance: Traced, feed: str, branch: str) -> None:
     A refused feed changes nothing, so ordinary sinks hear nothing of it
     (like an illegal feed); only a sink with ``wants_refusals = True`` (the
     transition-coverage collector) gets a ``"refusal"`` record naming the
-    branch.  It carries no attributes: nothing the feed brought is read.
+    branch, for a ``refuse:`` branch and for a branch whose action raised a
+    loopfsm error (:func:`action_refused`).  It carries no attributes: nothing the feed brought is read.
     """
     sinks = [s for s in (*_global, *sinks_of(instance)) if getattr(s, "wants_refusals", False)]
     if not sinks:
@@ -310,6 +311,14 @@ def refusal_done(instance: Traced, feed: str, branch: str) -> None:
             sink(record)
         except Exception as err:
             warnings.warn(f"trace sink {sink!r} raised {type(err).__name__}: {err}", TraceSinkWarning, stacklevel=3)
+
+
+def action_refused(instance: Traced, feed: str, branch: Any) -> None:
+    """Called when an action of ``branch`` (a backend ``Branch``) refused the feed by raising a LoopFsmError,
+    only while :data:`ACTIVE`: the branch was taken and refused, as a ``refuse:`` branch is (the run lock's
+    ``fenced_out``).  A ``refuse:`` branch reports itself (:func:`refusal_done`), so it is not reported twice."""
+    if branch.refusal is None:
+        refusal_done(instance, feed, branch.name)
 
 
 def decision_done(instance: Traced, decision: str, rule: str, query: Any) -> None:

@@ -416,3 +416,29 @@ def test_records_carry_no_attributes_when_every_sink_says_it_wants_none():
     with tracing.attached(run, rows), tracing.attached(run, plain.append):  # one sink wants them: both get them
         run.feed("dispatch", now=1)
     assert plain[0].attributes and rows.records[-1].attributes == plain[0].attributes
+
+
+@pytest.mark.parametrize("engine", ["transitions", "interpreter"])
+def test_a_branch_whose_action_refuses_is_heard_as_a_refusal_by_sinks_that_want_them(engine):
+    """The run lock's fenced_out action raises FencedOut: the branch was taken and refused, as a refuse: branch
+    is, so coverage counts it; ordinary sinks hear nothing, as of any refused feed."""
+    from loopfsm import FencedOut
+    from loopfsm.machines import RunLock
+
+    class Refusals(list):
+        wants_refusals = True
+
+        def __call__(self, record):
+            self.append(record)
+
+    lock = RunLock(engine=engine)
+    lock.acquire(100, "A", 50)
+    lock.acquire(200, "B", 50)  # a takeover: A's fence is stale
+    refusals, plain = Refusals(), []
+    with tracing.attached(lock, refusals), tracing.attached(lock, plain.append):
+        with pytest.raises(FencedOut):
+            lock.renew(210, 1, 50)
+    assert [(r.kind, r.branch, r.from_state, r.to_state) for r in refusals] == [
+        ("refusal", "renew/Held[1]", "Held", "Held")
+    ]
+    assert plain == []
