@@ -27,7 +27,7 @@ from .fieldtypes import (
 )
 from .invariants import BUILTINS, STEP_ONLY
 from .migration_checks import check_migrations
-from .verify_model import check_verify_model
+from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
@@ -605,19 +605,10 @@ class _Checker:
                         break
             for g in v.generators:
                 self.ref("generator", g)
-            codec = BUILTIN_CODECS.get(f.type)
-            if codec is None:  # a registry type's values are JSON its codec decodes when verify runs
-                continue
-            for i, item in enumerate(v.values):
-                if f.list:
-                    fits = isinstance(item, list) and all(fits_type(codec.py_type, x) for x in item)
-                else:
-                    fits = fits_type(codec.py_type, item)
-                if not fits and not (item is None and f.nullable):
-                    self.error(
-                        v.path + ("values", i),
-                        f"value {item!r} is not a {f.type}{' list' if f.list else ''}: argument '{f.name}' takes it",
-                    )
+            for i, item in enumerate(v.values):  # (a registry type's values are JSON its codec decodes)
+                takes = value_misfit(f, item)
+                if takes is not None:
+                    self.error(v.path + ("values", i), f"value {item!r} is not {takes}: argument '{f.name}' takes it")
 
     @staticmethod
     def _source_misfit(f: FieldDef, source: FieldDef, key: str | None) -> str | None:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import did_you_mean
-from .fieldtypes import fits_type, policy_value_problem
+from .fieldtypes import policy_value_problem, python_checker
 from .registry import BUILTIN_CODECS
 from .spec import FieldDef, Spec
 
@@ -38,18 +38,27 @@ def argument_fields(spec: Spec) -> dict[str, list[FieldDef]]:
     return out
 
 
-def _fits(f: FieldDef, value: Any) -> bool:
-    """Whether a JSON value is one of ``f``'s (types of the registry's own codecs are decoded when verify runs)."""
+def value_misfit(f: FieldDef, value: Any) -> str | None:
+    """What argument (or field) ``f`` takes, in words (``an integer (at least 0)``), when a JSON value given
+    for it is not one of its values; None when it is (or when ``f`` is of a registry's type: its values are
+    decoded when verify runs).
+
+    It asks what a feed asks of its arguments (the type, each item of a list, an ``enum``, the bounds,
+    ``null``), so a value that could only be refused when fed (and the feed then never explored) is refused
+    where it is given: in the ``verify:`` section and an argument's ``verify: values`` by ``check``, on the
+    command line by ``--values``.
+    """
     codec = BUILTIN_CODECS.get(f.type)
-    if codec is None:
-        return True
-    if value is None:
-        return f.nullable
-    if f.list:
-        return isinstance(value, list) and all(fits_type(codec.py_type, x) for x in value)
-    if not fits_type(codec.py_type, value):
-        return False
-    return f.enum is None or value in f.enum
+    low, high = f.minimum, f.maximum
+    if f.type not in ("integer", "number") and (low is not None or high is not None):
+        return None  # bounds on another type are the checker's error (and compare with nothing)
+    if codec is None or python_checker(f, codec)(value):  # what a feed checks its arguments with
+        return None
+    limits = ([f"one of {', '.join(map(repr, f.enum))}"] if f.enum else []) + [
+        f"{word} {bound}" for word, bound in (("at least", low), ("at most", high)) if bound is not None
+    ]
+    article = "an" if f.type[0] in "aeiou" else "a"
+    return f"{article} {f.type}{' list' if f.list else ''}" + (f" ({', '.join(limits)})" if limits else "")
 
 
 def check_verify_model(
@@ -76,12 +85,9 @@ def check_verify_model(
             error(p + ("values", name), f"no argument '{name}'{did_you_mean(name, arguments)}")
             continue
         for i, value in enumerate(values):
-            wrong = next((f for f in fields if not _fits(f, value)), None)
-            if wrong is not None:
-                kind = f"{wrong.type}{' list' if wrong.list else ''}" + (
-                    f" (one of {', '.join(map(repr, wrong.enum))})" if wrong.enum else ""
-                )
-                error(p + ("values", name, i), f"value {value!r} is not a {kind}: argument '{name}' takes it")
+            kind = next((k for k in (value_misfit(f, value) for f in fields) if k is not None), None)
+            if kind is not None:
+                error(p + ("values", name, i), f"value {value!r} is not {kind}: argument '{name}' takes it")
     for i, name in enumerate(model.forget):
         if name not in spec.data:
             error(p + ("forget", i), f"unknown data field '{name}'{did_you_mean(name, spec.data)}")
@@ -96,8 +102,8 @@ def check_verify_model(
                 if f is None:
                     owner = "the machine" if section == "data" else f"state '{state}'"
                     error(where, f"{owner} has no data field '{name}'{did_you_mean(name, fields_)}")
-                elif not _fits(f, value):
-                    error(where, f"value {value!r} is not a {f.type}{' list' if f.list else ''}: field '{name}'")
+                elif (kind := value_misfit(f, value)) is not None:
+                    error(where, f"value {value!r} is not {kind}: field '{name}'")
     for name in model.unexercised:
         if name not in spec.invariants:
             error(p + ("unexercised", name), f"no invariant '{name}'{did_you_mean(name, spec.invariants)}")

@@ -43,6 +43,7 @@ from loopfsm.core.binding import bind, call_of
 from loopfsm.core.fieldtypes import fits_type
 from loopfsm.core.registry import BUILTIN_CODECS, Codec, Registry
 from loopfsm.core.spec import MISSING, ArgValues, FieldDef, Spec
+from loopfsm.core.verify_model import argument_fields, value_misfit
 
 from .errors import ReviewError
 
@@ -297,6 +298,14 @@ class Domains:
         for key in self.given:
             if key not in names:
                 raise ReviewError(f"{self.spec.name}: --values {key}: no feed argument of that name")
+        arguments = argument_fields(self.spec)
+        for key, values in self.given.items():  # a value no feed takes would only be refused: said here instead
+            for value in values:
+                kind = next((k for k in (value_misfit(f, value) for f in arguments[key]) if k is not None), None)
+                if kind is not None:
+                    raise ReviewError(
+                        f"{self.spec.name}: --values {key}: value {value!r} is not {kind}: argument '{key}' takes it"
+                    )
 
     def steps(self, inst: Any, clock: int, feeds: tuple[str, ...]) -> list[Step]:
         """Every feed of ``feeds`` with every combination of its arguments' values, in table order."""

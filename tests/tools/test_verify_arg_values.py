@@ -284,3 +284,56 @@ def test_replay_calls_no_generator(tmp_path, monkeypatch, capsys):
     trace.write_text("machine: keys\npolicy: {}\nsteps:\n- feed: take\n  args: {key: k0}\n  state: box\n")
     assert main(["replay", str(path), str(trace)]) == 0, capsys.readouterr().err
     assert "replayed 1 step: as the trace expects" in capsys.readouterr().out
+
+
+def test_a_values_option_of_the_wrong_type_is_refused(tmp_path, monkeypatch, capsys):
+    """--values is checked as the YAML's values are: a value no feed would take exits 2 naming it, before any
+    feed (it was fed, refused, and "holds" printed about runs never explored)."""
+    path = _project(tmp_path, monkeypatch)
+    for given, said in (
+        ("give.key=5", "--values give.key: value 5 is not a string: argument 'give.key' takes it"),
+        ("key=null", "--values key: value None is not a string: argument 'key' takes it"),
+        ('key=["k0", 3]', "--values key: value 3 is not a string: argument 'key' takes it"),
+    ):
+        for command in ("verify", "paths"):
+            assert main([command, str(path), "--depth", "2", "-q", "--values", given]) == 2, given
+            out, err = capsys.readouterr()
+            assert err == f"loopfsm {command}: keys: {said}\n", err
+            assert "holds" not in out
+    assert main(["verify", str(path), "--depth", "2", "-q", "--values", 'give.key=["k0", "stranger"]']) == 0
+    assert "holds        bounded" in capsys.readouterr().out
+
+
+BOUNDED = KEYS.replace(
+    "      key: {type: string, description: the key, verify: {from_data: held, values: [stranger]}}",
+    "      key: {type: string, enum: [k0, stranger], description: the key,"
+    " verify: {from_data: held, values: [stranger]}}"
+    "\n      count: {type: integer, nullable: true, default: null, minimum: 1, maximum: 3, description: how many}",
+)
+
+
+def test_a_values_option_outside_the_enum_or_bounds_is_refused(tmp_path, monkeypatch, capsys):
+    path = _project(tmp_path, monkeypatch, BOUNDED)
+    for given, said in (
+        ("give.key=thief", "value 'thief' is not a string (one of 'k0', 'stranger'): argument 'give.key' takes it"),
+        ("count=[1, 4]", "value 4 is not an integer (at least 1, at most 3): argument 'count' takes it"),
+        ("give.count=0", "value 0 is not an integer (at least 1, at most 3): argument 'give.count' takes it"),
+        ("count=true", "value True is not an integer (at least 1, at most 3): argument 'count' takes it"),
+    ):
+        assert main(["verify", str(path), "--depth", "2", "-q", "--values", given]) == 2, given
+        assert capsys.readouterr().err == f"loopfsm verify: keys: --values {given.partition('=')[0]}: {said}\n"
+    assert main(["verify", str(path), "--depth", "2", "-q", "--values", "count=[null, 1, 3]"]) == 0
+    capsys.readouterr()
+
+
+def test_check_refuses_a_yaml_value_outside_the_enum_or_bounds(tmp_path, monkeypatch, capsys):
+    bad = BOUNDED.replace("values: [stranger]}}", "values: [thief]}}").replace(
+        "description: how many}", "description: how many, verify: {values: [2, 9]}}"
+    )
+    path = _project(tmp_path, monkeypatch, bad + "verify:\n  values: {take.key: [k9], give.key: [k9]}\n")
+    assert main(["check", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 3, err
+    assert "give.args.key.verify.values[0]: value 'thief' is not a string (one of 'k0', 'stranger'): " in err
+    assert "verify.values[1]: value 9 is not an integer (at least 1, at most 3): argument 'count' takes it" in err
+    assert "verify.values.give.key[0]: value 'k9' is not a string (one of 'k0', 'stranger'): argument " in err
