@@ -21,6 +21,7 @@ from .fieldtypes import (
     annotation_accepts,
     annotation_name,
     fits_type,
+    named_in,
     policy_value_problem,
     python_checker,
     yaml_shown,
@@ -28,7 +29,7 @@ from .fieldtypes import (
 from .invariants import BUILTINS, STEP_ONLY
 from .migration_checks import check_migrations
 from .verify_model import check_verify_model, value_misfit
-from .registry import BUILTIN_CODECS, DataField, Entry, Registry
+from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
@@ -155,6 +156,13 @@ class _Checker:
                     f"but the machine has no data field '{value}'{did_you_mean(value, self.spec.data)}",
                 )
                 continue
+            for where, name in named_in(want, StateName, value) if annotation_accepts(want, value) else ():
+                if name not in self.spec.states:  # resolved like a branch's `to:`, each at its own place
+                    self.error(
+                        ppath + where,
+                        f"parameter '{pname}' of {entry.kind} '{entry.name}' names {'states' if where else 'a state'}"
+                        f", but the machine has no state '{name}'{did_you_mean(name, self.spec.states)}",
+                    )
             if (ref_name := policy_ref(value)) is not None:
                 pol = self.spec.policy.get(ref_name)
                 if pol is None:

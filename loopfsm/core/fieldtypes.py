@@ -13,7 +13,7 @@ from typing import Any
 from collections.abc import Callable
 
 from .errors import shown
-from .registry import Codec, DataField
+from .registry import Codec, DataField, StateName
 from .spec import MISSING, FieldDef, PolicyParam
 
 # An integer is a signed 64-bit value wherever it lives: in a feed, a snapshot, a policy or a file.
@@ -160,15 +160,18 @@ def annotation_accepts(annotation: Any, value: Any) -> bool:
     """Whether a YAML literal suits a guard parameter annotated ``annotation``."""
     if annotation is Any:
         return True
-    if annotation is DataField:
+    if annotation is DataField or annotation is StateName:
         return isinstance(value, str)
     origin = typing.get_origin(annotation)
-    if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
+    if _is_union(origin):
         return any(annotation_accepts(a, value) for a in typing.get_args(annotation))
     if origin is typing.Literal:
         return value in typing.get_args(annotation)
     if annotation is type(None):
         return value is None
+    if origin is list and len(typing.get_args(annotation)) == 1:  # list[X]: each item an X
+        (item,) = typing.get_args(annotation)
+        return isinstance(value, list) and all(annotation_accepts(item, x) for x in value)
     if origin is not None:
         annotation = origin
     if annotation is float:
@@ -181,9 +184,37 @@ def annotation_accepts(annotation: Any, value: Any) -> bool:
 def annotation_name(annotation: Any) -> str:
     if annotation is Any:
         return "any"
-    if typing.get_origin(annotation) is typing.Literal:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
         return "one of " + ", ".join(map(repr, typing.get_args(annotation)))
+    if origin is list and len(typing.get_args(annotation)) == 1:
+        return f"list[{annotation_name(typing.get_args(annotation)[0])}]"
+    if _is_union(origin):
+        return " | ".join(annotation_name(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "None"
     return getattr(annotation, "__name__", None) or str(annotation)
+
+
+def _is_union(origin: Any) -> bool:
+    return origin is typing.Union or str(origin) == "<class 'types.UnionType'>"
+
+
+def named_in(annotation: Any, kind: type, value: Any) -> list[tuple[tuple[int, ...], str]]:
+    """The names a parameter annotated ``kind`` or ``list[kind]`` (or either ``| None``) is given in ``value``,
+    each with its place inside the value (``()``, or the item's index): what the checker resolves against the
+    machine's states for :class:`StateName`."""
+    if annotation is kind:
+        return [((), value)] if isinstance(value, str) else []
+    origin = typing.get_origin(annotation)
+    if origin is list and typing.get_args(annotation) == (kind,) and isinstance(value, list):
+        return [((i,), x) for i, x in enumerate(value) if isinstance(x, str)]
+    if _is_union(origin):
+        for a in typing.get_args(annotation):
+            found = named_in(a, kind, value)
+            if found:
+                return found
+    return []
 
 
 def default_value(f: FieldDef) -> Any:

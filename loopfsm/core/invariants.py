@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .binding import Bound, all_hold, bind_guard, guard_of
-from .registry import DataField, Registry
+from .registry import DataField, Registry, StateName
 from .spec import Invariant, Ref, Spec
 
 #: Guards every machine's invariants may name, unless its registry has a guard of the same name (which wins).
@@ -44,7 +44,7 @@ def state_data_unchanged(m: Any, ctx: Any) -> bool:
 
 
 @BUILTINS.guard
-def state_in(m: Any, ctx: Any, *, states: list[str]) -> bool:
+def state_in(m: Any, ctx: Any, *, states: list[StateName]) -> bool:
     """The machine is in one of ``states`` (negate it to say "not in")."""
     return m.state in states
 

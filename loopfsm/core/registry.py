@@ -79,6 +79,16 @@ class DataField(str):
     """
 
 
+class StateName(str):
+    """Annotate a parameter ``state: StateName`` (or ``states: list[StateName]``) when its YAML value names
+    states of the machine.
+
+    The checker then resolves each name as it does a branch's ``to:``: a name
+    the machine does not declare is an error at its own line when the file is
+    loaded, instead of a comparison that silently never matches.
+    """
+
+
 def _identity(value: Any) -> Any:
     return value
 

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
-from loopfsm.core.registry import Registry
+from loopfsm.core.registry import Registry, StateName
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.runtime import PolicyArg
 from .args import checked_new_run, listed
@@ -295,7 +295,7 @@ def clamp_clock(m: Any, ctx: Any) -> None:
 
 
 @REGISTRY.action
-def expire(m: Any, ctx: Any, *, reason: str, side_effects_pending_in: list[str]) -> None:
+def expire(m: Any, ctx: Any, *, reason: str, side_effects_pending_in: list[StateName]) -> None:
     """Enter expired with ``reason``; side effects are pending when the run left one of the states the table names."""
     ctx.enter(reason=reason, pending_side_effects=ctx.source in side_effects_pending_in)
 
