@@ -128,11 +128,14 @@ def missed_rows(explorations: list[Exploration]) -> list[str]:
     return [f"{r.kind} {r.name}" for r in explorations[0].result.coverage.counted if (r.kind, r.name) not in taken]
 
 
-def module_text(explorations: list[Exploration], machine_path: str, starts: list[dict[str, Any]] | None = None) -> str:
-    """The generated pytest module: one test per path, states asserted after every feed.
+def module_text(explorations: list[Exploration], machine_path: str, starts: list[dict[str, Any]]) -> str:
+    """The generated pytest module: one test per path; after every feed, its reply (or the error it raised),
+    the state, the state data and the data are asserted.
 
-    ``starts`` are the snapshots explored from (none: a new instance); each test starts from the one its
-    run began at.
+    ``machine_path`` is the machine file relative to its project's root (the module finds the root above
+    itself); ``starts`` are the snapshots explored from, a new instance's included (a machine that names
+    itself at random, the fallback breaker, then starts every test the same way); each test starts from the
+    one its run began at.
     """
     first = explorations[0]
     compiled = first.explorer.compiled
@@ -145,33 +148,8 @@ def module_text(explorations: list[Exploration], machine_path: str, starts: list
     if missed:
         lines.append("")
         lines.append("Not reached within the bound: " + ", ".join(missed) + ".")
-    lines += [
-        '"""',
-        "",
-        "from pathlib import Path",
-        "",
-        "import pytest",
-        "",
-        "from loopfsm import LoopFsmError, compile_file",
-        "",
-        f"MACHINE = compile_file(Path(__file__).parent / {machine_path!r})",
-    ]
-    for i, e in enumerate(explorations):
-        lines.append(f"POLICY{'' if i == 0 else f'_{i + 1}'} = MACHINE.policy({e.given!r})")
-    shown: list[dict[str, Any] | None] = list(starts) if starts else [None]
-    lines += [
-        f"STARTS = {shown!r}",
-        "",
-        "",
-        "def _start(i=0):",
-        "    return MACHINE.restore(STARTS[i]) if STARTS[i] is not None else MACHINE.new()",
-        "",
-        "",
-        "def _value(type_, json_value, listed=False):",
-        '    """A value of a type the registry declares, from its JSON (as a snapshot holds it)."""',
-        "    codec = MACHINE.registry.codecs[type_]",
-        "    return [codec.from_json(v) for v in json_value] if listed else codec.from_json(json_value)",
-    ]
+    errors: dict[str, str] = {}  # the error classes the module raises: name -> import line
+    body: list[str] = []
     names: set[str] = set()
     for i, e in enumerate(explorations):
         policy = "POLICY" if i == 0 else f"POLICY_{i + 1}"
@@ -180,38 +158,97 @@ def module_text(explorations: list[Exploration], machine_path: str, starts: list
             while name in names:
                 name += "_"
             names.add(name)
-            start = e.explorer.start_of(path.key)
-            index = _index_of(shown, start, compiled)
-            lines += ["", "", f"def {name}():", f'    """{path.row[0]} {path.row[1]}"""']
-            lines.append(f"    m = _start({index})" if index else "    m = _start()")
-            lines += _body(e.explorer, path, shown[index], policy)
+            index = _index_of(starts, e.explorer.start_of(path.key), compiled)
+            body += ["", "", f"def {name}():", f'    """{path.row[0]} {path.row[1]}"""']
+            body.append(f"    m = _start({index})" if index else "    m = _start()")
+            body += _body(e.explorer, path, starts[index], policy, errors)
+    lines += [
+        '"""',
+        "",
+        "import pytest",
+        "",
+        *sorted(set(errors.values())),
+        "from loopfsm.review.project import project_machine",
+        "",
+        f"MACHINE = project_machine(__file__, {machine_path!r})",
+    ]
+    for i, e in enumerate(explorations):
+        lines.append(f"POLICY{'' if i == 0 else f'_{i + 1}'} = MACHINE.policy({e.given!r})")
+    lines += [
+        f"STARTS = {starts!r}",
+        "",
+        "",
+        "def _start(i=0):",
+        "    return MACHINE.restore(STARTS[i])",
+        "",
+        "",
+        "def _now(m):",
+        '    """The state data and data, as a snapshot holds them."""',
+        "    snap = m.snapshot()",
+        '    return snap["state_data"], snap["data"]',
+        "",
+        "",
+        "def _value(type_, json_value, listed=False):",
+        '    """A value of a type the registry declares, from its JSON (as a snapshot holds it)."""',
+        "    codec = MACHINE.registry.codecs[type_]",
+        "    return [codec.from_json(v) for v in json_value] if listed else codec.from_json(json_value)",
+        *body,
+    ]
     return "\n".join(lines) + "\n"
 
 
-def _index_of(starts: list[dict[str, Any] | None], start: dict[str, Any] | None, compiled: Any) -> int:
+def _index_of(starts: list[dict[str, Any]], start: dict[str, Any] | None, compiled: Any) -> int:
     """Which of the given starts a run began at (the explorer holds each as the machine's own snapshot)."""
     for i, s in enumerate(starts):
-        snap = compiled.restore(s).snapshot() if s is not None else compiled.new().snapshot()
-        if start is None or snap == start:
+        if start is None or compiled.restore(s).snapshot() == start:
             return i
     return 0
 
 
-def _body(explorer: Explorer, path: Path_, start: dict[str, Any] | None, policy: str) -> list[str]:
-    """A path's feeds, each followed by the state it leaves the machine in (replayed here to know it)."""
+def _error_name(cls: type, errors: dict[str, str]) -> str:
+    """The name the module raises ``cls`` by, with the import it needs noted in ``errors``."""
+    import importlib  # noqa: PLC0415
+
+    module = cls.__module__
+    try:
+        found = getattr(importlib.import_module(module), cls.__qualname__, None) is cls
+    except ImportError:
+        found = False
+    if not found or "." in cls.__qualname__:
+        errors["LoopFsmError"] = "from loopfsm import LoopFsmError"
+        return "LoopFsmError"  # a class no module names: its root, which every loopfsm error has
+    errors[cls.__qualname__] = f"from {module} import {cls.__qualname__}"
+    return cls.__qualname__
+
+
+def _state_asserts(inst: Any) -> list[str]:
+    snap = inst.snapshot()
+    return [f"    assert m.state == {inst.state!r}", f"    assert _now(m) == {(snap['state_data'], snap['data'])!r}"]
+
+
+def _body(explorer: Explorer, path: Path_, start: dict[str, Any], policy: str, errors: dict[str, str]) -> list[str]:
+    """A path's feeds, each followed by what it answered and the configuration it leaves (replayed here)."""
     compiled = explorer.compiled
     lines: list[str] = []
-    inst = compiled.restore(start) if start is not None else compiled.new()
+    inst = compiled.restore(start)
     for step in (*path.steps, path.last):
         if step is path.last and path.decision:
             rule = path.row[1].split("/", 1)[1]
             lines.append(f"    assert {_call(compiled, 'm', step, True, policy)} == {rule!r}")
             break
+        call = _call(compiled, "m", step, False, policy)
         try:
-            inst.feed(step.feed, policy=explorer.policy, **step.kwargs())
-        except LoopFsmError:
-            lines += ["    with pytest.raises(LoopFsmError):", f"        {_call(compiled, 'm', step, False, policy)}"]
-            lines.append(f"    assert m.state == {inst.state!r}")
+            reply = inst.feed(step.feed, policy=explorer.policy, **step.kwargs())
+        except LoopFsmError as err:
+            lines += [f"    with pytest.raises({_error_name(type(err), errors)}):", f"        {call}"]
+            lines += _state_asserts(inst)
             continue
-        lines += [f"    {_call(compiled, 'm', step, False, policy)}", f"    assert m.state == {inst.state!r}"]
+        shown = repr(reply)
+        if reply is None:
+            lines.append(f"    assert {call} is None")
+        elif " at 0x" in shown or len(shown) > 2000:  # a reply with no repr of its own: not compared
+            lines.append(f"    {call}")
+        else:
+            lines.append(f"    assert repr({call}) == {shown!r}")
+        lines += _state_asserts(inst)
     return lines

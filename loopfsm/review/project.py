@@ -231,3 +231,30 @@ def load_machines(
         if not (require_registry and why_missing):
             out.specs.append(spec)
     return out
+
+
+def project_machine(near: str | Path, relative: str) -> Any:
+    """The machine file ``relative`` (to its project's root) compiled with the project's registries, found
+    from ``near`` (a generated test module's ``__file__``): the nearest folder above ``near`` holding the file
+    is the root (else the nearest above the current folder, for a module kept outside the project), so the
+    module runs wherever the project is checked out.  A registry the project declares in
+    ``[tool.loopfsm]`` resolves as ``loopfsm check`` resolves it; one an installed package declares, too.
+    """
+    from loopfsm.core.compiler import compile_spec  # noqa: PLC0415
+
+    start = Path(near).resolve()
+    here = Path.cwd().resolve()
+    for folder in (start.parent, *start.parent.parents, here, *here.parents):
+        path = folder / relative
+        if path.is_file():
+            break
+    else:
+        raise ConfigError(
+            f"no {relative} in any folder above {start.parent} or the current folder: the machine this module tests"
+        )
+    registries = find_project(folder).registries()
+    loaded = load_machines([path], registries, require_registry=True)
+    if loaded.failed:
+        raise SpecError([p for p in loaded.problems if p.severity == "error"])
+    (spec,) = loaded.specs
+    return compile_spec(spec, registries.get(spec.registry))

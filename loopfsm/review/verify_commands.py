@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -252,9 +251,8 @@ def cmd_paths(args: argparse.Namespace) -> int:
     except LoopFsmError as err:
         raise _UsageError(_named(compiled.name, err)) from None
     out = Path(args.output) if args.output else None
-    folder = out.parent if out is not None else Path(".")
-    machine = os.path.relpath(Path(compiled.spec.file).resolve(), folder.resolve())
-    text = module_text(explorations, machine, list(opts.starts) or None)
+    machine = _relative_to_root(Path(compiled.spec.file), project_of(args).root)
+    text = module_text(explorations, machine, starts)
     if out is None:
         print(text, end="")
     else:
@@ -264,6 +262,14 @@ def cmd_paths(args: argparse.Namespace) -> int:
         under = f" under {len(explorations)} policies" if len(explorations) > 1 else ""
         print(f"wrote {out}: paths taking {hit} of {len(counted)} branches and decision rules{under}", file=sys.stderr)
     return EXIT_OK
+
+
+def _relative_to_root(path: Path, root: Path) -> str:
+    """The machine file as the generated module names it: relative to the project's root, or to the folder
+    above it when it lies outside (the module looks for it in every folder above itself)."""
+    resolved = path.resolve()
+    base = root if resolved.is_relative_to(root) else resolved.parent.parent
+    return resolved.relative_to(base).as_posix()
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -47,5 +47,6 @@ def test_the_agent_loop_paths_take_what_they_say_and_name_the_rest(tmp_path, cap
     rows = rows_of(loader.load(ROOT / "machines" / "agent_loop.yaml").source.doc)
     assert sum((r.kind, r.name) in taken for r in rows if r.excuse is None) == hit and count <= hit
     text = out.read_text()
-    assert "with pytest.raises(LoopFsmError):" in text  # refusals are paths too
+    assert "with pytest.raises(FeedRefused):" in text  # refusals are paths too, raising what the feed raises
+    assert "from loopfsm.core.errors import FeedRefused" in text
     assert "Not reached within the bound: " in text
