@@ -411,12 +411,20 @@ class MachineInstance(_tracing.Traced):
         return inst
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        """Pickle as a snapshot: unpickling restores (and so validates) it, on the default engine.
+        """Pickle as a snapshot: unpickling restores (and so validates) it, on the engine it was made with when
+        it named one (else the default).
 
-        A machine of its own is code (callbacks, an extension), not data, so it is not pickled.
+        A machine of its own is code (callbacks, an extension), not data: it is not pickled, and the copy runs
+        on its class's shared machine.
         """
-        return (type(self).restore, (self.snapshot(),))
+        named = self.__dict__.get("_engine")
+        return (_unpickled, (type(self), self.snapshot(), None if named is None else named.name))
 
     def __repr__(self) -> str:
         sd = ", ".join(f"{k}={v!r}" for k, v in self.state_data.items())
         return f"<{type(self).__name__} {self._state}{'(' + sd + ')' if sd else ''}>"
+
+
+def _unpickled(cls: type[MachineInstance], snap: Mapping[str, Any], engine: EngineName | None) -> Any:
+    """An instance pickled by :meth:`MachineInstance.__reduce__`, restored."""
+    return cls.restore(snap, engine=engine)

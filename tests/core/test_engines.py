@@ -433,6 +433,14 @@ PICKY = dedent("""
 """)
 
 
+def test_a_pickled_instance_keeps_the_engine_it_named() -> None:
+    fast = Turnstile(engine="interpreter")
+    fast.coin()
+    copied = pickle.loads(pickle.dumps(fast))
+    assert copied.engine == "interpreter" and copied.snapshot() == fast.snapshot()
+    assert pickle.loads(pickle.dumps(Turnstile())).engine == "transitions"
+
+
 def test_a_snapshot_taken_on_one_engine_restores_on_the_other() -> None:
     gate = Turnstile(engine="interpreter")
     gate.coin()
