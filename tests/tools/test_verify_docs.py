@@ -91,3 +91,15 @@ def test_the_hand_written_trace_replays(tmp_path, capsys):
     trace.write_text(_blocks("yaml")[4], encoding="utf-8")
     assert main(["replay", str(ROOT / "machines" / "tool_breaker.yaml"), str(trace)]) == 0
     assert "replayed 2 steps: as the trace expects" in capsys.readouterr().out
+
+
+def test_the_speed_table_is_pasted_from_the_benchmark():
+    """docs/verify.md's Speed table is benchmarks/verify.py's output: its header, and a row per shipped machine."""
+    bench = (ROOT / "benchmarks" / "verify.py").read_text(encoding="utf-8")
+    table = DOC.split("## Speed", 1)[1].split("```\n", 1)[1].split("```", 1)[0].splitlines()
+    assert table[0].startswith("CPU seconds, best of 3 alternating rounds; naive: the same work through the public API")
+    assert "naive: the same work through the public API" in bench
+    for column in ("configs", "verify s", "naive s", "naive/interp s", "configs/min", "x naive", "x naive/interp"):
+        assert column in table[1] and f"'{column}'" in bench, column
+    machines = sorted(p.stem for p in (ROOT / "machines").glob("*.yaml"))
+    assert [row.split()[0] for row in table[2:]] == machines
