@@ -31,7 +31,8 @@ from typing import Any
 
 from loopfsm.core.compiler import compile_file
 from loopfsm.core.errors import LoopFsmError
-from loopfsm.review.verify import Explorer, Options
+from loopfsm.review.verify import Explorer
+from loopfsm.review.verify_report import Options
 from loopfsm.review.verify_inputs import domains_for
 
 ROUNDS = 1 if "--quick" in sys.argv else 3

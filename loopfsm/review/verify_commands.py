@@ -80,12 +80,12 @@ def _check_starts(compiled: Any, args: argparse.Namespace, starts: tuple[Any, ..
 
 
 def verify_options(args: argparse.Namespace) -> Any:
-    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify.Options`).
+    """``verify``'s and ``paths``' shared options, checked (a :class:`loopfsm.review.verify_report.Options`).
 
     Bounds the command line leaves out are the defaults here; :func:`with_model` puts each machine's
     ``verify:`` section in their place.
     """
-    from .verify import DEFAULT_DEPTH, DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, Options  # noqa: PLC0415
+    from .verify_report import DEFAULT_DEPTH, DEFAULT_MAX_STATES, DEFAULT_TIME_LIMIT, Options  # noqa: PLC0415
 
     if (args.depth is not None and args.depth < 0) or (args.max_states is not None and args.max_states < 1):
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
@@ -176,7 +176,7 @@ def _start_snapshot(compiled: Any, start: Any, error: type[Exception]) -> dict[s
 def cmd_verify(args: argparse.Namespace) -> int:
     """Exit 0 every invariant holds to the bound, 1 one is violated (or a goal unreached), 2 bad input."""
     from .errors import ReviewError  # noqa: PLC0415
-    from .verify import verify_machine  # noqa: PLC0415
+    from .verify_report import verify_machine  # noqa: PLC0415
 
     from dataclasses import replace  # noqa: PLC0415
 
@@ -223,7 +223,8 @@ def cmd_paths(args: argparse.Namespace) -> int:
     """Write (or print) the pytest module of shortest paths; exit 0, or 2 for bad input."""
     from .errors import ReviewError  # noqa: PLC0415
     from .paths import explore_policies, missed_rows, module_text, policy_variants  # noqa: PLC0415
-    from .verify import Explorer, progress_line  # noqa: PLC0415
+    from .verify import Explorer  # noqa: PLC0415
+    from .verify_report import progress_line  # noqa: PLC0415
     from .verify_inputs import domains_for  # noqa: PLC0415
 
     opts = verify_options(args)

@@ -222,7 +222,8 @@ def test_progress_lines_say_how_far_it_got(breaker, capsys):
     import io
 
     from loopfsm.core.compiler import compile_file
-    from loopfsm.review.verify import Explorer, progress_line
+    from loopfsm.review.verify import Explorer
+    from loopfsm.review.verify_report import progress_line
     from loopfsm.review.verify_inputs import domains_for
 
     compiled = compile_file(breaker)

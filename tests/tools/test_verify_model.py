@@ -11,7 +11,8 @@ import pytest
 
 from loopfsm.core.compiler import compile_file
 from loopfsm.review.cli import main
-from loopfsm.review.verify import Explorer, Options, verify_machine
+from loopfsm.review.verify import Explorer
+from loopfsm.review.verify_report import Options, verify_machine
 from loopfsm.review.verify_inputs import domains_for
 
 from tests.support.docs_pages import page
