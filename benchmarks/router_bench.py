@@ -36,6 +36,9 @@ server that cannot be reached is reported and skipped).  How it measures:
   and how long an fsync takes on the disk the SQLite file is on: every
   commit waits for one).
 
+The router processes run on the process's engine: ``LOOPFSM_ENGINE=interpreter python
+benchmarks/router_bench.py`` measures them on the interpreter; the header names the engine.
+
 It is a script to read, never a test: timing assertions are flaky by nature.
 """
 
@@ -521,7 +524,8 @@ def machine() -> str:
         pass
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     py = f"python {platform.python_version()} on {platform.system()}"
-    return f"{model}, {os.cpu_count()} cpus, load average {load} when the run started; {py}"
+    engine = os.environ.get("LOOPFSM_ENGINE") or "transitions (the default)"
+    return f"{model}, {os.cpu_count()} cpus, load average {load} when the run started; {py}; engine {engine}"
 
 
 def stack() -> str:
