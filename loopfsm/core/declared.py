@@ -29,10 +29,12 @@ class _CompiledOnFirstUse:
     """``cls.compiled`` of a declared class: compiled on first use, then a plain class attribute."""
 
     def __get__(self, obj: object, owner: type[DeclaredMachine]) -> CompiledMachine:
+        # A subclass of a declared class (one adding on_enter_<state> methods) shares its machine.
+        declared = next((k for k in owner.__mro__ if "_machine_source" in k.__dict__), owner)
         with _compile_lock:
-            found = owner.__dict__.get("compiled")
+            found = declared.__dict__.get("compiled")
             if isinstance(found, _CompiledOnFirstUse) or found is None:
-                source = owner.__dict__.get("_machine_source")
+                source = declared.__dict__.get("_machine_source")
                 if source is None:
                     raise TypeError(
                         f"{owner.__name__} is not bound to a machine: declare it "
@@ -43,8 +45,8 @@ class _CompiledOnFirstUse:
                 spec = load(path, registry)
                 if spec.name != machine:  # an edited table put under another machine's name
                     raise ConfigError(f"{path} declares machine '{spec.name}', not '{machine}'")
-                compile_spec(spec, registry, bind=owner)
-            return owner.__dict__["compiled"]  # type: ignore[no-any-return]
+                compile_spec(spec, registry, bind=declared)
+            return declared.__dict__["compiled"]  # type: ignore[no-any-return]
 
 
 class DeclaredMachine(MachineInstance):

@@ -488,6 +488,38 @@ def test_on_enter_and_on_exit_methods_of_a_subclass_are_called_as_transitions_ca
     assert Counting.heard == ["exit locked on coin", "enter unlocked, credit 0, state unlocked"]
 
 
+def test_a_typed_class_can_be_subclassed_before_its_machine_was_ever_compiled() -> None:
+    """In a fresh process, a subclass is the first to ask for the machine: it compiles its parent's."""
+    code = (
+        "from loopfsm.machines import Turnstile\n"
+        "class Watched(Turnstile):\n"
+        "    __slots__ = ()\n"
+        "    seen = []\n"
+        "    def on_enter_unlocked(self, event):\n"
+        "        self.seen.append(self.state)\n"
+        "w = Watched(); w.coin()\n"
+        "assert Watched.seen == ['unlocked'] and Watched.compiled is Turnstile.compiled\n"
+        "assert Turnstile().machine is not w.machine\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_callback_of_yours_that_raises_reaches_you_as_it_is() -> None:
+    """loopfsm wraps what its registry's functions raise; a user's transitions callback is the user's own."""
+
+    class Loud(Turnstile):
+        __slots__ = ()
+
+        def on_enter_unlocked(self, event: Any) -> None:
+            raise RuntimeError("the alert failed")
+
+    gate = Loud()
+    with pytest.raises(RuntimeError, match="the alert failed"):
+        gate.coin()
+    assert (gate.state, gate.state_data) == ("unlocked", {})  # the move happened before the callback ran
+
+
 def test_an_instance_with_its_own_machine_is_its_model_and_still_snapshots_and_traces() -> None:
     seen: list[str] = []
     gate = Turnstile(machine_options={"after_state_change": lambda event: seen.append(event.model.state)})
