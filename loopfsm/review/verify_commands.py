@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def verify_options(args: argparse.Namespace) -> Any:
     if (args.depth is not None and args.depth < 0) or (args.max_states is not None and args.max_states < 1):
         raise _UsageError("--depth is 0 or more and --max-states 1 or more")
     time_limit = getattr(args, "time_limit", None)
-    if time_limit is not None and time_limit < 0:
+    if time_limit is not None and not (math.isfinite(time_limit) and time_limit >= 0):
         raise _UsageError("--time-limit is 0 (none) or more seconds")
     policy = _policy_given(args.set, "--set", {})
     values: dict[str, list[Any]] = {}

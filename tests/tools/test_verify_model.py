@@ -3,6 +3,7 @@ and verdicts that say what they cover (not exercised, incomplete, hints for rows
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from pathlib import Path
@@ -141,6 +142,15 @@ def test_a_stopped_search_is_incomplete_says_how_far_it_got_and_fails(
     assert "2 configurations" in out and "NOT the bound of 3: stopped by the configuration limit (max_states 2)" in out
     head, _, verdicts = out.partition("INCOMPLETE   nothing below is proven beyond runs of ")
     assert head and verdicts.startswith(("0 feeds", "1 feed\n", "2 feeds"))
+
+
+@pytest.mark.parametrize("limit", ["-1", "nan", "inf", "x"])
+def test_a_time_limit_that_is_not_a_number_of_seconds_is_refused(
+    door: Path, capsys: pytest.CaptureFixture[str], limit: str
+) -> None:
+    with pytest.raises(SystemExit) if limit == "x" else contextlib.nullcontext():  # argparse: not a number
+        assert main(["verify", "-q", "--time-limit", limit]) == 2
+    assert "--time-limit" in capsys.readouterr().err
 
 
 def _door_explorer(door: Path) -> tuple[object, Explorer]:
