@@ -27,7 +27,7 @@ def test_the_turnstile_paths_take_every_row(tmp_path, capsys):
 
 
 # Depth 1 already makes paths that take 57 of the 85 rows, refusals among them, and leaves rows to name as not
-# reached, in about a second; depth 6 (83 of 85) takes a minute and a half, so it runs with the slow tests.
+# reached, in under a second; depth 6 (83 of 85) takes minutes, so it runs with the slow tests.
 # Longer paths replayed from the start are checked quickly on the turnstile above and in test_paths_coverage.
 @pytest.mark.parametrize("depth", ["1", pytest.param("6", marks=pytest.mark.slow)])
 def test_the_agent_loop_paths_take_what_they_say_and_name_the_rest(tmp_path, capsys, depth):
