@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import weakref
 import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -86,6 +87,7 @@ TABLE_OPTIONS = frozenset(
         "model_override",
         "queued",
         "on_exception",
+        "markup",  # MarkupMachine builds states and options from it: every name above would pass through it
     }
 )
 
@@ -239,7 +241,8 @@ class Engines:
 
     def __init__(self, compiled: Tables):
         self.compiled = compiled
-        self._shared: dict[type, TransitionsEngine] = {}
+        # Held weakly: classes made at run time (a subclass per test, per tenant) are freed with their machine.
+        self._shared: weakref.WeakKeyDictionary[type, TransitionsEngine] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()  # two threads making a class's first instance build one machine
 
     def for_instance(
@@ -255,8 +258,10 @@ class Engines:
         shared by ``type(instance)``; with them, a new machine with
         ``instance`` registered as its model.
         """
-        name = default_engine() if engine is None else engine_name(engine, f"{self.compiled.name}: engine=")
         own = machine_class is not None or bool(machine_options)
+        if engine is None and own:
+            engine = "transitions"  # a machine class or options say which engine is meant, whatever the default
+        name = default_engine() if engine is None else engine_name(engine, f"{self.compiled.name}: engine=")
         if name == "interpreter":
             if own:
                 raise ConfigError(
@@ -340,6 +345,8 @@ def build_machine(
                 "before it returns (an AsyncMachine's triggers are coroutines) and the states are flat "
                 "(a HierarchicalMachine's events are not triggered per model)"
             )
+    if options is not None and not isinstance(options, Mapping):
+        raise ConfigError(f"{compiled.name}: machine_options must be a mapping, got {type(options).__name__}")
     opts = dict(options or {})
     wrong = sorted(TABLE_OPTIONS & opts.keys())
     if wrong:
@@ -364,7 +371,7 @@ def build_machine(
         held.on_enter.insert(0, _store_state_data)
         for kind in ("enter", "exit"):
             method = f"on_{kind}_{held.name}"
-            if callable(getattr(instance_class, method, None)):
+            if method not in compiled.events and callable(getattr(instance_class, method, None)):
                 held.add_callback(kind, method)
     feeds: dict[str, tuple[Any, _FeedCalls]] = {}
     for event, feed in compiled.events.items():
@@ -398,7 +405,8 @@ def register_model(machine: Machine, instance: Any) -> None:
     """
 
     def assign(model: Any, name: str, func: Any) -> None:
-        if getattr(model, name, None) is None:
+        # may_<feed> would ask the conditions without loopfsm's feed context: the instance's can() answers it.
+        if getattr(model, name, None) is None and not name.startswith("may_"):
             setattr(model, name, func)
 
     machine._checked_assignment = assign  # type: ignore[method-assign]

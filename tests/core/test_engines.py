@@ -672,3 +672,41 @@ def test_load_machine_names_the_engine_of_what_it_makes_without_changing_the_sha
     assert load_machine("turnstile").new().engine == "transitions" and fast.spec is load_machine("turnstile").spec
     with pytest.raises(ConfigError, match="turnstile: engine=: engine must be one of"):
         load_machine("turnstile", engine="quick")  # type: ignore[arg-type]
+
+
+def test_what_the_hostile_review_found_is_refused_or_answered_alike() -> None:
+    """A feed named on_enter_<state> is a feed, not a callback; markup and non-mapping options are refused;
+    may_<feed> is not bound; a machine class means the transitions engine; run-time classes are freed."""
+    from transitions.extensions import GraphMachine
+    from transitions.extensions.markup import MarkupMachine
+
+    reg = Registry("probe")
+    text = dedent("""
+        machine: probe
+        description: p
+        registry: probe
+        states:
+          a: {initial: true, description: a}
+          b: {description: b}
+        events:
+          go: {description: g, from: {a: [{to: b}]}}
+          on_enter_b: {description: an ordinary feed, from: {b: [{to: a}]}}
+    """)
+    c = compile_spec(parse(text, "probe.yaml", reg), reg)
+    for engine in ("interpreter", "transitions"):
+        m = c.new(engine=engine)
+        m.go()
+        assert m.state == "b"
+    with pytest.raises(ConfigError, match="machine option markup would change"):
+        Turnstile(machine_class=MarkupMachine, machine_options={"markup": {"auto_transitions": True}})
+    for wrong in ("abc", 5):
+        with pytest.raises(ConfigError, match="machine_options must be a mapping"):
+            Turnstile(machine_options=wrong)  # type: ignore[arg-type]
+    own = Turnstile(machine_options={"name": "x"})
+    assert not hasattr(own, "may_coin") and own.may_trigger("coin")
+    assert Turnstile(machine_class=GraphMachine).engine == "transitions"
+    before = len(Turnstile.compiled.engines._shared)
+    for _ in range(20):
+        type("Made", (Turnstile,), {"__slots__": ()})().coin()
+    gc.collect()
+    assert len(Turnstile.compiled.engines._shared) <= before + 1
