@@ -438,6 +438,21 @@ _EMPTY = {
 }
 
 
+_OPENERS = {
+    "while parsing a flow sequence": "the '[' opened",
+    "while parsing a flow mapping": "the '{' opened",
+    "while scanning a quoted scalar": "the quote opened",
+}
+
+
+def _opened_what(context: str) -> str:
+    """Name what PyYAML was inside of when it gave up, in a reader's words."""
+    known = _OPENERS.get(context)
+    if known is not None:
+        return known
+    return f"{context.removeprefix('while ')} that began"
+
+
 def _yaml_problem(file: str, err: yaml.MarkedYAMLError, kind: str = "machine file") -> Problem:
     mark = err.problem_mark or err.context_mark
     line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -450,6 +465,11 @@ def _yaml_problem(file: str, err: yaml.MarkedYAMLError, kind: str = "machine fil
         what = f"{what.strip()}: loopfsm reads YAML with the safe loader only, so language-specific tags are refused"
     if len(what) > 200:
         what = what[:200] + "..."
+    opened = err.context_mark
+    if err.problem_mark is not None and opened is not None and err.context:
+        # Reading stops where the parser gave up, often lines below the cause: an unclosed bracket or
+        # quote is fixed where it opened, so that place is named too (PyYAML's context mark has it).
+        what = f"{what} ({_opened_what(err.context)} at {opened.line + 1}:{opened.column + 1})"
     return Problem(file, line, col, "", f"not valid YAML: {what}")
 
 

@@ -766,3 +766,22 @@ def test_a_key_read_as_a_number_or_null_is_located_at_the_key(key, shown):
     [problem] = problems_of(text)
     assert (problem.line, problem.column) == (marked_line(text), 3)
     assert problem.message == f"a key was read as {shown}: names are text, so quote the key or choose another name"
+
+
+@pytest.mark.parametrize(
+    ("text", "stopped", "opened"),
+    [
+        # an unclosed bracket: reading stops two lines below, where the next key turns up
+        ("machine: x\nstates: [a, b\ninitial: a\nx: 1\n", (3, 8), "the '[' opened at 2:9"),
+        ("machine: x\nstates: {a: 1\ninitial: a\n", (3, 8), "the '{' opened at 2:9"),
+        # an unclosed quote runs to the end of the file
+        ('machine: x\ndescription: "abc\n\nstates: {}\n', (5, 1), "the quote opened at 2:14"),
+        # any other context is named in PyYAML's words
+        ("machine: x\nstates:\n  a: 1\n b: 2\n", (4, 2), "parsing a block mapping that began at 1:1"),
+    ],
+)
+def test_a_syntax_error_names_where_the_bracket_or_quote_opened(text, stopped, opened):
+    err = the_error(text)
+    assert (err.line, err.column) == stopped
+    assert err.message.startswith("not valid YAML: ")
+    assert err.message.endswith(f"({opened})")
