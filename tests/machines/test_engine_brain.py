@@ -533,3 +533,12 @@ def test_brain_answers_a_forced_open_breaker_with_the_tables_retry_wording():
     params = next(a["params"] for a in actions if isinstance(a, dict) and a["name"] == "classify_tool_calls")
     assert shell.answer is not None and shell.answer.text.endswith("; retry " + params["retry_never"])
     assert params["retry_never"] == "after an operator reset"
+
+
+def test_the_compaction_example_of_the_docs_runs():
+    from tests.support.docs_pages import example, page
+
+    text = page("docs/machines/engine_brain.md")
+    block = example(text, "compaction")
+    assert "compaction_result(" in block and "compaction_noop(" in block
+    exec(compile(block, "docs-engine-brain-compaction", "exec"), {})
