@@ -28,6 +28,7 @@ _EXPORTS = {
     "RunLock": "run_lock",
     "RunLockPolicy": "run_lock",
     "RouterClient": "router_client",
+    "RouterClientPolicy": "router_client",
     "Allow": "breaker_values",
     "Reject": "breaker_values",
     "Route": "breaker_values",
@@ -41,7 +42,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time each name is imported o
     from .breaker_values import Allow as Allow, FailFast as FailFast, Reject as Reject, Route as Route
     from .engine_brain import LoopMachine as LoopMachine, MachinePolicy as MachinePolicy
     from .fallback_breaker import FallbackBreaker as FallbackBreaker, FallbackBreakerPolicy as FallbackBreakerPolicy
-    from .router_client import RouterClient as RouterClient
+    from .router_client import RouterClient as RouterClient, RouterClientPolicy as RouterClientPolicy
     from .router_run import RouterRun as RouterRun, RouterRunPolicy as RouterRunPolicy
     from .run_lock import RunLock as RunLock, RunLockPolicy as RunLockPolicy
     from .stream_assembly import StreamAssembly as StreamAssembly, StreamAssemblyPolicy as StreamAssemblyPolicy

@@ -13,7 +13,7 @@ import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
@@ -599,6 +599,10 @@ class AgentLoop(DeclaredMachine, machine="agent_loop", registry=REGISTRY, policy
     def resume(self, now: int, *, policy: PolicyArg = None) -> str:
         """After a restore: the driver's next step (see :data:`RESUME_ANSWERS`)."""
         return str(self.decide("resume", policy=policy, now=now))
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import AgentLoopPolicy as AgentLoopPolicy
 
 
 def __getattr__(name: str) -> Any:

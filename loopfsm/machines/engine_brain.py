@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from collections.abc import Iterable
 
 from loopfsm.core.errors import FeedArgumentError, shown
@@ -541,6 +541,10 @@ class LoopMachine(DeclaredMachine, machine="engine_brain", registry=REGISTRY, po
             return None
         error: LoopError | None = self.compiled.outcome_error(type(outcome).__name__, outcome)
         return error
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import MachinePolicy as MachinePolicy
 
 
 def __getattr__(name: str) -> Any:

@@ -257,6 +257,10 @@ class FallbackBreaker(DeclaredMachine, machine="fallback_breaker", registry=REGI
         self.feed("tick", now, policy=policy)
 
 
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import FallbackBreakerPolicy as FallbackBreakerPolicy
+
+
 def __getattr__(name: str) -> Any:
     if name == "FallbackBreakerPolicy":  # built from the YAML's policy block, so compiled on first use
         return FallbackBreaker.compiled.Policy

@@ -7,7 +7,7 @@ the user and sealing content are the driver's work at the edge.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.core.registry import Registry
 from .args import listed
@@ -74,3 +74,13 @@ class RouterClient(DeclaredMachine, machine="router_client", registry=REGISTRY, 
         """The router's response to a request arrives."""
         allowed_list = listed(allowed, "router_client", "response", "allowed")
         self.feed("response", request_id, status, allowed_list, has_to_encrypt, retryable, policy=policy)
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import RouterClientPolicy as RouterClientPolicy
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RouterClientPolicy":  # built from the YAML's policy block, so compiled on first use
+        return RouterClient.compiled.Policy
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.core.errors import FeedArgumentError
 from loopfsm.core.registry import Registry
@@ -367,6 +367,10 @@ class RouterRun(DeclaredMachine, machine="router_run", registry=REGISTRY, policy
         """The user redirects the run with a new message; behaves as break followed by a fresh turn, fed at release with
         that turn's outcome."""
         return self.feed("inject", run_id, outcome, encrypted, now, _pause(pause), policy=policy)
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import RouterRunPolicy as RouterRunPolicy
 
 
 def __getattr__(name: str) -> Any:

@@ -8,7 +8,7 @@ tested against.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopfsm.machines.errors import FencedOut
 from loopfsm.core.registry import Registry
@@ -115,6 +115,10 @@ class RunLock(DeclaredMachine, machine="run_lock", registry=REGISTRY, policy="Ru
     def reset(self, *, policy: PolicyArg = None) -> Any:
         """The seed's startup rule, clearing every lock; for a single router process only."""
         return self.feed("reset", policy=policy)
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import RunLockPolicy as RunLockPolicy
 
 
 def __getattr__(name: str) -> Any:

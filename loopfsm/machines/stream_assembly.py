@@ -8,7 +8,7 @@ machine (changing nothing) to say which protocol rule the event broke.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopfsm.core.errors import FeedArgumentError, IllegalFeed
 from loopfsm.machines.errors import StreamFailed, StreamProtocolError
@@ -451,6 +451,10 @@ class StreamAssembly(DeclaredMachine, machine="stream_assembly", registry=REGIST
 
     def slots(self) -> list[Slot]:
         return list(self.data.slots)
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import StreamAssemblyPolicy as StreamAssemblyPolicy
 
 
 def __getattr__(name: str) -> Any:

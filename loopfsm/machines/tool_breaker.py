@@ -347,6 +347,10 @@ class ToolBreaker(DeclaredMachine, machine="tool_breaker", registry=REGISTRY, po
         self.feed("reset", now, policy=policy)
 
 
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import ToolBreakerPolicy as ToolBreakerPolicy
+
+
 def __getattr__(name: str) -> Any:
     if name == "ToolBreakerPolicy":  # built from the YAML's policy block, so compiled on first use
         return ToolBreaker.compiled.Policy

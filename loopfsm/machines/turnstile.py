@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
@@ -44,6 +44,10 @@ class Turnstile(DeclaredMachine, machine="turnstile", registry=REGISTRY, policy=
     def push(self, *, policy: PolicyArg = None) -> None:
         """Someone pushes the arm."""
         self.feed("push", policy=policy)
+
+
+if TYPE_CHECKING:  # what type checkers see: the stub written from the YAML's policy block
+    from .policies import TurnstilePolicy as TurnstilePolicy
 
 
 def __getattr__(name: str) -> Any:

@@ -28,7 +28,8 @@ MAX_LINES = 700
 
 def _modules() -> dict[str, tuple[Path, bool]]:
     out = {}
-    for path in PACKAGE.rglob("*.py"):
+    # A stub-only module (``machines/policies.pyi``) is a module to the type checker that imports it.
+    for path in [*PACKAGE.rglob("*.py"), *PACKAGE.rglob("*.pyi")]:
         parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
         is_pkg = parts[-1] == "__init__"
         out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)

@@ -59,6 +59,7 @@ def test_wheel_carries_py_typed_licence_and_the_bundled_machines(tmp_path):
     (wheel,) = tmp_path.glob("loopfsm-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "loopfsm/py.typed" in names
+    assert "loopfsm/machines/policies.pyi" in names  # what type checkers read of the policy classes
     assert "loopfsm/_bundled/machines/engine_brain.yaml" in names
     assert any(n.endswith("licenses/LICENSE") for n in names)
     meta = next(n for n in names if n.endswith("METADATA"))
