@@ -395,9 +395,26 @@ def cmd_diff(args: argparse.Namespace) -> int:
     d = diff_specs(specs[0], specs[1])
     print(f"{shown}:" if args.git else f"{old} -> {new}:")
     print("\n".join(d.lines()))
+    refused = _check_refuses(new, args)
+    if refused:
+        print(f"  {refused}")
     if args.git:
         return EXIT_OK
     return EXIT_INVALID if d.behaviour_changed else EXIT_OK
+
+
+def _check_refuses(path: str, args: argparse.Namespace) -> str | None:
+    """The line that says NEW does not pass ``loopfsm check``, or None: a verdict on a file that cannot ship
+    would otherwise read as a verdict on what ships (``diff`` itself needs only the schema)."""
+    project = project_of(args)
+    loaded = load_machines([Path(path)], registries_of(args, project), tolerate_broken=True)
+    errors = [p for p in loaded.problems if p.severity == "error"]
+    if not errors:
+        return None
+    first = errors[0]
+    where = f"{first.line}:{first.column}: {first.path + ': ' if first.path else ''}"
+    more = f" (and {_count(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
+    return f"the new version does not pass `loopfsm check`: {where}{first.message}{more}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -532,8 +549,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser(
         "diff",
+        parents=[regs],
         help="what changed between two versions of a machine file, in words",
-        description="Semantic diff: '*' marks a behaviour change, '~' a reworded description. "
+        description="Semantic diff: '*' marks a behaviour change, '!' a change to what verify proves or feeds, "
+        "'~' a reworded description. "
         "Exit 0: descriptions only; 1: behaviour changed; 2: bad input.",
     )
     s.add_argument("files", nargs="+", metavar="OLD NEW", help="the two versions of the file")

@@ -44,6 +44,11 @@ class Change:
     behaviour: bool = True
     proof: bool = False  # an invariant changed: what verify proves, never what the machine does
 
+    @property
+    def mark(self) -> str:
+        """``*`` a behaviour change, ``!`` a change to what verify proves or feeds, ``~`` a reworded description."""
+        return "*" if self.behaviour else "!" if self.proof else "~"
+
 
 @dataclass
 class MachineDiff:
@@ -100,7 +105,13 @@ class MachineDiff:
             else ""
         )
         if verdict.ok:
-            added = [n for n in self.new.data if n not in self.old.data]
+            added = [n for n in self.new.data if n not in self.old.data] + [
+                f"{n} of state {state}"
+                for state, s in self.new.states.items()
+                if state in self.old.states
+                for n in s.data
+                if n not in self.old.states[state].data
+            ]
             extra = f"; new fields take their defaults ({', '.join(added)})" if added and not verdict.steps else ""
             if not verdict.steps:
                 return f"saved runs restore as they are{unless}{extra}"
@@ -124,7 +135,7 @@ class MachineDiff:
             else "no changes"
         )
         out = [f"{self.new.name}: {verdict}"]
-        out += [f"  {'*' if c.behaviour else '~'} {c.text}" for c in self.changes]
+        out += [f"  {c.mark} {c.text}" for c in self.changes]
         out.append(f"  {self.snapshot_note()}")
         return out
 

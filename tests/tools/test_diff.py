@@ -104,7 +104,8 @@ def test_states_fields_and_shape(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "* state broken added (terminal)" in out
     assert "* data: field passages integer = 0 -> number = 0" in out
-    assert out.splitlines()[-1] == "  saved runs restore as they are"  # every integer is a number
+    assert out.splitlines()[-2] == "  saved runs restore as they are"  # every integer is a number
+    assert out.splitlines()[-1].startswith("  the new version does not pass `loopfsm check`: ")  # broken: no way in
 
 
 def test_decision_rules_in_order(tmp_path):
@@ -300,3 +301,50 @@ def test_two_branches_swapped_are_said_to_have_moved(tmp_path):
     found = [c.text for c in diff_specs(load_for_diff(str(old)), load_for_diff(str(new))).changes]
     moved = [t for t in found if "moved to" in t]
     assert moved and not [t for t in found if " added: " in t or " removed: " in t], found
+
+
+def test_a_state_field_added_with_a_default_is_named_in_the_verdict_and_restores_so(tmp_path, capsys):
+    old = ROOT / "machines" / "engine_brain.yaml"
+    line = "      turn: {type: integer, minimum: 0, description: the turn the call belongs to}\n  AwaitingTools:"
+    added = "      retries: {type: integer, minimum: 0, default: 0, description: retries so far}\n"
+    new = variant(tmp_path, "engine_brain", (line, line.replace("  AwaitingTools:", added + "  AwaitingTools:")))
+    assert main(["diff", str(old), str(new)]) == 1
+    out = capsys.readouterr().out
+    assert "saved runs restore as they are; new fields take their defaults (retries of state AwaitingModel)" in out
+    from loopfsm import load_machine
+
+    brain = load_machine(str(old)).new()
+    brain.accept_input("hi")
+    brain.begin(brain.next_step())
+    again = load_machine(str(new)).restore(brain.snapshot())
+    assert again.state == "AwaitingModel" and again.state_data == {"turn": 0, "retries": 0}
+
+
+def test_an_invariant_whose_states_changed_is_marked_as_a_proof_change_not_a_rewording(tmp_path, capsys):
+    new = variant(
+        tmp_path,
+        "engine_brain",
+        (
+            "    states: [Terminal]\n    step:\n      then: [state_unchanged",
+            "    states: [Terminal, Start]\n    step:\n      then: [state_unchanged",
+        ),
+    )
+    assert main(["diff", str(ROOT / "machines" / "engine_brain.yaml"), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "engine_brain: invariants and descriptions only" in out
+    assert "  ! invariant terminal_outcome_is_forever changed" in out
+    assert "~ invariant" not in out
+
+
+def test_diff_says_when_the_new_version_does_not_pass_check(tmp_path, capsys):
+    first = "      AwaitingCompaction:\n        - guard: no_progress\n"
+    unguarded = "        - to: Start\n          actions: [replace_history]\n"
+    shadowing = first.replace("        - guard", unguarded + "        - guard")
+    old = ROOT / "machines" / "engine_brain.yaml"
+    new = variant(tmp_path, "engine_brain", (first, shadowing))
+    assert main(["diff", str(old), str(new)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("  the new version does not pass `loopfsm check`: ")
+    assert "can never be taken: branch 0 before it has no guard and always wins (and 1 more error)" in out[-1]
+    assert main(["diff", str(old), str(old)]) == 0
+    assert "does not pass" not in capsys.readouterr().out

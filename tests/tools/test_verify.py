@@ -213,8 +213,8 @@ invariants:
     assert main(["diff", str(old), str(new)]) == 0
     out = capsys.readouterr().out
     assert "tool_breaker: invariants and descriptions only" in out
-    assert "~ invariant probes_bounded changed" in out
-    assert "~ invariant stale_never_moves removed" in out
+    assert "! invariant probes_bounded changed" in out
+    assert "! invariant stale_never_moves removed" in out
     assert '~ invariant reaches_half_open: description "Some run reaches HalfOpen." -> "A run reaches HalfOpen."' in out
 
 
