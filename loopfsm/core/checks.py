@@ -22,7 +22,6 @@ from .fieldtypes import (
     annotation_name,
     fits_type,
     named_in,
-    policy_value_problem,
     python_checker,
     yaml_shown,
 )
@@ -31,6 +30,7 @@ from .migration_checks import check_migrations
 from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
+from .policy_checks import check_policy, yaml_kind
 from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -76,12 +76,6 @@ def _bounds_words(f: FieldDef) -> str:
         [f"at most {f.maximum}"] if f.maximum is not None else []
     )
     return f", {' and '.join(parts)}" if parts else ""
-
-
-def _kind(value: object) -> str:
-    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
 
 
 class _Checker:
@@ -241,7 +235,7 @@ class _Checker:
                 if not fits_type(codec.py_type, item):
                     self.error(
                         f.path + ("enum", i),
-                        f"enum item {item!r} is of type {_kind(item)}, but the field's "
+                        f"enum item {item!r} is of type {yaml_kind(item)}, but the field's "
                         f"type is {f.type}: every choice must be of that type",
                     )
             if (f.minimum is not None or f.maximum is not None) and f.type not in ("integer", "number"):
@@ -258,27 +252,6 @@ class _Checker:
                     f.path + ("default",),
                     f"default {yaml_shown(f.default)} is not a valid {f.type}{' list' if f.list else ''}",
                 )
-
-    def policy(self) -> None:
-        for p in self.spec.policy.values():
-            if p.minimum is not None and p.maximum is not None and p.minimum > p.maximum:
-                self.error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
-                continue  # every default breaks one of two crossed bounds; the bounds are the mistake
-            bad_enum = False
-            for i, item in enumerate(p.enum or ()):
-                if not fits_type(POLICY_TYPES[p.type], item):
-                    bad_enum = True
-                    self.error(
-                        p.path + ("enum", i),
-                        f"enum item {item!r} is of type {_kind(item)}, but the policy's "
-                        f"type is {p.type}: every choice must be of that type",
-                    )
-            if bad_enum:
-                continue
-            problem = policy_value_problem(p, p.default)
-            if problem:
-                shown_default = "" if problem.startswith("must be") else f" {p.default!r}"  # the problem shows it
-                self.error(p.path + ("default",), f"default{shown_default} {problem}")
 
     # -- states and events -------------------------------------------------
     def states(self) -> None:
@@ -649,7 +622,7 @@ class _Checker:
 
     def run(self) -> list[Problem]:
         self.names()
-        self.policy()
+        check_policy(self.spec, self.error, self.warn)
         self.fields(self.spec.data, need_default=True)
         self.states()
         self.events()

@@ -99,6 +99,7 @@ class PolicyParam:
     enum: tuple[Any, ...] | None
     description: str
     path: PathT
+    read_by: str | None = None  # what reads it outside the table (a store, a service), in the YAML's words
 
 
 @dataclass(frozen=True)
@@ -382,7 +383,7 @@ class Spec:
 
         def strip(node: Any) -> Any:
             if isinstance(node, dict):
-                return {k: strip(v) for k, v in node.items() if k not in ("description", "untested")}
+                return {k: strip(v) for k, v in node.items() if k not in ("description", "untested", "read_by")}
             if isinstance(node, list):
                 return [strip(v) for v in node]
             return node
@@ -400,6 +401,34 @@ class Spec:
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
 
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
+
+
+def policy_readers(spec: Spec) -> dict[str, list[str]]:
+    """Policy name -> where the table reads it (``coin from locked``, ``next_step rule threshold``,
+    ``before every feed``), in file order; a name nothing in the table reads maps to an empty list.
+
+    Code that reads a policy number directly (a store's lease) is not seen here; the YAML says so
+    with the number's ``read_by:``.
+    """
+    found: dict[str, list[str]] = {name: [] for name in spec.policy}
+
+    def note(refs: tuple[Ref, ...], where: str) -> None:
+        for leaf in leaf_refs(refs):
+            for value in leaf.params.values():
+                name = policy_ref(value)
+                if name in found and where not in found[name]:
+                    found[name].append(where)
+
+    note(spec.before, "before every feed")
+    for ev in spec.events.values():
+        note(ev.before, f"before {ev.name}")
+        for state, branches in ev.sources.items():
+            for b in branches:
+                note((*b.guards, *b.actions), f"{ev.name} from {state}")
+    for d in spec.decisions.values():
+        for r in d.rules:
+            note((*r.guards, r.result), f"{d.name} rule {r.name}")
+    return found
 
 
 def _without_arg_values(entry: Any) -> Any:
@@ -494,6 +523,7 @@ def build_spec(src: Source) -> Spec:
             tuple(p["enum"]) if "enum" in p else None,
             p["description"],
             ("policy", name),
+            p.get("read_by"),
         )
         for name, p in (doc.get("policy") or {}).items()
     }

@@ -34,6 +34,7 @@ from loopfsm.core.spec import (
     Rule,
     Spec,
     build_spec,
+    policy_readers,
     policy_ref,
 )
 
@@ -270,19 +271,7 @@ def _opt(v: Any) -> str:
 
 
 def _policy_uses(spec: Spec, name: str) -> str:
-    found: list[str] = []
-
-    def reads(r: Ref) -> bool:
-        return any(policy_ref(v) == name for leaf in r.leaves() for v in leaf.params.values())
-
-    for ev in spec.events.values():
-        for state, bs in ev.sources.items():
-            if any(reads(r) for b in bs for r in (*b.guards, *b.actions)):
-                found.append(f"{ev.name} from {state}")
-    for d in spec.decisions.values():
-        for r in d.rules:
-            if any(reads(x) for x in (*r.guards, r.result)):
-                found.append(f"{d.name} rule {r.name}")
+    found = policy_readers(spec)[name]
     return ", ".join(found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
 
 

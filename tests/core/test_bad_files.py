@@ -785,3 +785,23 @@ def test_a_syntax_error_names_where_the_bracket_or_quote_opened(text, stopped, o
     assert (err.line, err.column) == stopped
     assert err.message.startswith("not valid YAML: ")
     assert err.message.endswith(f"({opened})")
+
+
+def test_a_policy_number_nothing_in_the_table_reads_is_a_warning_unless_read_by_says_who():
+    unread = with_policy("limit: {type: integer, default: 3, description: nobody reads this}")
+    spec = parse(unread, "m.yaml", make_registry())
+    (warning,) = [p for p in spec.warnings if "policy 'limit'" in p.message]
+    assert warning.severity == "warning" and warning.line == marked_line(unread) and warning.path == "policy.limit"
+    assert "is read by no guard, action or rule of the table" in warning.message and "'read_by:'" in warning.message
+    told = unread.replace("description: nobody reads this}", "description: x, read_by: the store}")
+    quiet = parse(told, "m.yaml", make_registry())
+    assert not [p for p in quiet.warnings if "policy 'limit'" in p.message]
+    assert quiet.policy["limit"].read_by == "the store"
+    assert quiet.fingerprint == parse(unread.replace("nobody reads this", "x"), "m.yaml", make_registry()).fingerprint
+    used = told.replace(", read_by: the store", "").replace(
+        "        - to: busy\n",
+        "        - to: busy\n          guard: {name: at_least, params: {field: count, value: {policy: limit}}}\n"
+        "        - to: idle\n",
+    )
+    read = parse(used, "m.yaml", make_registry())
+    assert not [p for p in read.warnings if "policy 'limit'" in p.message]

@@ -323,14 +323,19 @@ def test_diff_says_through_which_migration(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == "  saved runs restore through the migration from version 1"
     broken = turnstile_v2(tmp_path, FULL_MIGRATION.replace("    states: {unlocked: open}\n", ""), "broken.yaml")
     main(["diff", str(ROOT / "machines" / "turnstile.yaml"), str(broken)])
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    verdict, check = capsys.readouterr().out.splitlines()[-2:]
+    assert verdict == (
         "  saved runs in unlocked are refused even through the migration from version 1: "
         "state 'unlocked' no longer exists; runs in other states restore"
+    )
+    assert check == (  # check refuses an incomplete chain, and diff says so under its verdict
+        "  the new version does not pass `loopfsm check`: 11:5: migrations[0]: "
+        "the migrations do not carry version 1 to this table: state 'unlocked' no longer exists"
     )
     retyped = tmp_path / "retyped.yaml"
     retyped.write_text(TURNSTILE.replace("  passages:\n    type: integer\n", "  passages:\n    type: string\n"))
     main(["diff", str(ROOT / "machines" / "turnstile.yaml"), str(retyped)])
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    assert capsys.readouterr().out.splitlines()[-2] == (
         "  saved runs are refused: field passages changed from integer to string"
     )
 

@@ -163,10 +163,12 @@ def test_merged_states_whose_field_types_differ_are_refused_by_check_and_diff(tm
     (tmp_path / "v1.yaml").write_text(MERGED_V1)
     (tmp_path / "v2.yaml").write_text(MERGED_V2)
     main(["diff", str(tmp_path / "v1.yaml"), str(tmp_path / "v2.yaml")])
-    assert capsys.readouterr().out.splitlines()[-1] == (
+    verdict, check = capsys.readouterr().out.splitlines()[-2:]
+    assert verdict == (
         "  saved runs in by_count are refused even through the migration from version 1: "
         "field mark of state marked changed from integer to string; runs in other states restore"
     )
+    assert check.startswith("  the new version does not pass `loopfsm check`: ")
 
 
 # -- a default given in the middle of a chain is held to the version it leads to --------------

@@ -161,7 +161,7 @@ def test_diff_lists_a_changed_verify_block_as_no_behaviour_change(tmp_path, monk
     assert main(["diff", str(path), str(other)]) == 0
     out = capsys.readouterr().out
     assert "keys: invariants and descriptions only" in out
-    assert "~ values verify feeds give(key) changed" in out
+    assert "! values verify feeds give(key) changed" in out
 
 
 def test_a_new_registry_module_stubs_the_generators_the_table_names():
