@@ -122,8 +122,11 @@ def check_migrations(spec: Spec, reg: Registry | None, report: Report) -> None:
                 )
     if errors:
         return  # carrying shapes through a chain already wrong would only repeat it
+    # Codec versions a migration records are held to the registry's (and the built-in types'): a run whose
+    # codec changed is refused by restore unless a transform converts it.
+    versions = {} if reg is None else {n: c.version for n, c in {**BUILTIN_CODECS, **reg.codecs}.items()}
     for m in chain:
-        verdict = plan(spec, reads_shape(spec, m), {})
+        verdict = plan(spec, reads_shape(spec, m), versions)
         if not verdict.ok:
             error(
                 m.path,

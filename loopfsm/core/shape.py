@@ -116,8 +116,9 @@ def shape_of(spec: Spec, codec_versions: Mapping[str, int] | None = None) -> Sha
 
 
 def reads_shape(spec: Spec, m: MigrationDef) -> Shape:
-    """The old shape a migration entry says it reads (codec versions are not recorded there)."""
-    return Shape(spec.name, m.from_version, dict(m.reads_data), {s: dict(f) for s, f in m.reads_states.items()})
+    """The old shape a migration entry says it reads, codec versions included where it records them."""
+    states = {s: dict(f) for s, f in m.reads_states.items()}
+    return Shape(spec.name, m.from_version, dict(m.reads_data), states, dict(m.reads_codecs))
 
 
 # -- comparing -------------------------------------------------------------------------

@@ -225,9 +225,9 @@ class MigrationDef:
     """One ``migrations:`` entry: how snapshots of version ``from_version`` become the next version's.
 
     ``reads`` is that old version's shape as its snapshots record it (data
-    field -> type words, state -> field -> type words), so the chain can be
-    checked without the old file.  ``fields`` and ``defaults`` name a state's
-    field as ``State.field``.
+    field -> type words, state -> field -> type words, and the codec versions
+    when given), so the chain can be checked without the old file.  ``fields``
+    and ``defaults`` name a state's field as ``State.field``.
     """
 
     from_version: int
@@ -238,6 +238,7 @@ class MigrationDef:
     defaults: dict[str, Any]
     transform: str | None
     path: PathT
+    reads_codecs: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -631,6 +632,7 @@ def _migration(raw: dict[str, Any], path: PathT) -> MigrationDef:
         dict(raw.get("defaults") or {}),
         raw.get("transform"),
         path,
+        dict(reads.get("codecs") or {}),
     )
 
 

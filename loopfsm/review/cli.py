@@ -17,7 +17,7 @@ from typing import Any
 from loopfsm.core import loader
 from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
 from loopfsm.review.errors import GraphvizMissing, RenderError
-from . import verify_commands
+from . import table_commands, verify_commands
 from .cli_common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -179,35 +179,6 @@ def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
         first[spec.name] = spec
         kept.append(spec)
     return kept, clash
-
-
-def policy_class_name(machine: str) -> str:
-    """``tool_breaker`` -> ``ToolBreakerPolicy``: the name a typed class gives its policy unless it names one."""
-    return "".join(part.capitalize() for part in machine.split("_")) + "Policy"
-
-
-def cmd_stub(args: argparse.Namespace) -> int:
-    from .render.stubs import stub_module  # noqa: PLC0415
-
-    project = project_of(args)
-    paths = machine_paths(args.paths, project)
-    specs, status = _load_all(paths, registries_of(args, project), show_warnings=False)
-    specs, clash = _unique_names(specs)
-    if status != EXIT_OK or clash or not specs:
-        return EXIT_INVALID
-    if args.class_name is not None:
-        if len(specs) != 1:
-            raise _UsageError(f"--class names one class, but {len(specs)} machines were given")
-        if not args.class_name.isidentifier():
-            raise _UsageError(f"--class {args.class_name[:60]!r} is not a Python name")
-    classes = {args.class_name or policy_class_name(spec.name): spec for spec in specs}
-    text = stub_module(classes, "\n".join(spec.file for spec in specs))
-    if args.output:
-        write_file(Path(args.output), text)
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(text)
-    return EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -563,24 +534,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("name", help="snake_case name of the machine (also its registry and module name)")
     s.set_defaults(func=cmd_new)
 
-    s = sub.add_parser(
-        "stub",
-        parents=[regs],
-        help="print a type stub (.pyi) of machines' policy classes, so mypy checks their keywords",
-        description="A policy class is built from the YAML at run time; type checkers read this stub instead. "
-        "Save it beside the module that serves the class and import the class from it under TYPE_CHECKING "
-        "(docs/cli.md, 'Typed policy classes').",
-    )
-    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
-    s.add_argument(
-        "--class",
-        dest="class_name",
-        metavar="NAME",
-        help="the class's name (one machine only; default: the machine's name in CamelCase + 'Policy')",
-    )
-    s.add_argument("-o", "--output", help="write the stub to this file instead of printing it")
-    s.set_defaults(func=cmd_stub)
-
     s = sub.add_parser("schema", help="print the JSON Schema of machine files")
     s.set_defaults(func=cmd_schema)
 
@@ -610,6 +563,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_commands(sub)
 
     verify_commands.add_commands(sub, regs)
+    table_commands.add_commands(sub, regs)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")

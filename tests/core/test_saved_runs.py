@@ -660,3 +660,40 @@ def test_a_hostile_shape_is_refused_in_a_bounded_message():
         v1.restore(snap)
     assert len(str(info.value)) < 1000 and "; and 4990 more" in str(info.value)
     assert len(info.value.problems) == 100
+
+
+# -- loopfsm shape: the reads: block printed, not written by hand -----------------------------------
+
+
+def _indented(block: str, by: str) -> str:
+    return "".join(by + line + "\n" for line in block.splitlines())
+
+
+def test_loopfsm_shape_prints_the_reads_block_a_migration_pastes_whole(tmp_path, capsys):
+    from loopfsm.machines.turnstile import Turnstile
+
+    assert main(["shape", str(ROOT / "machines" / "turnstile.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"# {ROOT / 'machines' / 'turnstile.yaml'}, version 1: the shape its snapshots record.")
+    block = out[out.index("reads:\n") :]
+    assert yaml.safe_load(block)["reads"] == Turnstile().snapshot()["shape"]  # what snapshots record, codecs too
+    migration = "migrations:\n  - from: 1\n" + _indented(block, "    ")
+    migration += "    states: {unlocked: open}\n    fields: {credit: coins}\n"
+    v2 = load_machine(str(turnstile_v2(tmp_path, migration)))  # check accepts the pasted block
+    gate = Turnstile()
+    gate.coin()
+    again = v2.restore(gate.snapshot())
+    assert again.state == "open" and again.data.coins == 0 and again.data.shift == "day"
+
+
+def test_a_snapshots_shape_pastes_as_reads_and_its_codec_versions_are_held_to_the_registrys(tmp_path):
+    from loopfsm.machines.turnstile import Turnstile
+
+    shape = Turnstile().snapshot()["shape"]
+    pasted = "migrations:\n  - from: 1\n" + _indented(yaml.safe_dump({"reads": shape}), "    ")
+    pasted += "    states: {unlocked: open}\n    fields: {credit: coins}\n"
+    load_machine(str(turnstile_v2(tmp_path, pasted)))
+    bumped = pasted.replace("integer: 1", "integer: 2")
+    assert bumped != pasted
+    with pytest.raises(SpecError, match=r"codec integer changed from version 2 to 1"):
+        load_machine(str(turnstile_v2(tmp_path, bumped, "bumped.yaml")))
