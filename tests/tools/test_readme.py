@@ -35,7 +35,8 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_the_non_root_set_up_runs_the_same_commands_without_apt():
     blocks = code_blocks("sh")
     build_cmd, test_cmd = blocks[0].strip(), next(b.strip() for b in blocks if "pytest" in b)
-    venv = next(b for b in blocks if "venv" in b).splitlines()
+    development = section(page("docs/development.md"), "## Set up without root")
+    venv = re.findall(r"```sh\n(.*?)```", development, re.S)[0].splitlines()
     assert "apt-get" not in "\n".join(venv) and venv[0].startswith("python3 -m venv .venv && ")
     for root_cmd in (build_cmd, test_cmd):
         apt, sep, rest = root_cmd.partition("apt-get install -y graphviz && ")
@@ -181,7 +182,8 @@ def test_tool_breaker_example_trips_on_a_real_failing_command(capsys):
 
 
 def test_fallback_breaker_example_switches_models(capsys):
-    exec(compile(example("fallback-breaker"), "README-fallback-breaker", "exec"), {})
+    text = page("docs/machines/breakers.md")
+    exec(compile(example("fallback-breaker", text), "docs-fallback-breaker", "exec"), {})
     assert capsys.readouterr().out.splitlines() == [
         "primary timed out Primary",
         "primary timed out Fallback",
@@ -333,3 +335,35 @@ def test_words_that_cite_an_admission_rule_by_number_cite_the_row_that_answers_s
     assert cited, "no citation found: the pattern is stale"
     wrong = [(w, n, where) for w, n, where in cited if f"`{w}`" not in rows.get(n, "")]
     assert wrong == []
+
+
+@pytest.mark.slow  # a fresh virtual environment and a real `pip install .`: half a minute or more
+def test_the_try_it_commands_work_for_a_user(tmp_path):
+    """ "Try it in two minutes", as a user runs it: a non-editable install from the clone into a fresh
+    environment (its dependencies taken from the system's site-packages, so nothing is downloaded but the
+    build backend), then the three commands in an empty folder under the user's home."""
+    block = section(README, "## Try it in two minutes").split("```console\n")[1].split("```")[0]
+    commands = [line.removeprefix("$ ") for line in block.splitlines()]
+    assert all(line.startswith("$ ") for line in block.splitlines()) and len(commands) == 3
+    assert commands[0] == "python3 -m pip install . pytest" and "loopfsm new door" in commands[1]
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    env.update(PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", HOME=str(home), VIRTUAL_ENV=str(venv))
+    script = "set -e\n" + "\n".join(commands) + "\n"
+    done = subprocess.run(["bash", "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    door = home / "door"
+    assert (door / "machines" / "door.yaml").is_file() and "<svg" in (door / "diagrams" / "door.svg").read_text()
+    assert re.search(r"^\d+ passed", done.stdout, re.M), done.stdout[-2000:]
+    where = subprocess.run(
+        [str(venv / "bin" / "python3"), "-c", "import loopfsm; print(loopfsm.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        check=True,
+    ).stdout
+    assert where.startswith(str(venv)), where  # the user's install, not the clone's editable one
