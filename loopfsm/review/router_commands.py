@@ -287,6 +287,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         raise ConfigError('--permissions maps tool names to "allow", "ask" or "deny"')
     if args.cost_ceiling < 0:
         raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
+    made_key = args.key_file is None and not os.path.lexists(default_key_path())  # said at start: a file outside
     key = load_router_key(args.key_file)  # read now: a missing or unsafe key file stops the start, not a run
     tables = _machine_tables()  # which tables this router runs: an operator deploying edited ones sees them named
     router = Router(
@@ -315,7 +316,17 @@ def cmd_router(args: argparse.Namespace) -> int:
             flush=True,
         )
         where = args.key_file or default_key_path()
-        print(f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True)
+        if made_key:
+            print(
+                f"wrote a new router key file {where} (owner-only): encrypted sessions' run state is sealed under "
+                "it; keep it with the store, or name one with --key-file",
+                file=sys.stderr,
+                flush=True,
+            )
+        else:
+            print(
+                f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True
+            )
         print(tables, file=sys.stderr, flush=True)
 
     serve(

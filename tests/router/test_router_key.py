@@ -248,3 +248,39 @@ def test_router_state_seals_live_in_a_domain_of_their_own():
     content = kr.seal(b"content", session_id="s1", ref="message:b-1")
     with pytest.raises(SealError):
         kr.open_at_rest(content, session_id="s1", row="input:b-1")
+
+
+def _start_lines(env: dict[str, str], url: str) -> str:
+    """What `router serve` prints up to its listening line, then it is stopped."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopfsm", "router", "serve", "--store", url, "--port", "0"],
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    lines = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line)
+            if "encrypted sessions' run state is sealed" in line:
+                break
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return "".join(lines)
+
+
+def test_router_serve_says_when_it_writes_the_default_key_file_outside_the_folder(tmp_path):
+    """The README's demo starts a router with no --key-file: the key it creates lies outside the clone, so the
+    start names the file it wrote; a later start only names the key it uses."""
+    state = tmp_path / "state"
+    env = dict(os.environ, XDG_STATE_HOME=str(state), PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    first = _start_lines(env, url)
+    key = state / "loopfsm" / "router.key"
+    assert f"wrote a new router key file {key} (owner-only)" in first, first
+    assert key.is_file() and (key.stat().st_mode & 0o077) == 0
+    again = _start_lines(env, url)
+    assert "wrote a new router key" not in again and f"sealed under the router key in {key}" in again, again
