@@ -8,6 +8,7 @@ needs, the shape the file's snapshots record, so nobody writes it by hand.
 from __future__ import annotations
 
 import argparse
+import keyword
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ def cmd_stub(args: argparse.Namespace) -> int:
     if args.class_name is not None:
         if len(specs) != 1:
             raise _UsageError(f"--class names one class, but {len(specs)} machines were given")
-        if not args.class_name.isidentifier():
+        if not args.class_name.isidentifier() or keyword.iskeyword(args.class_name):
             raise _UsageError(f"--class {args.class_name[:60]!r} is not a Python name")
     classes = {args.class_name or policy_class_name(spec.name): spec for spec in specs}
     if len(classes) != len(specs):

@@ -59,6 +59,10 @@ def test_stub_refuses_a_class_name_for_several_machines_or_a_name_python_cannot_
         [*LOOPFSM, "stub", "machines/turnstile.yaml", "--class", "not a name"], cwd=ROOT, capture_output=True, text=True
     )
     assert bad.returncode == 2 and "is not a Python name" in bad.stderr
+    kw = subprocess.run(
+        [*LOOPFSM, "stub", "machines/turnstile.yaml", "--class", "class"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert kw.returncode == 2 and "is not a Python name" in kw.stderr
 
 
 @pytest.mark.slow  # runs mypy: about a second per run, cold
