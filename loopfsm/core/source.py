@@ -466,7 +466,12 @@ def _yaml_problem(file: str, err: yaml.MarkedYAMLError, kind: str = "machine fil
     if len(what) > 200:
         what = what[:200] + "..."
     opened = err.context_mark
-    if err.problem_mark is not None and opened is not None and err.context:
+    if (
+        err.problem_mark is not None
+        and opened is not None
+        and err.context
+        and (opened.line, opened.column) != (err.problem_mark.line, err.problem_mark.column)
+    ):
         # Reading stops where the parser gave up, often lines below the cause: an unclosed bracket or
         # quote is fixed where it opened, so that place is named too (PyYAML's context mark has it).
         what = f"{what} ({_opened_what(err.context)} at {opened.line + 1}:{opened.column + 1})"

@@ -787,6 +787,12 @@ def test_a_syntax_error_names_where_the_bracket_or_quote_opened(text, stopped, o
     assert err.message.endswith(f"({opened})")
 
 
+def test_a_syntax_error_whose_context_is_where_reading_stopped_says_it_once():
+    err = the_error("machine: x\npolicy:\n  fare: [\n")
+    assert (err.line, err.column) == (4, 1)
+    assert err.message == "not valid YAML: did not find expected node content"
+
+
 def test_a_policy_number_nothing_in_the_table_reads_is_a_warning_unless_read_by_says_who():
     unread = with_policy("limit: {type: integer, default: 3, description: nobody reads this}")
     spec = parse(unread, "m.yaml", make_registry())
