@@ -9,6 +9,7 @@ from loopfsm.core.compiler import CompiledMachine, compile_file, compile_spec
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.errors import (
     ActionError,
+    CallbackError,
     ConfigError,
     DecisionError,
     FeedArgumentError,
@@ -85,6 +86,7 @@ __all__ = [
     "IncompatibleSnapshot",
     "DecisionError",
     "ActionError",
+    "CallbackError",
     "RegistryError",
     "RenderError",
     "ReviewError",

@@ -53,6 +53,22 @@ INSTANCE_API = frozenset(
 )
 
 
+#: What ``transitions`` binds on a model (``add_model``, ``GraphMachine``): a feed named so would clash with it
+#: on an instance with a machine of its own.  ``may_<feed>`` asks a feed, ``is__state_<state>`` a state.
+TRANSITIONS_MODEL_NAMES = frozenset({"get_graph"})
+TRANSITIONS_MODEL_PREFIXES = ("may_", "is__state_")
+
+
+def _feed_name_problem(name: str) -> str | None:
+    """A feed name ``transitions`` would bind something else under on the instance, or None."""
+    if name in TRANSITIONS_MODEL_NAMES or name.startswith(TRANSITIONS_MODEL_PREFIXES):
+        return (
+            f"feed '{name}' cannot be used: transitions binds that name on a model "
+            f"(get_graph, may_<feed>, is__state_<state>)"
+        )
+    return None
+
+
 def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | None:
     if not name.isidentifier() or keyword.iskeyword(name):
         return (
@@ -200,6 +216,9 @@ class _Checker:
         api = INSTANCE_API
         for ev in spec.events.values():
             check(ev.name, ev.path, "feed", api)
+            clash = _feed_name_problem(ev.name)
+            if clash and not _name_problem(ev.name, "feed", api):
+                self.error(ev.path, clash, key=True)
             for f in ev.args.values():
                 check(f.name, f.path, "feed argument", _RESERVED_ARGS)
         for o in spec.outcomes.values():

@@ -357,6 +357,11 @@ class CompiledMachine:
             if module is not None:
                 namespace["__module__"] = module
             self.Instance = type(cls_name, bases, namespace)
+        # A guard registered with reads= is asked with those arguments alone when the interpreter narrows
+        # a feed's branches; one that needs more is refused here, for both engines, not at a first feed.
+        for feed in self.events.values():
+            if feed.narrow_on is not None:
+                feed.rows(feed.legal_states[0], {}, self.default_policy)
 
     @staticmethod
     def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> Branch:

@@ -36,11 +36,11 @@ above the current folder, else ``transitions``; read once, on first use.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
 import weakref
-import tomllib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from . import tracing as _tracing
 from .backend import Branch, Feed, FeedData, action_error, feed_data, state_data_error
 from .binding import AnyOf, Bound, Call, Guard, PerPolicy, bind, bind_guard
-from .errors import ConfigError, IllegalFeed, LoopFsmError, NoBranchMatched
+from .errors import CallbackError, ConfigError, IllegalFeed, LoopFsmError, NoBranchMatched
+from .pyproject import CONFIG, loopfsm_table, shown
 from .spec import Spec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,22 +112,19 @@ def default_engine() -> EngineName:
 
 
 def project_engine(start: Path) -> EngineName | None:
-    """``engine`` of the nearest ``pyproject.toml`` above ``start`` with a ``[tool.loopfsm]`` table, if set."""
+    """``engine`` of the nearest ``pyproject.toml`` above ``start`` with a ``[tool.loopfsm]`` table, if set.
+
+    Found as the command line finds its project: a file it cannot read is a
+    :class:`ConfigError` here too, not a file to skip.
+    """
     here = start.resolve()
     for folder in (here, *here.parents):
-        path = folder / "pyproject.toml"
+        path = folder / CONFIG
         if not path.is_file():
             continue
-        try:
-            with path.open("rb") as f:
-                raw = f.read(1024 * 1024 + 1)
-            doc = tomllib.loads(raw.decode("utf-8")) if len(raw) <= 1024 * 1024 else {}
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            continue  # not a readable project file: the command line reports it when it reads the project
-        tool = doc.get("tool")
-        table = tool.get("loopfsm") if isinstance(tool, dict) else None
-        if isinstance(table, dict):
-            return engine_name(table["engine"], f"{path} [tool.loopfsm]") if "engine" in table else None
+        table = loopfsm_table(path)
+        if table is not None:
+            return engine_name(table["engine"], f"{shown(path)} [tool.loopfsm]") if "engine" in table else None
     return None
 
 
@@ -136,6 +134,11 @@ class InterpreterEngine:
     name: EngineName = "interpreter"
     #: ``run(feed, model, args, policy)``: :meth:`Feed.run` itself, with no call in between.
     run = staticmethod(Feed.run)
+
+    @staticmethod
+    def traced(feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        """:meth:`run` with its trace record (the runtime calls this while tracing is active)."""
+        return traced_run(Feed.run, feed, model, args, policy)
 
     @property
     def machine(self) -> Machine:
@@ -224,6 +227,7 @@ def _taken(machine: str, feed: str, branch: Branch) -> Callable[[Any], None]:
             data = ctx.enter_data
             if (data or data_keys) and data.keys() != data_keys:
                 raise state_data_error(machine, feed, dest, data_keys, data)
+        ctx.result = True  # the branch is taken: a callback that raises after this cannot undo it
 
     taken.__name__ = taken.__qualname__ = "enter" if dest is not None else "stay"
     return taken
@@ -273,7 +277,8 @@ class Engines:
             return self.shared(type(instance))
         machine, feeds = build_machine(self.compiled, type(instance), machine_class, machine_options)
         register_model(machine, instance)
-        return TransitionsEngine(self.compiled, machine, feeds)
+        locked = hasattr(machine, "model_context_map")  # a LockedMachine, or a class built on one
+        return (LockedTransitionsEngine if locked else TransitionsEngine)(self.compiled, machine, feeds)
 
     def for_class(self, cls: type) -> InterpreterEngine | TransitionsEngine:
         """The engine of the instances of ``cls`` that name none: the process's default for it."""
@@ -309,13 +314,110 @@ class TransitionsEngine:
             raise IllegalFeed(feed.machine, state, feed.name, feed.legal_states)
         event, calls = self._feeds[feed.name]
         ctx.bound = calls.per_policy.get(policy)
-        ctx.result = event.trigger(model, ctx)
+        try:
+            ctx.result = event.trigger(model, ctx)
+        except LoopFsmError:
+            if ctx.result:  # a callback's nested feed raised after the branch was taken: the move completes
+                self._complete(model, ctx)
+            raise  # the table's own errors (its guards and actions are wrapped): nothing changed
+        except Exception as err:
+            failed = self._failed(feed, model, ctx, err)
+            if failed is None:
+                return ctx
+            raise failed from err
         if not ctx.result and state in feed.otherwise_raise:
             raise NoBranchMatched(feed.machine, state, feed.name, feed.legal_states)
         return ctx
 
+    def traced(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        """:meth:`run` with its trace record (the runtime calls this while tracing is active)."""
+        return traced_run(self.run, feed, model, args, policy)
+
+    def _complete(self, model: Any, ctx: FeedData) -> None:
+        """Finish the move of a taken branch that a callback interrupted before its state was entered."""
+        branch = ctx.transition
+        if branch is not None and branch.dest is not None and model.state_data is not ctx.enter_data:
+            self.machine.set_state(branch.dest, model)
+            model.state_data = ctx.enter_data
+
+    def _failed(self, feed: Feed, model: Any, ctx: FeedData, err: Exception) -> LoopFsmError | None:
+        """What a trigger that raised something other than a loopfsm error means (None: the feed is ignored).
+
+        ``transitions`` raises ``MachineError`` when the state has no
+        transition for the event: another thread moved an instance it shares
+        without a lock between the legality check and the trigger; the feed
+        is then judged in the state it found.  Anything else came from a
+        callback of the user's own: the table's move it interrupted (an
+        ``on_exit`` runs between the actions and the move) is completed, so
+        the instance is never left half-changed, and the error is typed.
+        """
+        from transitions.core import MachineError  # noqa: PLC0415 - only a failed trigger pays for it
+
+        if isinstance(err, MachineError) and not ctx.result:
+            state = model._state
+            if state in feed.ignored_in:
+                return None
+            return IllegalFeed(feed.machine, state, feed.name, feed.legal_states)
+        if ctx.result:
+            self._complete(model, ctx)
+        return CallbackError(
+            f"{feed.machine}: feed '{feed.name}' in state '{ctx.source}': a transitions callback raised "
+            f"{type(err).__name__}: {str(err)[:200]}"
+            + ("; the table's move is complete" if ctx.result else "; nothing changed"),
+            ctx.result,
+            ctx,
+        )
+
     def __repr__(self) -> str:
         return f"<TransitionsEngine {self.compiled.name} on {type(self.machine).__name__}>"
+
+
+class LockedTransitionsEngine(TransitionsEngine):
+    """An instance's own ``LockedMachine``: the whole feed runs under the model's lock.
+
+    ``LockedMachine`` locks its trigger only; the legality check, the
+    feed's source state and its trace record would sit outside the lock, and
+    racing threads would see a raw ``MachineError`` and trace records of moves
+    that did not happen as recorded.  The trigger inside sees this thread
+    holding the lock and does not take it again (``LockedMachine``'s own rule).
+    """
+
+    def run(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        machine: Any = self.machine
+        if machine._ident.current == threading.get_ident():  # a feed from a callback inside a feed
+            return TransitionsEngine.run(self, feed, model, args, policy)
+        with contextlib.ExitStack() as stack:
+            for context in machine.model_context_map[id(model)]:
+                stack.enter_context(context)
+            return TransitionsEngine.run(self, feed, model, args, policy)
+
+    def traced(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        machine: Any = self.machine
+        if machine._ident.current == threading.get_ident():
+            return traced_run(self.run, feed, model, args, policy)
+        with contextlib.ExitStack() as stack:
+            for context in machine.model_context_map[id(model)]:
+                stack.enter_context(context)
+            return traced_run(self.run, feed, model, args, policy)
+
+
+def traced_run(
+    run: Callable[[Feed, Any, Mapping[str, Any], Any], FeedData],
+    feed: Feed,
+    model: Any,
+    args: Mapping[str, Any],
+    policy: Any,
+) -> FeedData:
+    """Run a feed with ``run`` and send its trace record: of the move it made, even when a callback raised."""
+    before = _tracing.feed_starting(model, args, policy)
+    try:
+        done = run(feed, model, args, policy)
+    except CallbackError as err:
+        if err.moved and isinstance(err.feed_data, FeedData):
+            _tracing.feed_done(model, feed.name, err.feed_data, before)
+        raise
+    _tracing.feed_done(model, feed.name, done, before)
+    return done
 
 
 def build_machine(
@@ -355,6 +457,7 @@ def build_machine(
             "what the table means; the YAML sets states, transitions and how events are sent"
         )
     name = compiled.name
+    _check_callbacks(name, instance_class, opts)
     try:
         machine = cls(
             model=None,
@@ -392,6 +495,40 @@ def build_machine(
         if event in machine.events:  # a feed with no branch at all is illegal everywhere: never triggered
             feeds[event] = (machine.events[event], calls)
     return machine, feeds
+
+
+#: Machine options whose values are callbacks: a callable, a method name of the model, a dotted import path.
+CALLBACK_OPTIONS = ("before_state_change", "after_state_change", "prepare_event", "finalize_event", "on_final")
+
+
+def _check_callbacks(name: str, instance_class: type, options: Mapping[str, Any]) -> None:
+    """Refuse a callback option ``transitions`` could not call, now rather than in the middle of a feed.
+
+    ``transitions`` resolves a callback only when it runs it: ``after_state_change=5`` would raise after
+    the move, at every feed.
+    """
+    import importlib  # noqa: PLC0415 - only a named callback pays for it
+
+    for option in CALLBACK_OPTIONS:
+        value = options.get(option)
+        for callback in value if isinstance(value, (list, tuple)) else () if value is None else (value,):
+            if callable(callback):
+                continue
+            if isinstance(callback, str):
+                if callable(getattr(instance_class, callback, None)):
+                    continue
+                module, _, attr = callback.rpartition(".")
+                try:
+                    if module and callable(getattr(importlib.import_module(module), attr, None)):
+                        continue
+                except ImportError:
+                    pass
+                problem = (
+                    f"{callback[:100]!r} names neither a method of {instance_class.__name__} nor an importable callable"
+                )
+            else:
+                problem = f"a {type(callback).__name__} is not a callback"
+            raise ConfigError(f"{name}: machine option {option}: {problem}")
 
 
 def register_model(machine: Machine, instance: Any) -> None:

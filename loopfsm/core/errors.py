@@ -153,6 +153,21 @@ class ActionError(LoopFsmError):
     """A registered action broke the table's contract (for example left a state's data unset)."""
 
 
+class CallbackError(LoopFsmError):
+    """A ``transitions`` callback of the user's own (``on_enter_<state>``, ``after_state_change``, ...) raised.
+
+    The table's move it followed is complete (state, state data and the trace
+    record are as if the callback had not raised); the callback's exception is
+    the ``__cause__``.  ``moved`` says whether the feed took a branch before
+    the callback raised (a ``before_state_change`` callback runs before any).
+    """
+
+    def __init__(self, message: str, moved: bool, feed_data: object = None):
+        super().__init__(message)
+        self.moved = moved
+        self.feed_data = feed_data  # the feed's context, for the trace record of a move that happened
+
+
 class ConfigError(LoopFsmError):
     """A project's ``[tool.loopfsm]`` settings or a ``--registry`` option is malformed."""
 

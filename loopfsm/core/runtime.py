@@ -286,12 +286,8 @@ class MachineInstance(_tracing.Traced):
         elif type(policy) is not c.Policy:
             policy = c.policy(policy)
         if _tracing.ACTIVE:
-            before = _tracing.feed_starting(self, bound, policy)
-            done = self._engine.run(ev, self, bound, policy)
-            _tracing.feed_done(self, event, done, before)
-        else:
-            done = self._engine.run(ev, self, bound, policy)
-        return done
+            return self._engine.traced(ev, self, bound, policy)
+        return self._engine.run(ev, self, bound, policy)
 
     def may_trigger(self, event: str, *args: Any, policy: PolicyArg = None, **kwargs: Any) -> bool:
         """``transitions``' name for :meth:`can`."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, SnapshotError, shown, shown_fingerprint
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.engines import EngineName
+from loopfsm.core.engines import EngineName, engine_name
 from loopfsm.core.runtime import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -395,6 +395,8 @@ class ToolHealth:
         for tool in overrides:
             _check_tool(tool)
         self.overrides = {k: self.machine.policy(v) for k, v in overrides.items()}
+        if self.engine is not None:  # refused now, not at the first acquire
+            self.engine = engine_name(self.engine, "tool_health: engine=")
 
     def policy_for(self, tool: str) -> Any:
         assert self.overrides is not None

@@ -31,7 +31,9 @@ from .cli_common import (
     report,
     write_file,
 )
-from .project import FileResult, load_machines, shown
+from loopfsm.core.pyproject import shown
+
+from .project import FileResult, load_machines
 from loopfsm.core.registries import Registries
 from .render import EXPORTS, FORMATS, parse_formats, render
 from loopfsm.core.spec import Spec

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from loopfsm.core.errors import ConfigError, Problem
 from loopfsm.core.registries import Registries
-from .project import Project, find_project, parse_registry_option, shown
+from loopfsm.core.pyproject import shown
+
+from .project import Project, find_project, parse_registry_option
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 

@@ -10,23 +10,20 @@ with the default layout (``machines/``, ``diagrams/``, no registries of its own)
 
 from __future__ import annotations
 
-import os
-import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loopfsm.core.engines import engine_name
+from loopfsm.core.pyproject import CONFIG, loopfsm_table, shown
 from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError, closest, did_you_mean
 from loopfsm.core.loader import Lookup, load
 from loopfsm.core.registries import Declared, Registries, name_problem, target_problem
 from loopfsm.core.registry import Registry
 from loopfsm.core.spec import Spec
 
-CONFIG = "pyproject.toml"
 KEYS = ("machines", "diagrams", "registries", "engine")
-MAX_CONFIG_BYTES = 1024 * 1024  # a pyproject.toml is a few KiB; anything near this is not one
 
 
 @dataclass(frozen=True)
@@ -40,37 +37,6 @@ class Project:
     def registries(self, extra: Iterable[Declared] = ()) -> Registries:
         """Installed registries, then this project's, then ``extra`` (the command line's) over both."""
         return Registries([*self.declared, *extra])
-
-
-def shown(path: Path) -> Path:
-    """``path`` as the user would type it from the current folder (relative when that is short)."""
-    try:
-        rel = Path(os.path.relpath(path))
-    except ValueError:  # another drive
-        return path
-    return rel if rel.parts[:3] != ("..", "..", "..") else path
-
-
-def _table(path: Path) -> dict[str, Any] | None:
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise ConfigError(f"{shown(path)}: larger than {MAX_CONFIG_BYTES // 1024} KiB; not read")
-        doc = tomllib.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ConfigError(f"{shown(path)}: not UTF-8 text") from None
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{shown(path)}: not valid TOML: {err}") from None
-    except OSError as err:
-        raise ConfigError(f"{shown(path)}: cannot read it: {err.strerror}") from None
-    tool = doc.get("tool")
-    table = tool.get("loopfsm") if isinstance(tool, dict) else None
-    if table is None:
-        return None
-    if not isinstance(table, dict):
-        raise ConfigError(f"{shown(path)}: [tool.loopfsm] must be a table")
-    return table
 
 
 def _folder(path: Path, table: dict[str, Any], key: str, root: Path) -> Path:
@@ -90,7 +56,7 @@ def _folder(path: Path, table: dict[str, Any], key: str, root: Path) -> Path:
 
 def read_config(path: Path) -> Project | None:
     """The project ``path`` (a pyproject.toml) describes, or None when it has no ``[tool.loopfsm]``."""
-    table = _table(path)
+    table = loopfsm_table(path)
     if table is None:
         return None
     root = path.parent.resolve()

@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from loopfsm.core.errors import ConfigError
-from .project import CONFIG, Project, shown
+from loopfsm.core.pyproject import CONFIG, shown
+
+from .project import Project
 from loopfsm.core.registries import Registries
 from loopfsm.core.resources import schema_path
 from loopfsm.core.source import read_source

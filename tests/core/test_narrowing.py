@@ -92,7 +92,8 @@ def test_skip_takes_the_any_guard_at_once():
     assert m.state == "shut" and m.data.log == ["shut"]
 
 
-def test_a_guard_that_reads_more_than_it_declared_is_named():
-    c, _ = machine(honest=False)
+def test_a_guard_that_reads_more_than_it_declared_is_named_when_the_machine_is_compiled():
+    """Refused for both engines before any instance exists: the transitions engine never narrows, so a
+    first feed would answer on one engine and raise on the other."""
     with pytest.raises(RegistryError, match="guard 'outcome_is' is registered with reads=\\['outcome'\\]"):
-        c.new(engine="interpreter").report("ok")
+        machine(honest=False)

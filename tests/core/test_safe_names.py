@@ -63,6 +63,9 @@ REFUSED = {
         "class",
         "__init__",
         "is_terminal",
+        "get_graph",  # transitions binds these on a model of a machine of its own
+        "may_go",
+        "is__state_idle",
     ],
     "arg": ["self", "policy", "event", "class", "__init__"],
 }
@@ -107,6 +110,8 @@ def test_unsafe_name_is_refused_at_its_line(kind, name):
         ("policy", "state"),
         ("arg", "data"),
         ("feed", "self_test"),
+        ("feed", "is_ready"),
+        ("feed", "maybe_go"),
         ("state_data", "state"),
     ],
 )

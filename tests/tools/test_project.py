@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -304,3 +306,21 @@ def test_an_oversized_or_binary_pyproject_is_refused_quickly(door, capsys):
     (door / "pyproject.toml").write_bytes(b"[tool.loopfsm]\nmachines = '\xff'\n")
     code, _, err = run(capsys, "check")
     assert code == 2 and "pyproject.toml: not UTF-8 text" in err
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        (b"[tool.loopfsm\n", "pyproject.toml: not valid TOML: Expected ']'"),
+        (b"\xff\xfe[tool.loopfsm]\n", "pyproject.toml: not UTF-8 text"),
+        (b"tool = {loopfsm = 3}\n", "pyproject.toml: [tool.loopfsm] must be a table"),
+    ],
+)
+def test_the_library_refuses_a_broken_project_file_as_the_command_line_does(tmp_path, raw, message):
+    """The process's default engine is read from the same file: an instance must not quietly run on the
+    default the command line would refuse to read."""
+    (tmp_path / "pyproject.toml").write_bytes(raw)
+    code = "from loopfsm.machines import Turnstile\nTurnstile().coin()"
+    env = {k: v for k, v in os.environ.items() if k != "LOOPFSM_ENGINE"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and f"loopfsm.core.errors.ConfigError: {message}" in done.stderr
