@@ -139,7 +139,7 @@ def test_threads_feeding_a_locked_instance_see_one_chain_of_trace_records_and_on
         sys.setswitchinterval(interval)
     assert unexpected == []
     assert len(records) + illegal[0] == 4000
-    for earlier, later in zip(records, records[1:]):
+    for earlier, later in zip(records, records[1:], strict=False):
         assert later.from_state == earlier.to_state != later.to_state
     assert records[-1].to_state == door.state
 
