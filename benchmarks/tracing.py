@@ -27,7 +27,7 @@ class Untraced(Turnstile):
     def feed(self, event: str, *args: Any, policy: Any = None, **kwargs: Any) -> Any:
         c = self.compiled
         ev, bind = c.feed_table[event]
-        bound = c.binders[event](args, kwargs) if bind is not None or args or kwargs else {}
+        bound = bind(args, kwargs) if bind is not None else c.binders[event](args, kwargs) if args or kwargs else {}
         return ev.run(self, bound, c.default_policy if policy is None else c.policy(policy)).reply
 
 

@@ -55,8 +55,8 @@ class FeedData:
         "memo",
         "bound",
     )
-    # No __init__: whoever makes one sets every field but ``memo`` (see :func:`feed_data`).  Feed.run
-    # sets them itself: a Python ``__init__`` frame measured about a quarter of a turnstile feed.
+    # No __init__: whoever makes one sets every field but ``memo`` (see :func:`feed_data`); Feed.run sets
+    # them itself (measured there).
     event: Any
     model: Any
     args: Mapping[str, Any]
@@ -226,7 +226,18 @@ class Feed:
     def run(self, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
         """Run the feed on ``model``: the first branch whose guards all hold is taken."""
         state = model._state
-        ctx = feed_data(self, model, args, policy, state)
+        # feed_data() written out: its frame measured 8% of an interpreter feed (742 against 809 ns, turnstile
+        # coin/push, best of 15 alternating rounds), which the interpreter's floor needs.
+        ctx = FeedData()
+        ctx.event = self
+        ctx.model = model
+        ctx.args = args
+        ctx.policy = policy
+        ctx.source = state
+        ctx.enter_data = {}
+        ctx.transition = None
+        ctx.result = False
+        ctx.reply = None
         last = self._last  # one attribute holds policy and rows together: threads never see a mix
         if last[0] is not policy:
             last = self._last = (policy, self._rows.get(policy))

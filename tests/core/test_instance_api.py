@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from typing import Any
 from pathlib import Path
 
 import pytest
@@ -227,3 +228,39 @@ def test_every_shipped_machine_class_is_in_loopfsm_machines_and_in_its_dir():
         }
     assert declared and declared <= set(machines.__all__) <= set(dir(machines))
     assert all(getattr(machines, name).__name__ == name for name in declared)
+
+
+def _outcome(call: Any) -> tuple[str, str]:
+    try:
+        return ("answered", repr(call()))
+    except LoopFsmError as err:
+        return (type(err).__name__, str(err))
+
+
+@pytest.mark.parametrize("engine", ["transitions", "interpreter"])
+def test_feed_and_trigger_bind_arguments_and_policies_alike(engine):
+    """``feed`` holds ``_run``'s lines written out (a frame less): both must refuse and run the same calls."""
+    calls = [
+        ("acquire", (0, "c1"), {}),
+        ("record", (), {"now": 1, "call_id": "c1", "outcome": "failure", "generation": 0}),
+        ("acquire", (2, "c2"), {"policy": {"trip_after": 1}}),
+        ("record", (3, "c2", "failure", 0), {"policy": {"trip_after": 1}}),
+        ("record", (4, "c2", "nope", 0), {}),
+        ("record", (4,), {}),
+        ("acquire", (5, "c3"), {"policy": {"trip_aftr": 1}}),
+        ("acquire", (5, "c3"), {"policy": 7}),
+        ("acquire", (5, "c3", "extra"), {}),
+        ("nap", (), {}),
+        ("tick", (10**9,), {}),
+        ("acquire", (10**9 + 1, "c4"), {}),
+    ]
+    fed, triggered = ToolBreaker(engine=engine), ToolBreaker(engine=engine)
+    for event, args, kwargs in calls:
+        by_feed = _outcome(lambda: fed.feed(event, *args, **kwargs))
+        by_trigger = _outcome(lambda: triggered.trigger(event, *args, **kwargs))
+        if by_feed[0] == "answered":
+            assert by_trigger[0] == "answered"
+        else:
+            assert by_trigger == by_feed
+        assert fed.snapshot() == triggered.snapshot()
+    assert fed.state == "HalfOpen" and fed.data.generation == 2

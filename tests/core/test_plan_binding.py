@@ -148,7 +148,7 @@ def arity_machine() -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
+def test_binding_of_every_arity_checks_each_argument_positionally_and_by_keyword() -> None:
     from loopfsm import FeedArgumentError
 
     reg = Registry("arity")
@@ -162,16 +162,17 @@ def test_quick_binding_of_every_arity_agrees_with_the_general_binder() -> None:
     for n in range(1, 9):
         event = f"f{n}"
         binder = c.feed_table[event][1]
-        assert binder is not None and binder.signatures is not None
+        assert binder is c.binders[event]
         good = tuple(range(n))
-        assert binder.bind(good, {}) == c.binders[event](good, {}) == {f"a{i}": i for i in range(n)}
+        by_name = {f"a{i}": i for i in range(n)}
+        assert binder(good, {}) == binder((), by_name) == by_name
         m.feed(event, *good)
         assert m.data.got == list(good)
         m.feed(event, *good[:-1], None)
         assert m.data.got == [*good[:-1], None]
         for bad in (good[:-1], (*good, 0), (True, *good[1:]), ("0", *good[1:]), (*good[:-1], 1.0)):
             with pytest.raises(FeedArgumentError):
-                binder.bind(bad, {})
+                binder(bad, {})
             with pytest.raises(FeedArgumentError):
                 m.feed(event, *bad)
             assert m.data.got == [*good[:-1], None]  # a refused feed changed nothing
