@@ -360,6 +360,9 @@ class TransitionsEngine:
             return IllegalFeed(feed.machine, state, feed.name, feed.legal_states)
         if ctx.result:
             self._complete(model, ctx)
+        if isinstance(err, RecursionError):  # feeds nested too deep: it lands wherever the stack ran out
+            branch = ctx.transition.name if ctx.transition is not None else "?"
+            return action_error(feed.machine, feed.name, ctx.source, branch, err)
         return CallbackError(
             f"{feed.machine}: feed '{feed.name}' in state '{ctx.source}': a transitions callback raised "
             f"{type(err).__name__}: {str(err)[:200]}"

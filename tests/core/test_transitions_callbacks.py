@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from transitions.extensions import LockedMachine
 
-from loopfsm import CallbackError, ConfigError, IllegalFeed, compile_spec, parse
+from loopfsm import ActionError, CallbackError, ConfigError, IllegalFeed, compile_spec, parse
 from loopfsm.core import tracing
 from loopfsm.core.registry import Registry
 from loopfsm.machines import ToolHealth, Turnstile
@@ -181,3 +181,54 @@ def test_a_feed_that_finds_its_state_changed_under_it_is_judged_in_the_state_it_
 def test_tool_health_refuses_an_unknown_engine_when_it_is_made() -> None:
     with pytest.raises(ConfigError, match="tool_health: engine=: engine must be one of"):
         ToolHealth(engine="fast")  # type: ignore[arg-type]
+
+
+def test_copies_go_the_way_pickling_goes_keeping_the_named_engine_not_an_own_machine() -> None:
+    import copy
+
+    locked = Turnstile(machine_class=LockedMachine)
+    locked.coin()
+    fast = Turnstile(engine="interpreter")
+    for make in (copy.copy, copy.deepcopy):
+        again = make(locked)
+        assert again.machine is Turnstile.compiled.machine and again.snapshot() == locked.snapshot()
+        assert make(fast).engine == "interpreter"
+
+
+def test_nested_feeds_reach_the_recursion_limit_as_a_typed_error_on_both_engines() -> None:
+    """docs/transitions.md gives the depths (about 80 levels against about 250): each is pinned to a range."""
+    reg = Registry("deep")
+    depth = [0]
+
+    @reg.action
+    def again(m: Any, ctx: Any) -> None:
+        depth[0] += 1
+        m.go()
+
+    text = dedent("""
+        machine: deep
+        description: an action that feeds its own instance
+        registry: deep
+        states:
+          a: {initial: true, description: a}
+        events:
+          go: {description: g, from: {a: [{stay: true, actions: [again]}]}}
+    """)
+    compiled = compile_spec(parse(text, "deep.yaml", reg), reg)
+    reached: dict[str, int] = {}
+    raised: dict[str, BaseException] = {}
+
+    def go(engine: str) -> None:  # on a thread of its own: the stack starts empty, as in a user's script
+        depth[0] = 0
+        try:
+            compiled.new(engine=engine).go()
+        except BaseException as err:  # noqa: BLE001 - checked below
+            raised[engine] = err
+        reached[engine] = depth[0] * 1000 // sys.getrecursionlimit()
+
+    for engine in ("transitions", "interpreter"):
+        thread = threading.Thread(target=go, args=(engine,))
+        thread.start()
+        thread.join()
+        assert isinstance(raised[engine], ActionError) and isinstance(raised[engine].__cause__, RecursionError)
+    assert 50 <= reached["transitions"] <= 110 and 200 <= reached["interpreter"] <= 300
