@@ -234,3 +234,67 @@ def test_mermaid_rhombi_are_short_and_nothing_is_cut_mid_word(path):
             assert "…" not in rhombus
         assert "..." not in text and not re.search(r"\w…", text), name
         assert "arg_in(" not in text and "arg_at_least(" not in text, name
+
+
+# 5. A legend, one edge style per meaning, words not guard names, nothing said twice, no climb back to Idle.
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
+    s = loader.load(path)
+    source = dot.state_graph(s).source
+    title = source.split("label=<<TABLE", 1)[1].split("</TABLE>>", 1)[0]
+    dashed = f'color="{dot.GUARD_COLOR}" style=dashed' in source
+    solid_black = "color=black style=solid" in source
+    assert ("taken when a guard holds" in title) == dashed
+    assert ("taken on that feed" in title) == solid_black
+    assert ("a final state" in title) == bool(s.terminal_states)
+    assert ("drawn again" in title) == (dot.AGAIN in source)
+    sheet = (DIAGRAMS / f"{path.stem}.md").read_text()
+    assert "## Reading the diagram" in sheet
+    assert all(words in sheet for _, _, words in dot.legend(s).rows())
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_an_arrow_is_dashed_exactly_when_a_guard_decides_every_branch_on_it(path):
+    """A `when:` on the feed's arguments is the caller's report, not the machine's check: drawn solid.
+    router_run's arrows were all dashed, so dashing said nothing there."""
+    s = loader.load(path)
+    for e in overview(s).edges:
+        if not e.loop:
+            branches = [b for ev in e.feeds for b in s.expanded_sources(s.events[ev]).get(e.src, ()) if b.dest == e.dst]
+            assert e.by_guard == all(b.guards for b in branches), (e.src, e.dst)
+    if path.stem == "router_run":
+        source = dot.state_graph(s).source
+        assert "style=solid" in source and "style=dashed" in source
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_shipped_arrows_say_words_not_guard_names(path):
+    """Every branch a shipped picture draws as a move has a description when a guard decides it."""
+    s = loader.load(path)
+    bare = [
+        (ev.name, state, b.dest)
+        for ev in s.events.values()
+        for state, branches in ev.sources.items()
+        for b in branches
+        if b.guards and b.dest is not None and b.refusal is None and not b.description
+    ]
+    assert bare == []
+
+
+def test_arrows_that_say_the_same_into_one_state_are_labelled_once():
+    source = dot.state_graph(spec("agent_loop")).source
+    assert source.count("final_answer: output checks") == 1
+    assert re.search(r"planning -> __join\d+__ \[arrowhead=none", source)
+    assert re.search(r"observing_result -> __join\d+__ \[arrowhead=none", source)
+
+
+def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
+    source = dot.state_graph(spec("router_run")).source
+    assert re.findall(r"^\t(\w+) -> Idle\b", source, re.M) == ["__start__"]
+    into_again = re.findall(r"^\t(\w+) -> __again__", source, re.M)
+    assert {"AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"} <= set(into_again)
+    layout = _layout(source)
+    y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
+    assert y[dot.AGAIN] < min(y[s] for s in spec("router_run").states)  # at the foot of the page

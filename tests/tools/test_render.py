@@ -78,10 +78,16 @@ def test_turnstile_overview_is_exactly_the_seed_picture():
 def test_edge_words_come_from_descriptions_then_guards():
     ov = overview(spec("tool_breaker"))
     closed_open = next(e for e in ov.edges if (e.src, e.dst) == ("Closed", "Open"))
-    assert closed_open.guarded
-    assert closed_open.lines() == ["record: consecutive_failures_reach; failure_rate_reaches; slow_rate_reaches"]
+    assert closed_open.guarded and closed_open.by_guard
+    assert closed_open.lines() == [
+        "record: enough failures in a row; failure rate at its limit; slow-call rate at its limit"
+    ]
     open_half = next(e for e in ov.edges if (e.src, e.dst) == ("Open", "HalfOpen"))
-    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: cooldown_over"]
+    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: the open time has passed"]
+    text = (ROOT / "machines" / "tool_breaker.yaml").read_text()
+    bare = loader.parse(text.replace("          description: enough failures in a row\n", ""), "tool_breaker.yaml")
+    closed_open = next(e for e in overview(bare).edges if (e.src, e.dst) == ("Closed", "Open"))
+    assert closed_open.lines()[0].startswith("record: consecutive_failures_reach; failure rate")
 
 
 def test_short_keeps_the_gist():

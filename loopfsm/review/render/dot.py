@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import textwrap
+from dataclasses import dataclass
+from typing import Any
 
 import graphviz
 
 from loopfsm.review.errors import GraphvizMissing
 from loopfsm.core.spec import Decision, Rule, Spec
 from .labels import branch_label, chain_steps, decision_signature, ref_label
-from .overview import ANY, ANYWHERE, Overview, overview
+from .overview import ANY, ANYWHERE, Edge, Overview, overview
 
 SOURCE_MARK = "loopfsm-source-sha256"
 
@@ -182,38 +184,171 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     if detailed:
         _detailed_edges(spec, g)
         return g
-    pairs = {(e.src, e.dst) for e in ov.edges if not e.loop}
-    for e in ov.edges:
-        if not e.loop:
-            # Between two states with moves both ways the two labels sit side by side between
-            # the two edges: each names where it goes ("to X:"). Underlining each onto its
-            # edge (decorate) drew leader lines across the picture.
-            back = (e.dst, e.src) in pairs
-            g.edge(
-                e.src,
-                e.dst,
-                _wrap(([f"to {e.dst}:"] if back else []) + e.lines()),
-                style="dashed" if e.guarded else "solid",
-                color="#1f5fa8" if e.guarded else "black",
-            )
+    again = _again(spec, ov) if tall else None
+    if again is not None:
+        tip = f"{spec.initial} again: {RETURNS}"
+        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dashed")
+        with g.subgraph(name="again") as row:
+            row.attr(rank="sink")
+            row.node(AGAIN)
+
+    def into(dst: str, src: str) -> str:
+        return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
+
+    moves = [e for e in ov.edges if not e.loop]
+    pairs = {(e.src, into(e.dst, e.src)) for e in moves}
+    joined = _joined(moves, into)
+    for e in moves:
+        # Between two states with moves both ways the two labels sit side by side between
+        # the two edges: each names where it goes ("to X:"). Underlining each onto its
+        # edge (decorate) drew leader lines across the picture.
+        back = (into(e.dst, e.src), e.src) in pairs
+        style = {"style": "dashed", "color": GUARD_COLOR} if e.by_guard else {"style": "solid", "color": "black"}
+        junction = joined.get((into(e.dst, e.src), tuple(e.lines())))
+        if junction is None:
+            g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
+        else:
+            g.edge(e.src, junction, arrowhead="none", **style)
+    for (dst, lines), junction in joined.items():
+        g.node(junction, "", shape="point", width="0.08")
+        by_guard = all(e.by_guard for e in moves if into(e.dst, e.src) == dst and tuple(e.lines()) == lines)
+        style = {"style": "dashed", "color": GUARD_COLOR} if by_guard else {"style": "solid", "color": "black"}
+        g.edge(junction, dst, _wrap(list(lines)), **style)
+    notes = False
     if ov.any_moves or ov.any_stays:
+        notes = True
         note = [ov.any_label]
         if ov.any_stays:
             note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(ov.any_stays), 34)
-        g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
+        g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
         for e in ov.any_moves:
-            g.edge(ANY, e.dst, _wrap(e.lines()), style="dashed", color="#777777", fontcolor="#444444")
+            g.edge(ANY, into(e.dst, ANY), _wrap(e.lines()), **_note_style(e.by_guard))
     if ov.anywhere:
+        notes = True
         note = [w for line in ov.anywhere_lines() for w in textwrap.wrap(line, 34, subsequent_indent="  ")]
-        g.node(ANYWHERE, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
+        g.node(ANYWHERE, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
     for sh in ov.shared:
+        notes = True
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
             note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(sh.stays), 34)
-        g.node(sh.node, "\n".join(note), shape="note", style="dashed", fontsize="10", color="#777777")
+        g.node(sh.node, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
         for e in sh.moves:
-            g.edge(sh.node, e.dst, _wrap(e.lines()), style="dashed", color="#777777", fontcolor="#444444")
+            g.edge(sh.node, into(e.dst, sh.node), _wrap(e.lines()), **_note_style(e.by_guard))
+    kinds = legend(spec, ov)
+    assert kinds.notes == notes and kinds.joined == bool(joined) and kinds.again == (again is not None)
+    g.attr(label=_title_with_legend(title, kinds), labeljust="l" if tall else "c")
     return g
+
+
+def legend(spec: Spec, ov: Overview | None = None) -> Legend:
+    """What the overview picture of ``spec`` draws, for its legend (in the SVG and the review sheet)."""
+    ov = ov or overview(spec)
+    tall = columns(spec, ov) >= WRAP_AT
+    again = _again(spec, ov) if tall else None
+    moves = [e for e in ov.edges if not e.loop]
+    drawn = [*moves, *ov.any_moves, *(e for sh in ov.shared for e in sh.moves)]
+
+    def into(dst: str, src: str) -> str:
+        return AGAIN if again is not None and dst == spec.initial else dst
+
+    return Legend(
+        feed_decides=any(not e.by_guard for e in drawn),
+        guard_decides=any(e.by_guard for e in drawn),
+        notes=bool(ov.any_moves or ov.any_stays or ov.anywhere or ov.shared),
+        joined=bool(_joined(moves, into)),
+        stays=any(e.loop for e in ov.edges),
+        terminal=bool(spec.terminal_states),
+        again=again is not None,
+    )
+
+
+GUARD_COLOR = "#1f5fa8"
+NOTE_COLOR = "#777777"
+AGAIN = "__again__"
+RETURNS = "the runs that end come back here; the same state as the one at the top, drawn again"
+#: The initial state is drawn a second time, at the foot, when this many moves from other states
+#: return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
+RETURNING = 4
+
+
+def _note_style(by_guard: bool) -> dict[str, str]:
+    """A move drawn from a note: grey (it stands for several states), dashed when a guard decides it."""
+    return {"style": "dashed" if by_guard else "solid", "color": NOTE_COLOR, "fontcolor": "#444444"}
+
+
+def _again(spec: Spec, ov: Overview) -> str | None:
+    """The initial state, when RETURNING moves or more come back to it from other states (drawn again)."""
+    back = {e.src for e in ov.edges if not e.loop and e.dst == spec.initial}
+    return spec.initial if len(back) >= RETURNING else None
+
+
+def _joined(moves: list[Edge], into: Any) -> dict[tuple[str, tuple[str, ...]], str]:
+    """Junction points for arrows from several states into one that say the same words: drawn once.
+
+    agent_loop's ``final_answer: output checks hold`` from planning and from
+    observing_result was written twice; the two lines now meet at a point and
+    one labelled arrow goes on.
+    """
+    seen: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for e in moves:
+        seen.setdefault((into(e.dst, e.src), tuple(e.lines())), []).append(e.src)
+    many = [key for key, srcs in seen.items() if len(srcs) > 1 and key[1]]
+    return {key: f"__join{i + 1}__" for i, key in enumerate(many)}
+
+
+@dataclass(frozen=True)
+class Legend:
+    """Which kinds of mark a picture draws: its legend names those and no others."""
+
+    feed_decides: bool
+    guard_decides: bool
+    notes: bool
+    joined: bool
+    stays: bool
+    terminal: bool
+    again: bool
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(mark, its colour, what it means) for each kind drawn."""
+        out = []
+        if self.feed_decides:
+            out.append(("\u2500\u2500\u25b6", "black", "taken on that feed (always, or for the arguments named)"))
+        if self.guard_decides:
+            out.append(("- - \u25b6", GUARD_COLOR, "taken when a guard holds (the machine's data, policy or clock)"))
+        if self.notes:
+            out.append(("grey", NOTE_COLOR, "drawn from a note, for a feed several states take alike"))
+        if self.joined:
+            out.append(("\u25cf", "black", "arrows that say the same meet and go on as one"))
+        if self.stays:
+            out.append(("stays on", "#555555", "feeds a state accepts without moving"))
+        if self.terminal:
+            out.append(("double border", "black", "a final state"))
+        if self.again:
+            out.append(("dashed box", "black", "the initial state drawn again, where runs end"))
+        return out
+
+    def sheet_rows(self) -> list[tuple[str, str, str]]:
+        """:meth:`rows` with the marks in words, for the review sheet (Markdown has no dashes to show)."""
+        words = {
+            "\u2500\u2500\u25b6": "a solid black arrow",
+            "- - \u25b6": "a dashed blue arrow",
+            "grey": "a grey arrow",
+            "\u25cf": "a dot",
+            "stays on": "*stays on ...* in a state's box",
+        }
+        return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]
+
+
+def _title_with_legend(title: str, legend: Legend) -> str:
+    """The picture's title with its legend below it, in the graph's own label: it takes no place in the layout."""
+    rows = "".join(
+        f'<TR><TD ALIGN="RIGHT"><FONT POINT-SIZE="10" COLOR="{color}">{_html(mark)}</FONT></TD>'
+        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10">{_html(words)}</FONT></TD></TR>'
+        for mark, color, words in legend.rows()
+    )
+    head = f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="14">{_html(title)}</FONT></TD></TR>'
+    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{head}{rows}</TABLE>>'
 
 
 def _detailed_edges(spec: Spec, g: graphviz.Digraph) -> None:

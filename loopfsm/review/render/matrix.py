@@ -10,7 +10,7 @@ import json
 
 from loopfsm.review.coverage import rows_of
 from loopfsm.core.spec import MISSING, Branch, FieldDef, Spec
-from . import mermaid, review
+from . import dot, mermaid, review
 from .labels import condition_label, duration, guards_label, is_duration, ref_label, state_title
 
 ILLEGAL = "illegal (raises `IllegalFeed`)"
@@ -86,6 +86,12 @@ def review_sheet(spec: Spec) -> str:
         spec.description.strip(),
         "",
         f"Generated from `{spec.file.rsplit('/', 1)[-1]}` by `loopfsm build`; edit the YAML, not this file.",
+        "",
+        "## Reading the diagram",
+        "",
+        f"`{spec.name}.svg` draws one arrow per pair of states, in words; its legend, under the title:",
+        "",
+        *(f"- {mark}: {words}" for mark, _, words in dot.legend(spec).sheet_rows()),
         "",
     ]
     out += ["## States", "", "| state | kind | description |", "| --- | --- | --- |"]
