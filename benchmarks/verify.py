@@ -31,9 +31,9 @@ from typing import Any
 
 from loopfsm.core.compiler import compile_file
 from loopfsm.core.errors import LoopFsmError
-from loopfsm.review.verify import Explorer
-from loopfsm.review.verify_report import Options
-from loopfsm.review.verify_inputs import domains_for
+from loopfsm.verification.verify import Explorer
+from loopfsm.verification.verify_report import Options
+from loopfsm.verification.verify_inputs import domains_for
 
 ROUNDS = 1 if "--quick" in sys.argv else 3
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ class _Args:
 
 
 def model_of(compiled: Any) -> Options:
-    from loopfsm.review.verify_commands import with_model
+    from loopfsm.cli.verify_commands import with_model
 
     return with_model(compiled, Options(progress=False), _Args())  # type: ignore[no-any-return]
 
@@ -94,7 +94,7 @@ def run_naive(compiled: Any, opts: Options, engine: str) -> tuple[int, frozenset
     combination of its arguments (``explain``), the rows taken heard by a trace sink."""
     from loopfsm.core import tracing
     from loopfsm.core.invariants import compile_invariants
-    from loopfsm.review.verify import Judge
+    from loopfsm.verification.verify import Judge
 
     policy = compiled.policy(opts.policy)
     domains = domains_for(compiled.spec, policy, opts.values, compiled.registry.codecs, compiled.registry)

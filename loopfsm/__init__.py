@@ -27,7 +27,7 @@ from loopfsm.core.errors import (
 )
 from loopfsm.core.loader import load, parse
 from loopfsm.core.registry import Registry
-from loopfsm.core.runtime import MachineInstance
+from loopfsm.core.instance import MachineInstance
 from loopfsm.core.shape import MigratingRun
 
 # The other layers' errors, importable from here too, each from the package that raises it.  Imported on
@@ -44,9 +44,9 @@ _ERRORS_ELSEWHERE = {
     "SealedStateError": "loopfsm.router.errors",
     "StoreError": "loopfsm.router.errors",
     "StreamEventError": "loopfsm.router.errors",
-    "GraphvizMissing": "loopfsm.review.errors",
-    "RenderError": "loopfsm.review.errors",
-    "ReviewError": "loopfsm.review.errors",
+    "GraphvizMissing": "loopfsm.rendering.errors",
+    "RenderError": "loopfsm.rendering.errors",
+    "ReviewError": "loopfsm.verification.errors",
 }
 
 

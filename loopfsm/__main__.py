@@ -2,6 +2,6 @@
 
 import sys
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 sys.exit(main())

@@ -76,7 +76,7 @@ def condition_of(condition: Condition) -> Call:
 
     It is registered-guard shaped on purpose: with ``reads`` naming its
     argument, every path that runs branches (feeds, ``can``, the narrowing of
-    :class:`~loopfsm.core.backend.Feed` per enum value, the ``transitions`` engine)
+    :class:`~loopfsm.core.interpreter.Feed` per enum value, the ``transitions`` engine)
     treats it exactly as it treats the guards after it.
     """
     arg, values = condition.arg, condition.values

@@ -1,7 +1,7 @@
 """Compiling a checked spec, once, into everything instances share.
 
 The compiler's output is the only place Python meets the table: per feed, a
-:class:`~loopfsm.core.backend.Feed` holding its branches with the registered guards
+:class:`~loopfsm.core.interpreter.Feed` holding its branches with the registered guards
 and actions they name (bound to their YAML parameters per policy object by
 :mod:`loopfsm.core.binding`), a policy class whose defaults are the YAML's, a data class whose fields are the
 YAML's, argument binders per feed, decision chains flattened per state, and the
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 from collections.abc import Callable
 
-from .backend import Branch, Feed
+from .interpreter import Branch, Feed
 from .engines import EngineName, Engines, InterpreterEngine, TransitionsEngine, engine_name
 from .binding import Bound, Call, Guard, PerPolicy, bind, bind_guard, call_of, condition_of, guard_of
 from .errors import (
@@ -39,7 +39,7 @@ from .fieldtypes import INT_MAX, INT_MIN, default_value, policy_value_problem, p
 from .loader import load
 from .registries import registry_named
 from .registry import Codec, Registry
-from .runtime import READ_FORMATS, SNAPSHOT_FORMAT, MachineInstance
+from .instance import READ_FORMATS, SNAPSHOT_FORMAT, MachineInstance
 from .shape import MigratingRun, Shape, migrate_run, plan, shape_of, values_unlike_shape
 from .fieldcodecs import field_decoder, field_encoder, fields_validator, limits, no_fields_problem
 from .spec import MISSING, FieldDef, Spec
@@ -426,7 +426,7 @@ class CompiledMachine:
         machine_class: type[Machine] | None = None,
         machine_options: Mapping[str, Any] | None = None,
     ) -> MachineInstance:
-        """A new instance (see :class:`~loopfsm.core.runtime.MachineInstance` for the keywords)."""
+        """A new instance (see :class:`~loopfsm.core.instance.MachineInstance` for the keywords)."""
         return self.Instance(
             engine=self.engine if engine is None else engine,
             machine_class=machine_class,

@@ -20,7 +20,7 @@ from .errors import ConfigError
 from .loader import load
 from .registry import Registry
 from .resources import machine_path
-from .runtime import MachineInstance
+from .instance import MachineInstance
 
 _compile_lock = threading.Lock()
 

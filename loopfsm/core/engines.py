@@ -16,7 +16,7 @@ data the actions set; entering a state first stores that data.  Nothing of
 an instance stays in the machine, so dropped instances are freed as any
 object is, and one machine serves every instance as ``transitions`` serves
 many models.  A policy is an argument of each call, not of the machine: the
-feed's context (``event_data.args[0]``, a :class:`~loopfsm.core.backend.FeedData`)
+feed's context (``event_data.args[0]``, a :class:`~loopfsm.core.interpreter.FeedData`)
 carries the call's policy and its guards and actions bound for it, and each
 condition and callback calls its own.
 
@@ -25,7 +25,7 @@ or further machine options gets a machine of its own with the instance
 registered as its model (``add_model``), so the extension's per-model parts
 (a lock, a graph) work.
 
-``interpreter``: :meth:`loopfsm.core.backend.Feed.run`, loopfsm's own loop over
+``interpreter``: :meth:`loopfsm.core.interpreter.Feed.run`, loopfsm's own loop over
 the same branches, bound per policy and narrowed by enum arguments: about ten
 times faster, for hot loops and model checking.
 
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from . import tracing as _tracing
-from .backend import Branch, Feed, FeedData, action_error, feed_data, state_data_error
+from .interpreter import Branch, Feed, FeedData, action_error, feed_data, state_data_error
 from .binding import AnyOf, Bound, Call, Guard, PerPolicy, bind, bind_guard
 from .errors import CallbackError, ConfigError, IllegalFeed, LoopFsmError, NoBranchMatched
 from .pyproject import CONFIG, loopfsm_table, shown

@@ -2,7 +2,7 @@
 
 The library reads it for the process's default engine
 (:mod:`loopfsm.core.engines`), the command line for the project's folders and
-registries (:mod:`loopfsm.review.project`); a broken file is refused by both
+registries (:mod:`loopfsm.cli.project`); a broken file is refused by both
 with the same words, so an instance never quietly runs on another engine
 than the one the command line would refuse to read.
 """

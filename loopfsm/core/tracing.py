@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class Traced:
     """What tracing needs of an instance: a slot for its own sinks, its state and its machine.
 
-    :class:`~loopfsm.core.runtime.MachineInstance` derives from this class: the
+    :class:`~loopfsm.core.instance.MachineInstance` derives from this class: the
     runtime imports tracing, so tracing names what it uses instead of importing
     the runtime.
     """

@@ -19,7 +19,7 @@ from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.core.registry import Registry, StateName
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 from .args import checked_new_run, listed
 
 __all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.registry import DataField, Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 from .engine_values import (
     ERROR_KINDS,
     LOOP_ERROR_SCHEMA,

@@ -9,7 +9,7 @@ from loopfsm.core.errors import FeedArgumentError, FeedRefused, shown
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.engines import EngineName
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import FailFast, Route, backoff_ms
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.core.registry import Registry
 from .args import listed
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 
 REGISTRY = Registry("router_client")
 

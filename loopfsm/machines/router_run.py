@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.core.errors import FeedArgumentError
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 
 REGISTRY = Registry("router_run")
 

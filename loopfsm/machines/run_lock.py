@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from loopfsm.machines.errors import FencedOut
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 
 REGISTRY = Registry("run_lock")
 

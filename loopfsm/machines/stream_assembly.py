@@ -14,7 +14,7 @@ from loopfsm.core.errors import FeedArgumentError, IllegalFeed
 from loopfsm.machines.errors import StreamFailed, StreamProtocolError
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
 
 __all__ = [

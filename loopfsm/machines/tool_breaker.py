@@ -17,7 +17,7 @@ from loopfsm.core.errors import FeedArgumentError, FeedRefused, PolicyError, Sna
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.engines import EngineName, engine_name
-from loopfsm.core.runtime import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
+from loopfsm.core.instance import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
     from loopfsm.core.compiler import CompiledMachine

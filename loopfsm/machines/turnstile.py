@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from loopfsm.core.registry import Registry
 from loopfsm.core.declared import DeclaredMachine
-from loopfsm.core.runtime import PolicyArg
+from loopfsm.core.instance import PolicyArg
 
 REGISTRY = Registry("turnstile")
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .session_id import SESSION_ID_PATTERN as SESSION_ID_PATTERN
 
-# Imported on first use (PEP 562): the command line imports loopfsm.review.router_commands for every
+# Imported on first use (PEP 562): the command line imports loopfsm.cli.router_commands for every
 # command, and only ``router serve`` needs the service, the store and the providers behind it.
 _EXPORTS = {"Router": "service", "DEMO_SCRIPT": "service", "Request": "protocol", "parse_request": "protocol"}
 

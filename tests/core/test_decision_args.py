@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loopfsm import FeedArgumentError, SpecError, compile_spec, parse
-from loopfsm.review.render import render
+from loopfsm.rendering import render
 
 from tests.support.specs import dedent, make_registry
 

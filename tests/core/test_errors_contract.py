@@ -12,7 +12,8 @@ from tests.support.docs_pages import page
 from loopfsm.core import errors
 from loopfsm.core.compiler import _ENVELOPE
 from loopfsm.machines import errors as machine_errors
-from loopfsm.review import errors as review_errors
+from loopfsm.rendering import errors as rendering_errors
+from loopfsm.verification import errors as verification_errors
 from loopfsm.router import errors as router_errors
 from loopfsm.machines.engine_values import LoopError
 
@@ -21,7 +22,7 @@ FIRST = SECTION.split("\n\n", 1)[0]
 
 
 #: Each layer's own errors module: the only places an error class is defined.
-ERROR_MODULES = (errors, machine_errors, router_errors, review_errors)
+ERROR_MODULES = (errors, machine_errors, router_errors, verification_errors, rendering_errors)
 
 
 def error_classes() -> dict[str, type]:

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm import Registry, SpecError, compile_file, compile_spec, parse
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm.core.errors import LoopFsmError
 from loopfsm.core.source import MAX_BYTES, MAX_DEPTH, MAX_VALUES, SourceProblems, read_file, read_source
 

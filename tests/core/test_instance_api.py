@@ -175,7 +175,7 @@ def test_edit_to_the_shipped_brain_is_reported_once_at_its_line(tmp_path):
         import loopfsm.core.resources as r
         shipped = r.machine_path
         r.machine_path = lambda name: Path({str(edited)!r}) if name == "engine_brain" else shipped(name)
-        from loopfsm.review.cli import main
+        from loopfsm.cli.main import main
         sys.exit(main(["check", {str(edited)!r}]))
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -7,7 +7,10 @@ first use) or under ``TYPE_CHECKING``.  The layers, lowest first:
 - ``loopfsm.machines``: the shipped machines with their guards and actions;
 - ``loopfsm.router``: the router product (service, store, client, providers, streams, crypto);
 - ``loopfsm.drivers``: ``loopfsm run MACHINE --script`` for the brain, the agent loop and the router run;
-- ``loopfsm.review``: the command line, rendering, diff, coverage, the pytest plugin, scaffolding.
+- ``loopfsm.verification``: ``verify``, ``paths``, the trace files ``replay`` reads, coverage;
+- ``loopfsm.rendering``: diagrams, review sheets, exports, typed policy stubs and ``diff``;
+- ``loopfsm.cli``: the command line, the project's settings, ``loopfsm new``;
+- ``loopfsm.pytest_plugin``: the pytest plugin (coverage of the table's rows, saved-run checks).
 
 The package's own ``__init__`` is the public face: the core, and each layer's
 ``errors`` module.
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "loopfsm"
-LAYERS = ("core", "machines", "router", "drivers", "review")
+LAYERS = ("core", "machines", "router", "drivers", "verification", "rendering", "cli", "pytest_plugin")
 MAX_LINES = 700
 
 
@@ -104,7 +107,7 @@ def allowed(importer: str, imported: str) -> bool:
     if lo == "loopfsm":  # the public face: the core, and each layer's errors
         return li == "core" or imported.endswith(".errors")
     if lo == "loopfsm.__main__":
-        return li == "review"
+        return li == "cli"
     return LAYERS.index(li) <= LAYERS.index(lo)
 
 
@@ -135,11 +138,11 @@ def test_each_layer_imports_only_the_layers_below_it():
 @pytest.mark.parametrize(
     "importer,imported,ok",
     [
-        ("loopfsm.core.runtime", "loopfsm.review.render", False),
+        ("loopfsm.core.instance", "loopfsm.rendering", False),
         ("loopfsm.core.compiler", "loopfsm.router.store", False),
-        ("loopfsm.machines.turnstile", "loopfsm.core.runtime", True),
+        ("loopfsm.machines.turnstile", "loopfsm.core.instance", True),
         ("loopfsm.router.providers.scripted", "loopfsm.drivers.scriptfile", False),
-        ("loopfsm.review.cli", "loopfsm.drivers.run", True),
+        ("loopfsm.cli.main", "loopfsm.drivers.run", True),
         ("loopfsm", "loopfsm.router.errors", True),
         ("loopfsm", "loopfsm.router.service", False),
     ],

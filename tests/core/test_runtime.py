@@ -371,7 +371,7 @@ def test_registries_resolve_from_installed_entry_points_only(monkeypatch):
 
 
 def test_a_decision_may_declare_states_without_an_answer():
-    from loopfsm.review.render import render
+    from loopfsm.rendering import render
 
     text = COUNTER.replace("    states: [idle, counting]\n", "    states: [idle]\n") + "    otherwise: raise\n"
     assert text != COUNTER + "    otherwise: raise\n"

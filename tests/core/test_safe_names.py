@@ -193,9 +193,9 @@ def test_a_trailing_newline_never_passes_a_name_pattern(tmp_path):
     """``re.match`` with ``$`` accepts ``"name\\n"``: every name pattern is matched whole."""
     from loopfsm.core.errors import LoopFsmError as Refused
     from loopfsm.machines.router_run import _IS_REF
-    from loopfsm.review.project import find_project
+    from loopfsm.cli.project import find_project
     from loopfsm.router import Router
-    from loopfsm.review.scaffold import _name_problem
+    from loopfsm.cli.scaffold import _name_problem
     from loopfsm.router.store.sql import check_prefix
 
     is_ref = _IS_REF[1]

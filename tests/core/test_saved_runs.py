@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from loopfsm import IncompatibleSnapshot, MigratingRun, Registry, SnapshotError, SpecError, compile_spec, parse
 from loopfsm.core.catalog import load_machine
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm.core.shape import shape_of
 
 ROOT = Path(__file__).resolve().parents[2]

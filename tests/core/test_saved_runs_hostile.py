@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm import Registry, SnapshotError, SpecError, compile_spec, load_machine, parse
 from loopfsm.machines import Turnstile
 

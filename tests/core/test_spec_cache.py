@@ -270,7 +270,7 @@ def test_the_fast_schema_check_never_accepts_what_jsonschema_refuses():
 def test_checking_a_cached_file_on_the_command_line_loads_only_what_checking_needs(cache):
     """``loopfsm check`` runs on every save and every commit: a cached file parses nothing and draws nothing."""
     code = (
-        "import sys\nfrom loopfsm.review.cli import main\n"
+        "import sys\nfrom loopfsm.cli.main import main\n"
         f"assert main(['check', {str(machine_path('tool_breaker'))!r}]) == 0\n"
         "print(sorted(x for x in ('yaml', 'jsonschema', 'fastjsonschema', 'graphviz', 'difflib', "
         "'loopfsm.core.checks', 'loopfsm.router.service', 'loopfsm.router.store') if x in sys.modules))"

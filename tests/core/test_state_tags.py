@@ -88,7 +88,7 @@ def test_shipped_machines_tag_the_states_that_call_tools_wait_or_recover(machine
 
 
 def test_diff_shows_a_tag_change_as_no_behaviour_change():
-    from loopfsm.review.diff import diff_specs  # noqa: PLC0415
+    from loopfsm.rendering.diff import diff_specs  # noqa: PLC0415
 
     plain = parse(TEXT.replace("TAGS ", ""), "m.yaml", make_registry())
     tagged = parse(TEXT.replace("TAGS ", "tags: [calls_tools], "), "m.yaml", make_registry())

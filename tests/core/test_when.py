@@ -9,9 +9,9 @@ import pytest
 from tests.support.docs_pages import page
 
 from loopfsm import NoBranchMatched, Registry, SpecError, compile_spec, parse
-from loopfsm.review.diff import diff_specs, load_for_diff
-from loopfsm.review.render import dot, matrix, mermaid
-from loopfsm.review.render.overview import overview
+from loopfsm.rendering.diff import diff_specs, load_for_diff
+from loopfsm.rendering import dot, matrix, mermaid
+from loopfsm.rendering.overview import overview
 
 from tests.support.specs import dedent, marked_line
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from loopfsm import SpecError, compile_spec, parse
-from loopfsm.review.render.labels import branch_label, guards_label
-from loopfsm.review.render.matrix import review_sheet
-from loopfsm.review.render.mermaid import decision_flowchart
+from loopfsm.rendering.labels import branch_label, guards_label
+from loopfsm.rendering.matrix import review_sheet
+from loopfsm.rendering.mermaid import decision_flowchart
 
 from tests.support.specs import dedent, make_registry, marked_line
 

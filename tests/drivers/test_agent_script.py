@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from loopfsm.drivers.agent_script import drive
 from loopfsm.core.errors import LoopFsmError
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 GOOD = """
 run: {run_id: r1, owner: me, deadline_at: 10000}

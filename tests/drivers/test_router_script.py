@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm.core.errors import ScriptError
 from loopfsm.router.providers.scripted import ScriptedProvider
-from loopfsm.review import router_commands
+from loopfsm.cli import router_commands
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SCRIPTED_MODEL = "(this is a scripted model: loopfsm router serve --store URL --script FILE)"

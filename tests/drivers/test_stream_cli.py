@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -250,7 +250,7 @@ def test_fallback_a_probe_that_was_the_requests_fault_frees_the_probe_and_judges
 
 def test_a_refusal_is_traced_and_counted_as_its_branch():
     from loopfsm import FeedRefused, load_machine
-    from loopfsm.review.coverage import Collector
+    from loopfsm.verification.coverage import Collector
 
     loop = load_machine("agent_loop").new()
     records: list[TransitionRecord] = []

@@ -8,7 +8,7 @@ from tests.support.docs_pages import page
 from loopfsm import load_machine
 from loopfsm.core.compiler import compile_file
 from loopfsm.machines.turnstile import REGISTRY, Turnstile
-from loopfsm.review.render.matrix import review_sheet
+from loopfsm.rendering.matrix import review_sheet
 
 # Current state, event, new state: the seed's table, row by row.
 SEED_ROWS = [

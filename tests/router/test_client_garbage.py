@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm.router.client import Client
 from loopfsm.router.errors import ClientError
 from loopfsm.core.errors import ConfigError
@@ -51,7 +51,7 @@ def test_the_command_line_reports_a_keyring_it_cannot_create_in_one_line(tmp_pat
 
 
 def test_ctrl_c_ends_any_command_with_one_line_and_130(monkeypatch, capsys):
-    import loopfsm.review.cli as cli
+    import loopfsm.cli.main as cli
 
     def interrupted(args):
         raise KeyboardInterrupt
@@ -112,7 +112,7 @@ def test_a_mistyped_client_option_is_a_usage_error_before_anything_is_sent(argv,
 
 
 def test_break_live_is_an_option_of_client_run():
-    from loopfsm.review.cli import build_parser
+    from loopfsm.cli.main import build_parser
 
     args = build_parser().parse_args(["client", "run", "--session", "s1", "--break-live", "hi"])
     assert args.break_live is True

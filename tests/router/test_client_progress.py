@@ -283,7 +283,7 @@ def test_a_hostile_stream_puts_no_escape_sequence_on_the_terminal(tmp_path):
 
 
 def test_progress_lines_show_names_only():
-    from loopfsm.review.router_commands import progress_line
+    from loopfsm.cli.router_commands import progress_line
 
     assert progress_line("awaiting_tool", {"tool_requests": [{"name": "shell"}, {"name": "\x1b[2Jx"}]}) == (
         "- awaiting_tool: shell, ?"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.docs_pages import all_pages, page
-from loopfsm.review.cli import build_parser, main
+from loopfsm.cli.main import build_parser, main
 
 from tests.support.router_support import free_port, wait_until_up
 

@@ -156,7 +156,7 @@ def test_an_unreadable_default_key_is_an_error_envelope_without_the_path(monkeyp
 
 
 def test_key_file_refusals(tmp_path, capsys):
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     missing = tmp_path / "nope.key"
     with pytest.raises(ConfigError, match="does not exist.*router keygen"):
@@ -181,7 +181,7 @@ def test_key_file_refusals(tmp_path, capsys):
 
 
 def test_keygen_rotate_adds_a_current_key_and_keeps_the_old_ones(tmp_path, capsys):
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     path = tmp_path / "router.key"
     assert main(["router", "keygen", "--rotate", str(path)]) == 1  # nothing to rotate: said, nothing made

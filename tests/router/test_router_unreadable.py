@@ -89,7 +89,7 @@ def test_a_phase_these_tables_cannot_read_is_kept_and_reported_by_the_sweep(
 
 
 def test_client_run_says_it_stopped_not_that_the_run_ended(paused_for_the_plan, tmp_path, monkeypatch, capsys):
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
     from loopfsm.router import client as client_module
 
     router, tc, approval = paused_for_the_plan

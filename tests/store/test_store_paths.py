@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 from loopfsm.router.errors import StoreError
 from loopfsm.router.store import open_store
 

@@ -199,7 +199,7 @@ def test_sweep_processes_beside_a_router_serving_the_same_sessions(store_url):  
 
 
 def test_store_sweep_needs_one_url(tmp_path, capsys):
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     assert main(["store", "sweep"]) == 2
     url = f"sqlite:///{tmp_path / 'r.db'}"
@@ -351,7 +351,7 @@ def test_periodic_sweep_survives_a_store_that_goes_away(store_url):  # noqa: F81
 
 
 def test_router_serve_refuses_a_bad_sweep_interval(tmp_path, capsys):
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     assert main(["router", "serve", "--store", url, "--sweep-every", "-1"]) == 1
@@ -361,7 +361,7 @@ def test_router_serve_refuses_a_bad_sweep_interval(tmp_path, capsys):
 
 def test_every_store_command_takes_the_url_as_store_too(tmp_path, capsys):
     """``store init`` / ``show`` / ``sweep`` take ``--store URL`` as ``router serve`` does, or the URL first; once."""
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     assert main(["store", "init", "--store", url]) == 0
@@ -382,7 +382,7 @@ def test_every_store_command_takes_the_url_as_store_too(tmp_path, capsys):
 
 def test_a_url_given_twice_is_named_both_ways(tmp_path, capsys):
     """``store sweep --store URL extra`` read 'extra' as a second URL: the message says so, not that none was given."""
-    from loopfsm.review.cli import main
+    from loopfsm.cli.main import main
 
     url = f"sqlite:///{tmp_path / 'r.db'}"
     assert main(["store", "sweep", "--store", url, "extra"]) == 2

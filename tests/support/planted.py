@@ -10,7 +10,7 @@ import importlib.util
 from pathlib import Path
 
 from loopfsm.core import tracing
-from loopfsm.review.coverage import Collector
+from loopfsm.verification.coverage import Collector
 
 
 def planted_copy(source: Path, directory: Path, old: str, new: str) -> Path:

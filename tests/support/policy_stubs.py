@@ -18,7 +18,7 @@ from loopfsm.machines import (
     ToolBreaker,
     Turnstile,
 )
-from loopfsm.review.render.stubs import stub_module
+from loopfsm.rendering.stubs import stub_module
 from tests.support.docs_pages import ROOT
 
 SHIPPED: tuple[type[DeclaredMachine], ...] = (

@@ -7,7 +7,7 @@ import io
 from pathlib import Path
 
 from tests.support.docs_pages import page, section
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 SECTION = section(page("README.md"), "### The agent loop")

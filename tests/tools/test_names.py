@@ -17,14 +17,14 @@ import pytest
 
 from tests.support.docs_pages import ROOT
 
-LAYERS = {"core", "machines", "router", "drivers", "review"}
+LAYERS = {"core", "machines", "router", "drivers", "verification", "rendering", "cli", "pytest_plugin"}
 # The flat modules the layering moved (CHANGELOG, "The package in layers"); ``loopfsm.registries``
 # is also the entry point group, which keeps that name.
 MOVED = set(
     "errors source spec speccache fieldtypes loader checks compiler backend binding fastparams runtime "
     "registry tracing transitions_machine resources catalog otel cli render diff coverage "
     "pytest_plugin scaffold project script scriptfile agent_script router_script crypto store client "
-    "providers streams".split()
+    "providers streams review".split()
 )
 DOTTED = re.compile(r"(?<![\w.])loopfsm((?:\.[A-Za-z_]\w*)+)")
 PATH = re.compile(r"(?<![\w./-])((?:loopfsm|tests|docs|spec|machines|benchmarks|examples)/[\w./-]*\w)")
@@ -120,7 +120,7 @@ def test_every_project_file_named_exists():
         ("see :mod:`loopfsm.store.runstore`", True),
         ("`loopfsm.core.errors.StreamEventError`", True),
         ("`loopfsm.router.store.records`", False),
-        ("`loopfsm.router.commands` to `loopfsm.review.router_commands`", False),
+        ("`loopfsm.router.commands` to `loopfsm.cli.router_commands`", False),
         ("the `loopfsm.registries` entry point group; event `loopfsm.transition`", False),
     ],
 )

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.docs_pages import all_pages, page, section
-from loopfsm.review.cli import main
+from loopfsm.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 README = page("README.md")

@@ -1,0 +1,479 @@
+"""Graphviz views: the state graph and each decision chain, as DOT text and SVG.
+
+Terminal states are drawn with a double border and grey fill, guarded edges
+dashed, and the feeds a state accepts without moving written in its box
+("stays on tick"; dotted self-loops in the detailed view), so the kinds are
+told apart at a glance in a design review.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+import graphviz
+
+from loopfsm.rendering.errors import GraphvizMissing
+from loopfsm.core.spec import Decision, Rule, Spec
+from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label
+from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, Overview, overview
+
+SOURCE_MARK = "loopfsm-source-sha256"
+
+
+def _wrap(lines: list[str], width: int = 30) -> str:
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False) or [""]
+    # "\l" ends a left-justified line: stacked feeds read as a list, not a centred poem.
+    return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
+
+
+WRAP_AT = 4  # machines whose arrows chain this many states or more are drawn top to bottom (see state_graph)
+
+
+def columns(spec: Spec, ov: Overview | None = None) -> int:
+    """How many columns a left-to-right drawing of the overview takes, the way ``dot`` ranks it.
+
+    Depth-first from the initial state in table order, an arrow back onto the
+    path is turned round (as ``dot`` breaks cycles); the longest chain left is
+    the number of columns. Worked out from the table, not from a drawing, so
+    ``build --check`` still needs no Graphviz.
+    """
+    ov = ov or overview(spec)
+    order = [spec.initial, *(s for s in spec.states if s != spec.initial)]
+    out: dict[str, list[str]] = {s: [] for s in order}
+    for e in ov.edges:
+        if not e.loop:
+            out[e.src].append(e.dst)
+    seen: dict[str, bool] = {}  # state -> still on the depth-first path
+    dag: dict[str, set[str]] = {s: set() for s in order}
+
+    def visit(root: str) -> None:
+        # depth first with an explicit stack: a chain of thousands of states is deeper than
+        # Python's recursion limit
+        seen[root] = True
+        stack = [(root, iter(out[root]))]
+        while stack:
+            u, targets = stack[-1]
+            for v in targets:
+                if seen.get(v):
+                    dag[v].add(u)
+                else:
+                    dag[u].add(v)
+                    if v not in seen:
+                        seen[v] = True
+                        stack.append((v, iter(out[v])))
+                        break
+            else:
+                seen[u] = False
+                stack.pop()
+
+    for s in order:
+        if s not in seen:
+            visit(s)
+    longest: dict[str, int] = {}
+    for s in reversed(_topological(order, dag)):
+        longest[s] = 1 + max((longest[v] for v in dag[s]), default=0)
+    return max(longest.values(), default=0)
+
+
+def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
+    """The states in an order where every arrow of ``dag`` points forward (iterative, for long chains)."""
+    position = {s: i for i, s in enumerate(order)}
+    done: list[str] = []
+    mark: set[str] = set()
+    for s in order:
+        if s in mark:
+            continue
+        mark.add(s)
+        stack = [(s, iter(sorted(dag[s], key=position.__getitem__)))]
+        while stack:
+            u, targets = stack[-1]
+            for v in targets:
+                if v not in mark:
+                    mark.add(v)
+                    stack.append((v, iter(sorted(dag[v], key=position.__getitem__))))
+                    break
+            else:
+                done.append(u)
+                stack.pop()
+    return done[::-1]
+
+
+def _node_title(spec: Spec, name: str, stays: list[str] | None = None) -> str:
+    """The state's name, its data fields below in a smaller face (long field lists made nodes wide),
+    then the feeds it accepts without moving.
+
+    Those feeds were a dotted self-loop; a loop sits on the node's side, where
+    another arrow's head often is, so the words now live inside the box.
+    """
+    fields = list(spec.states[name].data)
+    if not fields and not stays:
+        return name
+    rows = "".join(f'<BR/><FONT POINT-SIZE="10">{_html(line)}</FONT>' for line in braced(fields, 28))
+    if stays:
+        said = textwrap.wrap("stays on " + ", ".join(stays), 28, break_long_words=False)
+        rows += "".join(f'<BR/><FONT POINT-SIZE="10" COLOR="#555555"><I>{_html(t)}</I></FONT>' for t in said)
+    return f"<{_html(name)}{rows}>"
+
+
+def braced(fields: list[str], width: int) -> list[str]:
+    """``{ a, b, c }`` wrapped at ``width``: the braces ride on the first and last field.
+
+    Wrapping the braced text let a lone "}" fall onto a line of its own.
+    """
+    if not fields:
+        return []
+    lines = textwrap.wrap(", ".join(fields), width - 4, break_long_words=False)
+    lines[0] = "{ " + lines[0]
+    lines[-1] += " }"
+    return lines
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+HIGHLIGHT = {"style": "rounded,filled,bold", "fillcolor": "#ffe08a", "penwidth": "2.5"}
+
+
+def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = None) -> graphviz.Digraph:
+    """The state diagram: the reviewer's overview, or with ``detailed`` every branch with guards and actions.
+
+    ``highlight`` names a state to draw filled, for a live instance's picture.
+    A machine whose arrows chain WRAP_AT states or more (see :func:`columns`)
+    is laid out top to bottom: left to right its columns of states and labels
+    grew past 2,000 px, and fitted to a 1,000 px page its 10 pt labels shrank
+    below legibility.
+    """
+    title = spec.name + (" (detailed)" if detailed else "") + (f": now in {highlight}" if highlight else "")
+    ov = overview(spec)
+    tall = not detailed and columns(spec, ov) >= WRAP_AT
+    g = graphviz.Digraph(
+        spec.name,
+        graph_attr={
+            "rankdir": "TB" if tall else "LR",
+            "fontname": "Helvetica",
+            "label": title,
+            "labelloc": "t",
+            "nodesep": "0.2" if tall else "0.4",
+            "ranksep": "0.6",
+        },
+        node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "10"},
+    )
+    g.node("__start__", "", shape="point", width="0.15")
+    loops = {} if detailed else {e.src: list(e.feeds) for e in ov.edges if e.loop}
+    for s in spec.states.values():
+        attrs = {}
+        if s.terminal:
+            attrs = {"peripheries": "2", "style": "rounded,filled", "fillcolor": "#e6e6e6"}
+        if s.name == highlight:
+            attrs = {**attrs, **HIGHLIGHT}
+        g.node(s.name, _node_title(spec, s.name, loops.get(s.name)), tooltip=s.description, **attrs)
+    g.edge("__start__", spec.initial)
+    if tall and spec.terminal_states:
+        # Top to bottom, the ends share the last row: where a run can end reads as the page's foot.
+        with g.subgraph(name="ends") as ends:
+            ends.attr(rank="sink")
+            for t in spec.terminal_states:
+                ends.node(t)
+    if detailed:
+        _detailed_edges(spec, g)
+        return g
+    again = _again(spec, ov) if tall else None
+    if again is not None:
+        tip = f"{spec.initial} again: {RETURNS}"
+        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dashed")
+        with g.subgraph(name="again") as row:
+            row.attr(rank="sink")
+            row.node(AGAIN)
+
+    def into(dst: str, src: str) -> str:
+        return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
+
+    moves = [e for e in ov.edges if not e.loop]
+    pairs = {(e.src, into(e.dst, e.src)) for e in moves}
+    joined = _joined(moves, into)
+    for e in moves:
+        # Between two states with moves both ways the two labels sit side by side between
+        # the two edges: each names where it goes ("to X:"). Underlining each onto its
+        # edge (decorate) drew leader lines across the picture.
+        back = (into(e.dst, e.src), e.src) in pairs
+        style = {"style": "dashed", "color": GUARD_COLOR} if e.by_guard else {"style": "solid", "color": "black"}
+        junction = joined.get((into(e.dst, e.src), tuple(e.lines())))
+        if junction is None:
+            g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
+        else:
+            g.edge(e.src, junction, arrowhead="none", **style)
+    for (dst, lines), junction in joined.items():
+        g.node(junction, "", shape="point", width="0.08")
+        by_guard = all(e.by_guard for e in moves if into(e.dst, e.src) == dst and tuple(e.lines()) == lines)
+        style = {"style": "dashed", "color": GUARD_COLOR} if by_guard else {"style": "solid", "color": "black"}
+        g.edge(junction, dst, _wrap(list(lines)), **style)
+    notes = False
+    if ov.any_moves or ov.any_stays:
+        notes = True
+        note = [ov.any_label]
+        if ov.any_stays:
+            note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(ov.any_stays), 34)
+        g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
+        for e in ov.any_moves:
+            g.edge(ANY, into(e.dst, ANY), _wrap(e.lines()), **_note_style(e.by_guard))
+    if ov.anywhere:
+        notes = True
+        note = [w for line in ov.anywhere_lines() for w in textwrap.wrap(line, 34, subsequent_indent="  ")]
+        g.node(ANYWHERE, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
+    for sh in ov.shared:
+        notes = True
+        note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
+        if sh.stays:
+            note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(sh.stays), 34)
+        g.node(sh.node, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
+        for e in sh.moves:
+            g.edge(sh.node, into(e.dst, sh.node), _wrap(e.lines()), **_note_style(e.by_guard))
+    kinds = legend(spec, ov)
+    assert kinds.notes == notes and kinds.joined == bool(joined) and kinds.again == (again is not None)
+    g.attr(label=_title_with_legend(title, kinds), labeljust="l" if tall else "c")
+    return g
+
+
+def legend(spec: Spec, ov: Overview | None = None) -> Legend:
+    """What the overview picture of ``spec`` draws, for its legend (in the SVG and the review sheet)."""
+    ov = ov or overview(spec)
+    tall = columns(spec, ov) >= WRAP_AT
+    again = _again(spec, ov) if tall else None
+    moves = [e for e in ov.edges if not e.loop]
+    drawn = [*moves, *ov.any_moves, *(e for sh in ov.shared for e in sh.moves)]
+
+    def into(dst: str, src: str) -> str:
+        return AGAIN if again is not None and dst == spec.initial else dst
+
+    return Legend(
+        feed_decides=any(not e.by_guard for e in drawn),
+        guard_decides=any(e.by_guard for e in drawn),
+        notes=bool(ov.any_moves or ov.any_stays or ov.anywhere or ov.shared),
+        joined=bool(_joined(moves, into)),
+        stays=any(e.loop for e in ov.edges),
+        terminal=bool(spec.terminal_states),
+        again=again is not None,
+    )
+
+
+GUARD_COLOR = "#1f5fa8"
+NOTE_COLOR = "#777777"
+AGAIN = "__again__"
+RETURNS = "the runs that end come back here; the same state as the one at the top, drawn again"
+#: The initial state is drawn a second time, at the foot, when this many moves from other states
+#: return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
+RETURNING = 4
+
+
+def _note_style(by_guard: bool) -> dict[str, str]:
+    """A move drawn from a note: grey (it stands for several states), dashed when a guard decides it."""
+    return {"style": "dashed" if by_guard else "solid", "color": NOTE_COLOR, "fontcolor": "#444444"}
+
+
+def _again(spec: Spec, ov: Overview) -> str | None:
+    """The initial state, when RETURNING moves or more come back to it from other states (drawn again)."""
+    back = {e.src for e in ov.edges if not e.loop and e.dst == spec.initial}
+    return spec.initial if len(back) >= RETURNING else None
+
+
+def _joined(moves: list[Edge], into: Any) -> dict[tuple[str, tuple[str, ...]], str]:
+    """Junction points for arrows from several states into one that say the same words: drawn once.
+
+    agent_loop's ``final_answer: output checks hold`` from planning and from
+    observing_result was written twice; the two lines now meet at a point and
+    one labelled arrow goes on.
+    """
+    seen: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for e in moves:
+        seen.setdefault((into(e.dst, e.src), tuple(e.lines())), []).append(e.src)
+    many = [key for key, srcs in seen.items() if len(srcs) > 1 and key[1]]
+    return {key: f"__join{i + 1}__" for i, key in enumerate(many)}
+
+
+@dataclass(frozen=True)
+class Legend:
+    """Which kinds of mark a picture draws: its legend names those and no others."""
+
+    feed_decides: bool
+    guard_decides: bool
+    notes: bool
+    joined: bool
+    stays: bool
+    terminal: bool
+    again: bool
+
+    def rows(self) -> list[tuple[str, str, str]]:
+        """(mark, its colour, what it means) for each kind drawn."""
+        out = []
+        if self.feed_decides:
+            out.append(("\u2500\u2500\u25b6", "black", "taken on that feed (always, or for the arguments named)"))
+        if self.guard_decides:
+            out.append(("- - \u25b6", GUARD_COLOR, "taken when a guard holds (the machine's data, policy or clock)"))
+        if self.notes:
+            out.append(("grey", NOTE_COLOR, "drawn from a note, for a feed several states take alike"))
+        if self.joined:
+            out.append(("\u25cf", "black", "arrows that say the same meet and go on as one"))
+        if self.stays:
+            out.append(("stays on", "#555555", "feeds a state accepts without moving"))
+        if self.terminal:
+            out.append(("double border", "black", "a final state"))
+        if self.again:
+            out.append(("dashed box", "black", "the initial state drawn again, where runs end"))
+        return out
+
+    def sheet_rows(self) -> list[tuple[str, str, str]]:
+        """:meth:`rows` with the marks in words, for the review sheet (Markdown has no dashes to show)."""
+        words = {
+            "\u2500\u2500\u25b6": "a solid black arrow",
+            "- - \u25b6": "a dashed blue arrow",
+            "grey": "a grey arrow",
+            "\u25cf": "a dot",
+            "stays on": "*stays on ...* in a state's box",
+        }
+        return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]
+
+
+def _title_with_legend(title: str, legend: Legend) -> str:
+    """The picture's title with its legend below it, in the graph's own label: it takes no place in the layout."""
+    rows = "".join(
+        f'<TR><TD ALIGN="RIGHT"><FONT POINT-SIZE="10" COLOR="{color}">{_html(mark)}</FONT></TD>'
+        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10">{_html(words)}</FONT></TD></TR>'
+        for mark, color, words in legend.rows()
+    )
+    head = f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="14">{_html(title)}</FONT></TD></TR>'
+    return f'<<TABLE BORDER="0" CELLSPACING="0" CELLPADDING="1">{head}{rows}</TABLE>>'
+
+
+def _detailed_edges(spec: Spec, g: graphviz.Digraph) -> None:
+    # One edge per (source, target, kind), its branches stacked in the label,
+    # with guards and parameters in full: the view for checking a table row by row.
+    grouped: dict[tuple[str, str, str], list[str]] = {}
+    for ev in spec.events.values():
+        for state, branches in spec.expanded_sources(ev).items():
+            for b in branches:
+                kind = "guarded" if b.guarded else ("stay" if b.dest is None else "move")
+                grouped.setdefault((state, b.dest or state, kind), []).append(branch_label(spec, ev.name, b))
+    styles = {"guarded": ("dashed", "#1f5fa8"), "stay": ("dotted", "black"), "move": ("solid", "black")}
+    for (src, dst, kind), labels in grouped.items():
+        style, color = styles[kind]
+        g.edge(src, dst, "\n".join(labels), style=style, color=color)
+
+
+def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
+    """The chain as a ladder: questions down the left in order, each answer beside its question.
+
+    Diamonds grow with their text until one guard with three policy numbers
+    makes the chart wider than a screen; boxes stacked on a spine stay
+    readable at any length.
+    """
+    g = graphviz.Digraph(
+        f"{spec.name}.{d.name}",
+        graph_attr={
+            "rankdir": "TB",
+            "fontname": "Helvetica",
+            "label": f"{spec.name}: {d.name}",
+            "labelloc": "t",
+            "nodesep": "0.5",
+            "ranksep": "0.35",
+        },
+        node_attr={"fontname": "Helvetica", "fontsize": "11"},
+        edge_attr={"fontname": "Helvetica", "fontsize": "10"},
+    )
+    g.node("ask", decision_signature(d), shape="box", style="rounded")
+    prev = "ask"
+    prev_label = ""
+    steps, unanswered = chain_steps(spec, d)
+    for i, r, final in steps:
+        answer = dict(shape="box", style="filled", fillcolor="#eef4fb", tooltip=r.description)
+        if final:
+            g.node(f"a{i}", ref_label(spec, r.result), **answer)
+            g.edge(prev, f"a{i}", prev_label)
+            break
+        q = f"q{i}"
+        label = _question(spec, i, r)
+        with g.subgraph() as row:
+            row.attr(rank="same")
+            row.node(q, label, shape="box", style="rounded,dashed", color="#1f5fa8")
+            row.node(f"a{i}", ref_label(spec, r.result), **answer)
+        g.edge(prev, q, prev_label, weight="10")
+        g.edge(q, f"a{i}", "yes")
+        prev, prev_label = q, "no"
+    if unanswered:
+        g.node("none", "no answer (raises)", shape="box", style="dashed")
+        g.edge(prev, "none", prev_label)
+    return g
+
+
+def _question(spec: Spec, i: int, r: Rule) -> str:
+    """A rule's box: its number and name, what it asks in words, then the exact test in a small grey face.
+
+    The words are the rule's YAML description; the test (states, conditions,
+    guards with durations in units) stays beneath them so a reviewer approving
+    a policy change still sees the number it compares against.
+    """
+    left = '<BR ALIGN="LEFT"/>'
+    head = f"{i + 1}. {r.name}"
+    words = _wrap_each([r.description], 44) if r.description else []
+    test = [] if not r.guarded and r.states is None else _wrap_each(_test(spec, r), 52)
+    rows = _html(head) + left + "".join(_html(t) + left for t in words)
+    if test and r.description:
+        rows += '<FONT POINT-SIZE="9" COLOR="#555555">' + "".join(_html(t) + left for t in test) + "</FONT>"
+    elif test:
+        rows += "".join(_html(t) + left for t in test)
+    return f"<{rows}>"
+
+
+def _test(spec: Spec, r: Rule) -> list[str]:
+    conds = ["state in " + ", ".join(r.states)] if r.states is not None else []
+    return conds + [*r.conditions(), *(ref_label(spec, g) for g in r.guards)]
+
+
+def _wrap_each(lines: list[str], width: int) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        out += textwrap.wrap(line, width, subsequent_indent="    ", break_long_words=False) or [""]
+    return out
+
+
+def source_digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def to_svg(g: graphviz.Digraph) -> str:
+    """SVG from ``dot``, stamped with the digest of its DOT source (see :func:`svg_from_source`)."""
+    return svg_from_source(g.source)
+
+
+def svg_from_source(source: str) -> str:
+    """SVG from the DOT text ``source``, stamped with the digest of that text.
+
+    ``build --check`` compares that stamp with the digest of the DOT text it
+    would draw, instead of the SVG bytes: a different Graphviz version on a
+    reviewer's machine does not make a fresh diagram look stale, and the check
+    needs no Graphviz at all.
+    """
+    try:
+        svg = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
+    except graphviz.ExecutableNotFound as err:
+        raise GraphvizMissing(
+            "the Graphviz 'dot' program is not installed, so no SVG can be drawn; "
+            "install it (e.g. 'apt-get install -y graphviz')"
+        ) from err
+    stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
+    head, sep, rest = svg.partition("<svg")
+    return str(head + stamp + sep + rest)
+
+
+def svg_stamp(svg: str) -> str | None:
+    marker = f"<!-- {SOURCE_MARK}: "
+    start = svg.find(marker)
+    if start < 0:
+        return None
+    return svg[start + len(marker) : svg.find(" -->", start)]

@@ -1,0 +1,300 @@
+"""What a reviewer grading the pictures checks, measured on the DOT and Mermaid text and on dot's layout.
+
+Each test names the fault it guards against: arrows fanning into one state
+that all say "past the deadline", a label far from its edge, two long edges
+crossing, a self-loop over an arrowhead, a lone "}" in a node, text too small
+once a wide picture is fitted to a 1,000 px page, guards printed as code and
+times as raw milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from loopfsm.core import loader
+from loopfsm.rendering import dot, mermaid, render
+from loopfsm.rendering.labels import duration
+from loopfsm.rendering.overview import ANY, overview
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINES = sorted((ROOT / "machines").glob("*.yaml"))
+DIAGRAMS = ROOT / "diagrams"
+
+# Legible at 1,000 px: fitted to a page 1,000 px wide, the smallest text in the picture is at least
+# this many px high. A 10 pt label keeps 9 px only if the picture is at most 1,111 pt wide.
+PAGE_PX = 1000
+MIN_TEXT_PX = 9
+LABEL_GAP_PT = 12  # the farthest a label's text may sit from its own edge
+
+
+def spec(name: str):
+    return loader.load(ROOT / "machines" / f"{name}.yaml")
+
+
+def _layout(source: str) -> dict:
+    out = subprocess.run(["dot", "-Tjson"], input=source, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def _curve(pos: str) -> list[tuple[float, float]]:
+    """Points along an edge's B-spline (``pos`` as dot writes it), 20 per cubic piece."""
+    pts = [tuple(map(float, p.split(","))) for p in pos.split() if not p.startswith(("e,", "s,"))]
+    out = []
+    for i in range(0, len(pts) - 3, 3):
+        p0, p1, p2, p3 = pts[i : i + 4]
+        for k in range(21):
+            t = k / 20
+            out.append(
+                tuple(
+                    (1 - t) ** 3 * a + 3 * (1 - t) ** 2 * t * b + 3 * (1 - t) * t * t * c + t**3 * d
+                    for a, b, c, d in zip(p0, p1, p2, p3, strict=True)
+                )
+            )
+    return out  # type: ignore[return-value]
+
+
+def _label_gap(edge: dict) -> float:
+    """Distance in pt from the box around an edge's label text to the nearest point of that edge."""
+    texts = [op for op in edge["_ldraw_"] if op["op"] == "T"]
+    left = {"l": 0.0, "c": 0.5, "r": 1.0}
+    x0 = min(t["pt"][0] - left[t["align"]] * t["width"] for t in texts)
+    x1 = max(t["pt"][0] + (1 - left[t["align"]]) * t["width"] for t in texts)
+    y0, y1 = min(t["pt"][1] for t in texts) - 3, max(t["pt"][1] for t in texts) + 10
+    return min((max(x0 - x, 0, x - x1) ** 2 + max(y0 - y, 0, y - y1) ** 2) ** 0.5 for x, y in _curve(edge["pos"]))
+
+
+def _edges(layout: dict) -> dict[tuple[str, str], dict]:
+    names = {o["_gvid"]: o["name"] for o in layout["objects"]}
+    return {(names[e["tail"]], names[e["head"]]): e for e in layout.get("edges", [])}
+
+
+def _crosses(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
+    def side(p, q, r):
+        return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
+
+    for p1, p2 in zip(a, a[1:], strict=False):
+        for q1, q2 in zip(b, b[1:], strict=False):
+            if side(p1, p2, q1) * side(p1, p2, q2) < 0 and side(q1, q2, p1) * side(q1, q2, p2) < 0:
+                return True
+    return False
+
+
+# 1. agent_loop: "past the deadline" once, labels on their edges, no crossing along the bottom.
+
+
+def test_agent_loop_draws_the_deadline_once_from_the_any_live_state_note():
+    s = spec("agent_loop")
+    ov = overview(s)
+    assert [(e.src, e.dst, e.lines()) for e in ov.any_moves if e.dst == "expired"] == [
+        (ANY, "expired", ["any feed: past the deadline"])
+    ]
+    assert ov.any_label == "any live state"
+    source = dot.state_graph(s).source
+    assert source.count("past the deadline") == 1
+    into_expired = re.findall(r"^\t(\w+) -> expired ", source, re.M)
+    # Before: seven arrows (every live state and two notes); now the note's and the one that says
+    # something else (awaiting_approval: decided too late, approval lapsed).
+    assert sorted(into_expired) == [ANY, "awaiting_approval"]
+    mmd = mermaid.state_diagram(s)
+    assert mmd.count("past the deadline") == 1 and f"    {ANY} --> expired: any feed (past the deadline)\n" in mmd
+
+
+def test_a_move_is_drawn_from_the_note_only_when_every_live_state_makes_it_first_on_every_feed():
+    text = (ROOT / "machines" / "agent_loop.yaml").read_text()
+    # hand_off from recovering without the deadline check: the move is no longer universal.
+    broken = text.replace("      recovering: *handoff\n", "      recovering: [{name: new_owner, stay: true}]\n")
+    assert broken != text
+    ov = overview(loader.parse(broken, "agent_loop.yaml"))
+    assert not any("any feed" in line for e in ov.any_moves for line in e.lines())
+    assert any("past the deadline" in line for e in ov.edges for line in e.lines())
+
+
+def test_agent_loop_labels_sit_on_their_edges_and_replan_does_not_cross_denied():
+    layout = _layout(dot.state_graph(spec("agent_loop")).source)
+    edges = _edges(layout)
+    lapsed = edges[("awaiting_approval", "expired")]
+    assert _label_gap(lapsed) <= LABEL_GAP_PT
+    replan, denied = edges[("recovering", "planning")], edges[("awaiting_approval", "failed")]
+    assert not _crosses(_curve(replan["pos"]), _curve(denied["pos"]))
+
+
+def test_agent_loop_main_path_reads_in_one_direction():
+    """Top to bottom (the machine is wide, see the width test): each step of the main path lies lower."""
+    layout = _layout(dot.state_graph(spec("agent_loop")).source)
+    assert layout["rankdir"] == "TB"
+    y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
+    path = ["planning", "awaiting_tool", "executing_tool", "observing_result", "completed"]
+    assert all(y[a] > y[b] for a, b in zip(path, path[1:], strict=False)), {p: y[p] for p in path}
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_every_label_sits_on_its_own_edge(path):
+    layout = _layout(dot.state_graph(loader.load(path)).source)
+    far = {k: round(_label_gap(e), 1) for k, e in _edges(layout).items() if e.get("_ldraw_")}
+    assert {k: g for k, g in far.items() if g > LABEL_GAP_PT} == {}
+
+
+# 2. router_run: inject in one note, no leader lines, no self-loop arrows, no lone "}".
+
+
+def test_router_run_says_inject_once_and_draws_no_leader_lines():
+    source = dot.state_graph(spec("router_run")).source
+    assert [line for line in source.splitlines() if " -> " in line and "inject" in line] == []
+    assert source.count("inject may lead to any live state") == 1
+    assert "decorate" not in source
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_state_diagrams_draw_no_self_loops_and_no_lone_brace(path):
+    """A loop sat on the node's side over another arrow's head: staying feeds are written in the node."""
+    s = loader.load(path)
+    source = dot.state_graph(s).source
+    assert re.findall(r"^\t(\w+) -> \1 ", source, re.M) == []
+    for e in overview(s).edges:
+        if e.loop:
+            assert "stays on" in source and all(f in source for f in e.feeds)
+    titles = re.findall(r"<FONT[^>]*>(?:<I>)?([^<]*)(?:</I>)?</FONT>", source)
+    assert titles and not [t for t in titles if t.strip() in ("}", "{", "{ }")] or not s.states
+
+
+def test_a_wrapped_field_list_keeps_its_braces_on_its_fields():
+    lines = dot.braced(["resume_step", "since", "calls", "assistant_ref", "pending_seal"], 28)
+    assert lines[0].startswith("{ ") and lines[-1].endswith(" }") and "}" not in lines[:-1]
+    assert all(line.strip() not in ("{", "}") for line in lines)
+    assert dot.braced(["a"], 28) == ["{ a }"] and dot.braced([], 28) == []
+
+
+# 3. Wide machines wrap so text stays legible at 1,000 px.
+
+
+def _smallest_text_px_at_page_width(svg: str) -> float:
+    width = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+) ', svg).group(1))  # type: ignore[union-attr]
+    smallest = min(float(x) for x in re.findall(r'font-size="([\d.]+)"', svg))
+    return smallest * PAGE_PX / width
+
+
+@pytest.mark.parametrize("svg", sorted(DIAGRAMS.glob("*.svg")), ids=lambda p: p.stem)
+def test_every_committed_picture_is_legible_at_1000_px(svg):
+    px = _smallest_text_px_at_page_width(svg.read_text())
+    assert px >= MIN_TEXT_PX, f"{svg.name}: smallest text {px:.1f} px when fitted to {PAGE_PX} px"
+
+
+def test_wide_machines_are_laid_out_top_to_bottom():
+    for path in MACHINES:
+        s = loader.load(path)
+        tall = dot.columns(s) >= dot.WRAP_AT
+        assert ("rankdir=TB" in dot.state_graph(s).source) == tall, path.stem
+    assert dot.columns(spec("agent_loop")) >= dot.WRAP_AT and dot.columns(spec("turnstile")) < dot.WRAP_AT
+
+
+# 4. Decision charts: guards in words, durations in units, short rhombi, nothing cut mid-word.
+
+
+@pytest.mark.parametrize(
+    ("ms", "text"),
+    [
+        (86_400_000, "24 h"),
+        (30_000, "30 s"),
+        (90_000, "90 s"),
+        (900_000, "15 min"),
+        (1500, "1500 ms"),
+        (0, "0 ms"),
+        (90_061_000, "25 h 1 min 1 s"),
+        (3_599_999, "59 min 59 s 999 ms"),
+        (36_000_000_000, "10000 h"),
+    ],
+)
+def test_durations_read_in_units(ms, text):
+    assert duration(ms) == text
+
+
+def test_decision_charts_say_the_rule_in_words_and_the_time_in_units():
+    s = spec("router_run")
+    out = render(s, ["dot", "mermaid", "md"])
+    chart = " ".join(re.sub(r"<BR[^>]*/>", " ", out["router_run.admit.dot"]).split())
+    assert "86400000" not in chart and "24 h (policy.pause_ttl_ms)" in chart
+    for r in s.decisions["admit"].rules[:-1]:
+        assert r.description and r.description.split(": ")[0] in chart.replace("&#39;", "'"), r.name
+    assert "| `pause_ttl_ms` | integer | 86400000 (24 h) |" in out["router_run.md"]
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_mermaid_rhombi_are_short_and_nothing_is_cut_mid_word(path):
+    s = loader.load(path)
+    for name, text in render(s, ["mermaid"]).items():
+        if not text.startswith("flowchart"):
+            continue
+        for rhombus in re.findall(r'\{"([^"]*)"\}', text):
+            assert all(len(line) <= mermaid.RHOMBUS for line in rhombus.split("<br/>")), (name, rhombus)
+            assert "…" not in rhombus
+        assert "..." not in text and not re.search(r"\w…", text), name
+        assert "arg_in(" not in text and "arg_at_least(" not in text, name
+
+
+# 5. A legend, one edge style per meaning, words not guard names, nothing said twice, no climb back to Idle.
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
+    s = loader.load(path)
+    source = dot.state_graph(s).source
+    title = source.split("label=<<TABLE", 1)[1].split("</TABLE>>", 1)[0]
+    dashed = f'color="{dot.GUARD_COLOR}" style=dashed' in source
+    solid_black = "color=black style=solid" in source
+    assert ("taken when a guard holds" in title) == dashed
+    assert ("taken on that feed" in title) == solid_black
+    assert ("a final state" in title) == bool(s.terminal_states)
+    assert ("drawn again" in title) == (dot.AGAIN in source)
+    sheet = (DIAGRAMS / f"{path.stem}.md").read_text()
+    assert "## Reading the diagram" in sheet
+    assert all(words in sheet for _, _, words in dot.legend(s).rows())
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_an_arrow_is_dashed_exactly_when_a_guard_decides_every_branch_on_it(path):
+    """A `when:` on the feed's arguments is the caller's report, not the machine's check: drawn solid.
+    router_run's arrows were all dashed, so dashing said nothing there."""
+    s = loader.load(path)
+    for e in overview(s).edges:
+        if not e.loop:
+            branches = [b for ev in e.feeds for b in s.expanded_sources(s.events[ev]).get(e.src, ()) if b.dest == e.dst]
+            assert e.by_guard == all(b.guards for b in branches), (e.src, e.dst)
+    if path.stem == "router_run":
+        source = dot.state_graph(s).source
+        assert "style=solid" in source and "style=dashed" in source
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_shipped_arrows_say_words_not_guard_names(path):
+    """Every branch a shipped picture draws as a move has a description when a guard decides it."""
+    s = loader.load(path)
+    bare = [
+        (ev.name, state, b.dest)
+        for ev in s.events.values()
+        for state, branches in ev.sources.items()
+        for b in branches
+        if b.guards and b.dest is not None and b.refusal is None and not b.description
+    ]
+    assert bare == []
+
+
+def test_arrows_that_say_the_same_into_one_state_are_labelled_once():
+    source = dot.state_graph(spec("agent_loop")).source
+    assert source.count("final_answer: output checks") == 1
+    assert re.search(r"planning -> __join\d+__ \[arrowhead=none", source)
+    assert re.search(r"observing_result -> __join\d+__ \[arrowhead=none", source)
+
+
+def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
+    source = dot.state_graph(spec("router_run")).source
+    assert re.findall(r"^\t(\w+) -> Idle\b", source, re.M) == ["__start__"]
+    into_again = re.findall(r"^\t(\w+) -> __again__", source, re.M)
+    assert {"AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"} <= set(into_again)
+    layout = _layout(source)
+    y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
+    assert y[dot.AGAIN] < min(y[s] for s in spec("router_run").states)  # at the foot of the page

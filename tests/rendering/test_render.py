@@ -1,0 +1,328 @@
+"""Diagrams a reviewer can read: one edge per pair, housekeeping folded away, short lines, live highlight."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.docs_pages import page
+from loopfsm.core import loader
+from loopfsm.rendering import dot, mermaid, render, render_instance
+from loopfsm.rendering.overview import ANY, overview, short
+
+ROOT = Path(__file__).resolve().parents[2]
+MACHINES = sorted((ROOT / "machines").glob("*.yaml"))
+
+
+def spec(name: str):
+    return loader.load(ROOT / "machines" / f"{name}.yaml")
+
+
+def _edges(mmd: str) -> list[tuple[str, str]]:
+    return re.findall(r"^    (\w+) --> (\w+):", mmd, re.M)
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_every_state_diagram_has_one_edge_per_pair_and_short_lines(path):
+    s = loader.load(path)
+    mmd = mermaid.state_diagram(s)
+    edges = _edges(mmd)
+    assert len(edges) == len(set(edges)), "a (from, to) pair is drawn twice"
+    for text in render(s, ["mermaid"]).values():
+        assert max(len(line) for line in text.splitlines()) <= 120
+    labels = [line.split(":", 1)[1] for line in mmd.splitlines() if "-->" in line and ":" in line]
+    for ev in s.events.values():
+        for bs in ev.sources.values():
+            for b in bs:
+                if len(b.actions) > 1:
+                    listed = ", ".join(a.name for a in b.actions)
+                    assert not any(listed in label for label in labels), listed
+
+
+def test_tool_breaker_folds_admin_feeds_into_the_any_state_note():
+    s = spec("tool_breaker")
+    mmd = mermaid.state_diagram(s)
+    assert f"{ANY} --> ForcedOpen: force_open" in mmd
+    assert f"{ANY} --> Disabled: disable" in mmd
+    assert f"{ANY} --> Closed: reset" in mmd
+    # Before: 52 edges, 31 of them repeating a pair.  Now the three admin moves
+    # are drawn once each, not once per state.
+    assert len(_edges(mmd)) == 12
+    assert not re.search(r"^    (Open|HalfOpen|Closed) --> ForcedOpen", mmd, re.M)
+    assert "clamp_clock" not in mmd and "policy." not in mmd
+
+
+def test_brain_lists_stay_only_housekeeping_in_the_note():
+    mmd = mermaid.state_diagram(spec("engine_brain"))
+    note = mmd.split("note right of", 1)[1].split("end note", 1)[0]
+    for feed in ("inject", "set_context_tokens", "cancel", "commit_pending", "discard_pending"):
+        assert feed in note
+    assert f"{ANY} --> Terminal: fail" in mmd
+    assert f"{ANY} --> Start: accept_input (scratchpad seeded, counters reset)" in mmd
+    assert "AwaitingModel --> AwaitingModel: begin\n" in mmd
+
+
+def test_turnstile_overview_is_exactly_the_seed_picture():
+    assert mermaid.state_diagram(spec("turnstile")) == (
+        "stateDiagram-v2\n"
+        "    [*] --> locked\n"
+        "    locked --> unlocked: coin (it clicks open)\n"
+        "    locked --> locked: coin, push\n"
+        "    unlocked --> locked: push (one person passes, it re-locks)\n"
+        "    unlocked --> unlocked: coin\n"
+    )
+
+
+def test_edge_words_come_from_descriptions_then_guards():
+    ov = overview(spec("tool_breaker"))
+    closed_open = next(e for e in ov.edges if (e.src, e.dst) == ("Closed", "Open"))
+    assert closed_open.guarded and closed_open.by_guard
+    assert closed_open.lines() == [
+        "record: enough failures in a row; failure rate at its limit; slow-call rate at its limit"
+    ]
+    open_half = next(e for e in ov.edges if (e.src, e.dst) == ("Open", "HalfOpen"))
+    assert open_half.lines() == ["acquire: lazily, the open time has passed", "tick: the open time has passed"]
+    text = (ROOT / "machines" / "tool_breaker.yaml").read_text()
+    bare = loader.parse(text.replace("          description: enough failures in a row\n", ""), "tool_breaker.yaml")
+    closed_open = next(e for e in overview(bare).edges if (e.src, e.dst) == ("Closed", "Open"))
+    assert closed_open.lines()[0].startswith("record: consecutive_failures_reach; failure rate")
+
+
+def test_short_keeps_the_gist():
+    assert short("a probe (perhaps this one) reported too late") == "a probe reported too late"
+    assert short("nothing was shaved, Failed(ContextExceeded), buffers untouched", 30) == "nothing was shaved"
+    assert short("first clause. Second sentence") == "first clause"
+    assert len(short("word " * 40)) <= 44
+
+
+def test_detailed_view_keeps_every_branch_with_guards_and_actions():
+    s = spec("tool_breaker")
+    files = render(s, ["dot", "mermaid"], detailed=True)
+    detailed = files["tool_breaker.detailed.mmd"]
+    assert "clamp_clock" in detailed and "policy.half_open_max_ms" in detailed
+    assert detailed.count("-->") > files["tool_breaker.mmd"].count("-->")
+    assert "tool_breaker.detailed.dot" in files
+    assert "tool_breaker.detailed.mmd" not in render(s, ["mermaid"])
+
+
+def test_live_instance_highlights_its_state():
+    from loopfsm.machines import ToolBreaker
+
+    b = ToolBreaker()
+    b.feed("force_open", now=1)
+    src = render_instance(b, "dot")
+    lines = [ln for ln in src.splitlines() if "#ffe08a" in ln]
+    assert len(lines) == 1 and lines[0].lstrip().startswith("ForcedOpen ")
+    assert "now in ForcedOpen" in src
+    assert render_instance(b, "mermaid").rstrip().endswith("class ForcedOpen current")
+    svg = render_instance(b)
+    assert svg.lstrip().startswith("<?xml") or "<svg" in svg
+    with pytest.raises(ValueError):
+        render_instance(b, "png")
+
+
+def test_decision_chart_is_a_ladder_with_every_rule_in_order():
+    s = spec("engine_brain")
+    g = dot.decision_graph(s, s.decisions["next_step"])
+    names = re.findall(r"\d\. (\w+)", g.source)
+    assert names == [r.name for r in s.decisions["next_step"].rules][: len(names)] and len(names) == 7
+    assert g.source.count("rank=same") == 7
+
+
+def test_live_diagram_example_runs():
+    block = (
+        page("docs/cli.md")
+        .split("draws a live instance with its current state highlighted")[1]
+        .split("```python\n")[1]
+        .split("```")[0]
+    )
+    exec(compile(block, "docs-cli-live-diagram", "exec"), {})
+
+
+def test_edge_words_do_not_repeat_the_feed_and_state_data_sits_under_the_name():
+    s = spec("router_run")
+    for e in overview(s).edges:
+        for line in e.lines():
+            feed, _, words = line.partition(": ")
+            assert not words.startswith(feed + ","), line
+    src = dot.state_graph(spec("tool_breaker")).source
+    assert '<Open<BR/><FONT POINT-SIZE="10">{ until, reason }</FONT>' in src
+
+
+def test_review_sheet_lists_coverage_excuses_with_their_reasons():
+    from loopfsm.rendering.matrix import review_sheet
+
+    from loopfsm import parse
+    from loopfsm.machines.run_lock import REGISTRY
+
+    text = (ROOT / "machines" / "run_lock.yaml").read_text(encoding="utf-8")
+    refused = "          actions: [fenced_out]\n          description: stale fence refused\n"
+    assert refused in text
+    excused = (
+        refused + '          untested: "taken by test_stale_holder_is_fenced_out, which a coverage run leaves out"\n'
+    )
+    sheet = review_sheet(parse(text.replace(refused, excused, 1), "run_lock.yaml", REGISTRY))
+    section = sheet.split("## Rows excused from transition coverage", 1)[1].split("##", 1)[0]
+    assert "| branch `renew/Held[1]` | taken by test_stale_holder_is_fenced_out" in section
+    assert "Rows excused" not in review_sheet(spec("run_lock"))  # the shipped table excuses none now
+
+
+def test_feeds_with_the_same_words_share_a_line():
+    mmd = mermaid.state_diagram(spec("agent_loop"))
+    line = next(x for x in mmd.splitlines() if x.startswith("    executing_tool --> recovering:"))
+    assert line.count("retryable") == 1 and "tool_failed, worker_lost (retryable)" in line
+
+
+def test_moves_both_ways_between_two_states_say_where_each_goes():
+    from loopfsm.machines import ToolBreaker
+
+    source = dot.state_graph(ToolBreaker.compiled.spec).source
+    edges = [line for line in source.splitlines() if " -> " in line]
+    to_half = next(e for e in edges if e.strip().startswith("Open -> HalfOpen"))
+    to_open = next(e for e in edges if e.strip().startswith("HalfOpen -> Open"))
+    assert "to HalfOpen:" in to_half and "to Open:" in to_open
+    one_way = next(e for e in edges if e.strip().startswith("Closed -> Open"))
+    assert "to Open:" not in one_way
+    # Underlining a label onto its edge (decorate) drew leader lines across the picture.
+    assert "decorate" not in source
+
+
+def test_a_description_just_over_the_limit_keeps_its_clause():
+    from loopfsm.rendering.overview import SHORT
+
+    text = "the estimate grew while the call was in flight"
+    assert len(text) > SHORT and short(text) == text
+    assert short("word " * 30).endswith("…")
+
+
+def test_the_review_sheet_expands_each_feeds_sources_once(monkeypatch):
+    """Once per feed, not once per cell: per cell made the sheet of a 5,000-state machine quadratic."""
+    from loopfsm.core.spec import Spec
+
+    brain = spec("engine_brain")
+    calls: list[str] = []
+    original = Spec.expanded_sources
+
+    def counted(self, event):
+        calls.append(event.name)
+        return original(self, event)
+
+    monkeypatch.setattr(Spec, "expanded_sources", counted)
+    sheet = render(brain, ["md"])["engine_brain.md"]
+    assert "## Was in x Feed" in sheet
+    assert sorted(calls) == sorted(brain.events)
+
+
+def test_router_run_draws_inject_and_break_once_from_notes_naming_the_paused_states():
+    """Before: "inject" sat on 13 labels and break_run on 4; the pauses take both the same way."""
+    s = spec("router_run")
+    mmd = mermaid.state_diagram(s)
+    pauses = ("AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
+    for src, line in ((m.group(1), m.group(0)) for m in re.finditer(r"^    (\w+) --> \w+:.*$", mmd, re.M)):
+        if src in pauses:
+            assert "inject" not in line and "break_run" not in line, line
+    notes = dict(re.findall(r'^    state "([^"]+)" as (\w+)$', mmd, re.M))
+    brk = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool, AwaitingEncrypt"]
+    assert f"    {brk} --> Idle: break_run (break)\n" in mmd
+    # inject may lead to any state from Idle and each pause: one note says so, no arrow carries it.
+    assert notes["inject may lead to any live state from Idle, AwaitingDecrypt, AwaitingApproval, AwaitingTool"]
+    assert "    Idle --> AwaitingTool: execute (model requested allow/ask tools)\n" in mmd
+    assert not [line for line in mmd.splitlines() if "-->" in line and "inject" in line]
+    src = dot.state_graph(s).source
+    labels = re.findall(r"^\t(\w+) -> \w+ \[label=\"([^\"]*)\"", src, re.M)
+    assert [lbl for _, lbl in labels if "inject" in lbl] == []
+    assert "inject may lead to any live state" in src and "__anywhere__ ->" not in src
+
+
+FOLDS = """\
+machine: folds
+description: d
+states:
+  a: {initial: true, description: d}
+  b: {description: d}
+  c: {description: d}
+  done: {terminal: true, description: d}
+events:
+  stop:
+    description: the same from every live state, written per state
+    from:
+      a: [{to: done, description: stopped}]
+      b: [{to: done, description: stopped}]
+      c: [{to: done, description: stopped}]
+  hop:
+    description: the same from b and c only
+    from:
+      a: [{to: b, description: on}]
+      b: [{to: a, description: back}]
+      c: [{to: a, description: back}]
+  go:
+    description: differs per state, so drawn per state
+    from:
+      a: [{to: c, description: ahead}]
+      b: [{to: c, description: ahead, actions: [{name: log, params: {text: x}}]}]
+  poke:
+    description: only stays, alike from two states
+    from:
+      a: [{stay: true}]
+      b: [{stay: true}]
+"""
+
+
+def test_a_feed_alike_from_some_states_is_drawn_once_and_one_that_differs_per_state():
+    from tests.support.specs import make_registry
+
+    s = loader.parse(FOLDS, "folds.yaml", make_registry())
+    ov = overview(s)
+    assert [(e.dst, e.lines()) for e in ov.any_moves] == [("done", ["stop: stopped"])]
+    assert ov.any_label == "any live state"
+    [note] = ov.shared
+    assert note.states == ["b", "c"] and [(e.dst, e.lines()) for e in note.moves] == [("a", ["hop: back"])]
+    pairs = {(e.src, e.dst): e.lines() for e in ov.edges}
+    # go differs by an action between a and b, so each keeps its own arrow.
+    assert pairs[("a", "c")] == ["go: ahead"] and pairs[("b", "c")] == ["go: ahead"]
+    assert pairs[("a", "b")] == ["hop: on"]
+    assert ("b", "a") not in pairs and ("c", "a") not in pairs and ("a", "done") not in pairs
+    # A feed that only stays keeps its self-loops.
+    assert pairs[("a", "a")] == ["poke"] and pairs[("b", "b")] == ["poke"]
+    mmd = mermaid.state_diagram(s)
+    assert f'    state "from b, c" as {note.node}\n    {note.node} --> a: hop (back)\n' in mmd
+    assert f"    {ANY} --> done: stop (stopped)\n" in mmd
+
+
+def test_a_feed_alike_from_every_state_keeps_clear_of_an_other_live_states_note():
+    from tests.support.specs import make_registry
+
+    text = FOLDS.replace(
+        "  poke:\n",
+        "  ping:\n    description: from '*', but c says otherwise\n    from:\n"
+        "      '*': [{to: a, description: reset}]\n      c: [{stay: true}]\n  poke:\n",
+    )
+    ov = overview(loader.parse(text, "folds.yaml", make_registry()))
+    assert ov.any_label == "other live states"
+    assert [(e.dst, e.lines()) for e in ov.any_moves] == [("a", ["ping: reset"])]
+    every = next(n for n in ov.shared if n.states == ["a", "b", "c"])
+    assert [(e.dst, e.lines()) for e in every.moves] == [("done", ["stop: stopped"])]
+
+
+def test_shipped_machines_fold_only_feeds_that_move():
+    assert overview(spec("tool_breaker")).shared == []  # tick and acquire only stay: self-loops
+    ov = overview(spec("agent_loop"))
+    # hand_off only stays once "past the deadline" is drawn from the note: most live states take it.
+    assert ov.shared == [] and "hand_off (not in executing_tool)" in ov.any_stays
+    assert "hand_off" not in "".join(line for e in ov.edges for line in e.lines())
+
+
+def test_mermaid_spells_a_less_than_sign_so_words_are_not_read_as_html():
+    # Mermaid reads a label as HTML: "<open>" would vanish from the picture, "<b>" would bolden it.
+    turnstile = (ROOT / "machines" / "turnstile.yaml").read_text()
+    turnstile = turnstile.replace("description: it clicks open", "description: 'it clicks <open> & a<b'")
+    mmd = mermaid.state_diagram(loader.parse(turnstile))
+    assert "it clicks #lt;open> & a#lt;b" in mmd and "<" not in mmd
+    loop = (ROOT / "machines" / "agent_loop.yaml").read_text()
+    loop = loop.replace(
+        "description: the run is no longer valid; feed tick", "description: the run is <gone>; feed tick"
+    )
+    chart = mermaid.decision_flowchart(loader.parse(loop), loader.parse(loop).decisions["resume"])
+    assert "#lt;gone>" in chart and "<" not in chart.replace("<br/>", "")

@@ -1,0 +1,205 @@
+"""``verify`` on users' own machines (registries from [tool.loopfsm] or --registry), and what it refuses."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from loopfsm.cli.main import main
+
+REGISTRY = '''
+from loopfsm import Registry
+
+REGISTRY = Registry("door")
+
+
+@REGISTRY.guard
+def rusty(m, ctx):
+    """Crashes once the door has opened twice: the bug verify must find."""
+    if m.data.opened >= 2:
+        raise KeyError("hinge")
+    return False
+
+
+@REGISTRY.action
+def count_open(m, ctx):
+    m.data.opened += 1
+'''
+
+DOOR = """
+machine: door
+description: A door that counts how often it opened.
+registry: door
+policy:
+  max_opens: {type: integer, default: 5, minimum: 0, description: opens the invariant allows}
+data:
+  opened: {type: integer, default: 0, minimum: 0, description: times opened}
+states:
+  shut: {initial: true, description: shut}
+  open: {description: open}
+events:
+  push:
+    description: push it
+    from:
+      shut:
+        - guard: rusty
+          stay: true
+        - to: open
+          actions: [count_open]
+  pull:
+    description: pull it
+    from:
+      open:
+        - to: shut
+invariants:
+  opens_bounded:
+    description: The door opens at most max_opens times.
+    always: {name: field_at_most, params: {field: opened, limit: {policy: max_opens}}}
+  opens:
+    description: Some run opens the door.
+    states: [open]
+    reach: true
+"""
+
+
+def _project(tmp_path: Path, monkeypatch, *, declare: bool = True) -> Path:
+    (tmp_path / "machines").mkdir()
+    (tmp_path / "machines" / "door.yaml").write_text(DOOR)
+    (tmp_path / "door_registry.py").write_text(REGISTRY)
+    if declare:
+        (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path / "machines" / "door.yaml"
+
+
+def test_a_users_machine_is_verified_with_the_projects_registry(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch)
+    assert main(["verify", "--depth", "3", "-q"]) == 0  # machines/*.yaml by default
+    out = capsys.readouterr().out
+    assert "door: " in out and "holds        opens_bounded" in out and "reached      opens in 1 feed" in out
+
+
+def test_a_guard_that_crashes_is_a_finding_with_its_shortest_run(tmp_path, monkeypatch, capsys):
+    door = _project(tmp_path, monkeypatch, declare=False)
+    assert main(["verify", str(door), "--registry", "door=door_registry:REGISTRY", "--depth", "6", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED     no_crash" in out
+    assert "door: no_crash violated: door: feed 'push' in state 'shut', branch 'push/shut[0]': " in out
+    assert "raised KeyError: 'hinge'" in out
+    assert "shortest counterexample, 5 feeds:" in out  # push pull push pull push
+    assert main(["replay", str(door), "door.no_crash.trace.yaml", "--registry", "door=door_registry:REGISTRY"]) == 1
+    assert "5  push()  CRASHED: door: feed 'push'" in capsys.readouterr().out
+
+
+def test_a_small_policy_breaks_the_invariant_and_max_states_stops_early(tmp_path, monkeypatch, capsys):
+    door = _project(tmp_path, monkeypatch)
+    assert main(["verify", str(door), "--set", "max_opens=0", "--depth", "2", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED     opens_bounded" in out and "      1  push()  -> open" in out
+    assert main(["verify", str(door), "--max-states", "2", "--depth", "5", "-q", "--traces", "machines"]) == 1
+    out = capsys.readouterr().out
+    assert "every run of up to 1 feed, NOT the bound of 5: stopped by the configuration limit (max_states 2)" in out
+    assert "INCOMPLETE   nothing below is proven beyond runs of 1 feed" in out
+
+
+def test_bad_input_is_exit_2(tmp_path, monkeypatch, capsys):
+    door = _project(tmp_path, monkeypatch, declare=False)
+    assert main(["verify", str(door), "-q"]) == 2  # its registry is not declared
+    assert "registry 'door' is not declared" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY"}\n')
+    snap = tmp_path / "s.json"
+    snap.write_text(json.dumps({"format": 1, "machine": "door"}))
+    assert main(["verify", str(door), "--from", str(snap), "-q"]) == 2
+    assert "refusing snapshot" in capsys.readouterr().err
+    snap.write_text("{")
+    assert main(["verify", str(door), "--from", str(snap), "-q"]) == 2
+    snap.write_text("[" * 100_000 + "]" * 100_000)
+    assert main(["verify", str(door), "--from", str(snap), "-q"]) == 2
+    assert "not a readable JSON snapshot (RecursionError)" in capsys.readouterr().err
+    assert main(["verify", str(door), "--set", "max_opens=" + "[" * 100_000, "-q"]) == 2
+    assert main(["verify", str(door), "--depth", "-1"]) == 2
+    assert main(["verify", str(door), "--traces", "nowhere"]) == 2
+    assert "--traces nowhere: no such directory" in capsys.readouterr().err
+
+
+COIN_REGISTRY = """
+from dataclasses import dataclass
+
+from loopfsm import Registry
+
+REGISTRY = Registry("bank")
+
+
+@dataclass(frozen=True)
+class Coin:
+    cents: int
+
+
+REGISTRY.codec(
+    "coin", Coin, lambda c: {"cents": c.cents}, lambda v: Coin(v["cents"]), examples=[Coin(1), Coin(50)]
+)
+
+
+@REGISTRY.action
+def deposit(m, ctx):
+    m.data.balance += ctx.args["coin"].cents
+"""
+
+BANK = """
+machine: bank
+description: A box that takes coins.
+registry: bank
+policy:
+  max_balance: {type: integer, default: 100, minimum: 0, description: what the box may hold}
+data:
+  balance: {type: integer, default: 0, minimum: 0, description: cents held}
+states:
+  open: {initial: true, description: open}
+events:
+  insert:
+    description: a coin goes in
+    args:
+      coin: {type: coin, description: the coin}
+    from:
+      open:
+        - stay: true
+          actions: [deposit]
+invariants:
+  bounded:
+    description: The box holds at most max_balance cents.
+    always: {name: field_at_most, params: {field: balance, limit: {policy: max_balance}}}
+"""
+
+
+def test_a_registry_type_is_fed_its_codecs_examples_and_traces_carry_its_json(tmp_path, monkeypatch, capsys):
+    (tmp_path / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {bank = "bank_registry:REGISTRY"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["verify", "bank.yaml", "--depth", "3", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "shortest counterexample, 3 feeds:" in out  # 50 + 50 + 1 > 100
+    assert "insert(coin=Coin(cents=50))" in out
+    trace = tmp_path / "bank.bounded.trace.yaml"
+    assert "  args:\n    coin: {cents: 50}\n" in trace.read_text()
+    assert main(["replay", "bank.yaml", str(trace)]) == 1
+    assert "invariant bounded violated after step 3" in capsys.readouterr().out
+    trace.write_text("machine: bank\nsteps: [{feed: insert, args: {coin: 5}}]\n")
+    assert main(["replay", "bank.yaml", str(trace)]) == 2
+    assert "argument 'coin' of insert is not a valid coin: TypeError" in capsys.readouterr().err
+
+
+def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch)
+    (tmp_path / "machines" / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY", bank = "bank_registry:REGISTRY"}\n'
+    )
+    assert main(["verify", "--depth", "2", "--set", "max_opens=0", "-q"]) == 1  # only the door has max_opens
+    out = capsys.readouterr().out
+    assert "door: " in out and "VIOLATED     opens_bounded" in out and "bank: " in out
+    assert main(["verify", "--set", "max_open=0", "-q"]) == 2
+    assert "--set max_open: none of the machines has a policy number of that name" in capsys.readouterr().err
