@@ -53,33 +53,32 @@ def _admits_bool(py_type: type | tuple[type, ...]) -> bool:
 
 
 def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
-    """A fast predicate for values of field ``f``."""
+    """A fast predicate for values of field ``f``.
+
+    Three kinds get a one-line check of their own, the ones the breaker's and
+    brain's feeds bind on every call: a plain integer, a string (or None where
+    allowed) and a string enum.  Measured on the tool breaker's acquire +
+    record (interpreter, best of 15 alternating rounds, one process): the
+    general check alone is 12-20% slower; these three are as fast as the seven
+    specialisations that were here (0.98x), so the others went.
+    """
     py = codec.py_type
     allowed = f.enum
-    lo, hi = f.minimum, f.maximum
-    bounded = lo is not None or hi is not None
+    bounded = f.minimum is not None or f.maximum is not None
     if py is int and allowed is None and not f.nullable and not f.list and not bounded:
         return lambda v: (
             (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and INT_MIN <= v <= INT_MAX
         )
-    if py is str and allowed is None and not f.nullable and not f.list:
+    if py is str and allowed is None and not f.list:
+        if f.nullable:
+            return lambda v: v is None or isinstance(v, str)
         return lambda v: isinstance(v, str)
-    if codec.name == "json":
-        return _json_checker(f)
-    if py is int and allowed is None and not f.nullable and not f.list:
-        low = INT_MIN if lo is None else max(lo, INT_MIN)
-        high = INT_MAX if hi is None else min(hi, INT_MAX)
-        return lambda v: (type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and low <= v <= high
-    if py is int and allowed is None and f.nullable and not f.list and not bounded:
-        return lambda v: (
-            v is None
-            or ((type(v) is int or (isinstance(v, int) and not isinstance(v, bool))) and INT_MIN <= v <= INT_MAX)
-        )
-    if py is str and allowed is None and f.nullable and not f.list:
-        return lambda v: v is None or isinstance(v, str)
     if py is str and allowed is not None and not f.nullable and not f.list:
         choices = frozenset(allowed)
         return lambda v: isinstance(v, str) and v in choices
+    if codec.name == "json":
+        return _json_checker(f)
+    lo, hi = f.minimum, f.maximum
 
     def one(v: Any) -> bool:
         if f.nullable and v is None:
