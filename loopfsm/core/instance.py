@@ -123,7 +123,7 @@ class _ClassEngine:
     the class itself in place of this object: after that, reading
     ``self._engine`` is a plain class attribute, and an instance that names
     no engine costs no write and no ``__dict__`` for it (the interpreter's
-    create floor, 5x the hand-written gate, is met with about 5% to spare).
+    create floor, 5x the hand-written gate, has little to spare).
     Every class gets its own (a subclass's
     ``on_enter_<state>`` methods make its machine differ from its parent's).
     """
