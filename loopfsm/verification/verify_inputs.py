@@ -257,7 +257,7 @@ class Domains:
         """The values of an argument that do not depend on the configuration, or None when they do."""
         for key in (f"{feed}.{f.name}", f.name):
             if key in self.given:
-                return self.given[key]
+                return self._decoded(f, self.given[key], key)
         if f.verify is not None:
             return None
         null = [None] if f.nullable else []
@@ -288,6 +288,30 @@ class Domains:
             f"derived from the table; declare examples with its codec (Registry.codec(..., examples=...)) "
             f"or give them with --values {feed}.{f.name}='[...]' (a JSON list)"
         )
+
+    def _decoded(self, f: FieldDef, values: list[Any], key: str) -> list[Any]:
+        """Values given as JSON (``--values``, the ``verify:`` section) for an argument of a registry's type,
+        decoded by its codec as a snapshot's are; :class:`ReviewError` names one the codec refuses."""
+        codec = self.codecs.get(f.type)
+        if codec is None or f.type in BUILTIN_CODECS:
+            return values
+        out: list[Any] = []
+        for value in values:
+            try:
+                if value is None and f.nullable:
+                    out.append(None)
+                elif f.list:
+                    if not isinstance(value, list):
+                        raise TypeError(f"a {f.type} list is a JSON list")
+                    out.append([codec.from_json(x) for x in value])
+                else:
+                    out.append(codec.from_json(value))
+            except Exception as err:  # the codec's own words say what is wrong with it
+                raise ReviewError(
+                    f"{self.spec.name}: --values {key}: value {_short(value)} is not a {f.type}"
+                    f"{' list' if f.list else ''}: {type(err).__name__}: {str(err)[:200]}"
+                ) from None
+        return out
 
     def check(self) -> None:
         """Raise :class:`~loopfsm.verification.errors.ReviewError` now for an argument no rule covers."""

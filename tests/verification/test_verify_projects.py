@@ -191,6 +191,24 @@ def test_a_registry_type_is_fed_its_codecs_examples_and_traces_carry_its_json(tm
     assert "argument 'coin' of insert is not a valid coin: TypeError" in capsys.readouterr().err
 
 
+def test_values_given_for_a_registry_type_are_decoded_by_its_codec(tmp_path, monkeypatch, capsys):
+    """--values coin='[{"cents": 60}]' feeds Coin(60), as a snapshot's JSON would be read; one the codec
+    refuses exits 2 with its words."""
+    (tmp_path / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text('[tool.loopfsm]\nregistries = {bank = "bank_registry:REGISTRY"}\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["verify", "bank.yaml", "--depth", "2", "-q", "--values", 'coin=[{"cents": 60}]']) == 1
+    out = capsys.readouterr().out
+    assert "shortest counterexample, 2 feeds:" in out and "insert(coin=Coin(cents=60))" in out
+    assert main(["verify", "bank.yaml", "--depth", "3", "-q", "--values", 'coin=[{"cents": 10}]']) == 0
+    capsys.readouterr()
+    assert main(["verify", "bank.yaml", "--depth", "2", "-q", "--values", 'coin=[{"dollars": 1}]']) == 2
+    err = capsys.readouterr().err
+    assert "--values coin: value {'dollars': 1} is not a coin: KeyError" in err and "Traceback" not in err
+
+
 def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypatch, capsys):
     _project(tmp_path, monkeypatch)
     (tmp_path / "machines" / "bank.yaml").write_text(BANK)
