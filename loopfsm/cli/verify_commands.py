@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from loopfsm.core.errors import LoopFsmError
@@ -22,6 +23,7 @@ from loopfsm.cli.common import (
     write_file,
 )
 from loopfsm.cli.project import load_machines
+from loopfsm.cli.verify_workers import workers_option
 
 
 def compiled_machines(args: argparse.Namespace) -> list[Any]:
@@ -208,16 +210,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
             )
             for m in machines
         ]
-    status = EXIT_OK
-    for compiled, mine in named:
-        try:
-            _check_starts(compiled, args, mine.starts)
-            status = max(status, verify_machine(compiled, with_model(compiled, mine, args)))
-        except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
-            text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
-            print(f"loopfsm verify: {text}", file=sys.stderr)
-            status = EXIT_USAGE
-    return status
+    from loopfsm.cli.verify_workers import run_all, usable_workers  # noqa: PLC0415
+
+    def job(compiled: Any, mine: Any) -> Callable[[Any], int]:
+        def verify_one(out: Any) -> int:
+            try:
+                _check_starts(compiled, args, mine.starts)
+                return verify_machine(compiled, with_model(compiled, mine, args), out)
+            except LoopFsmError as err:  # underivable inputs, a --set the policy refuses, a --from it refuses
+                text = str(err) if isinstance(err, ReviewError) else _named(compiled.name, err)
+                print(f"loopfsm verify: {text}", file=sys.stderr)
+                return EXIT_USAGE
+
+        return verify_one
+
+    workers = usable_workers(args.workers, len(named))
+    statuses = run_all(
+        [job(compiled, mine) for compiled, mine in named],
+        workers,
+        lambda report: print(report, end="", flush=True),
+        interrupted=1,
+    )
+    return max([EXIT_OK, *statuses])
 
 
 def cmd_paths(args: argparse.Namespace) -> int:
@@ -362,6 +376,13 @@ def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
     s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
     s.add_argument(
         "--traces", default=".", metavar="DIR", help="folder to write counterexample trace files into (default: .)"
+    )
+    s.add_argument(
+        "--workers",
+        type=workers_option,
+        default=1,
+        metavar="N",
+        help="verify up to N machines at once, each in a process of its own (at most one per CPU; default: 1)",
     )
     s.add_argument(
         "--accept-unexercised",

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 import json
 from pathlib import Path
 
@@ -209,6 +213,29 @@ def test_values_given_for_a_registry_type_are_decoded_by_its_codec(tmp_path, mon
     assert "--values coin: value {'dollars': 1} is not a coin: KeyError" in err and "Traceback" not in err
 
 
+def _cpu_free(report: str) -> str:
+    return re.sub(r"in [0-9.]+s of CPU", "in Ns of CPU", report)
+
+
+def test_workers_verify_machines_at_once_and_print_the_same_reports_in_the_same_order(tmp_path, monkeypatch, capsys):
+    _project(tmp_path, monkeypatch)
+    (tmp_path / "machines" / "bank.yaml").write_text(BANK)
+    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY", bank = "bank_registry:REGISTRY"}\n'
+    )
+    assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q"]) == 1
+    alone = capsys.readouterr().out
+    assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q", "--workers", "2"]) == 1
+    together = capsys.readouterr().out
+    assert _cpu_free(together) == _cpu_free(alone)
+    assert together.index("bank: ") < together.index("door: ") and "VIOLATED     opens_bounded" in together
+    with pytest.raises(SystemExit) as stopped:  # argparse's own usage error
+        main(["verify", "--workers", "0"])
+    assert stopped.value.code == 2
+    assert "--workers: must be a whole number of processes, at least 1, got '0'" in capsys.readouterr().err
+
+
 def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypatch, capsys):
     _project(tmp_path, monkeypatch)
     (tmp_path / "machines" / "bank.yaml").write_text(BANK)
@@ -221,3 +248,25 @@ def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypat
     assert "door: " in out and "VIOLATED     opens_bounded" in out and "bank: " in out
     assert main(["verify", "--set", "max_open=0", "-q"]) == 2
     assert "--set max_open: none of the machines has a policy number of that name" in capsys.readouterr().err
+
+
+def test_workers_are_forked_processes_and_a_dead_one_is_reported_not_hung():
+    import os
+    import signal
+
+    from loopfsm.cli.verify_workers import run_all
+
+    def own_pid(out):
+        out.write(str(os.getpid()))
+        return 0
+
+    def dies(out):
+        os.kill(os.getpid(), signal.SIGKILL)
+        return 0
+
+    reports: list[str] = []
+    assert run_all([own_pid, own_pid], 2, reports.append, 1) == [0, 0]
+    assert all(int(r) != os.getpid() for r in reports)
+    reports.clear()
+    assert run_all([own_pid, dies], 2, reports.append, 1)[1] == 1
+    assert "a verify worker stopped before reporting" in reports[1]
