@@ -5,9 +5,10 @@ It never leads: every move is the answer to the last response, checked by the
 it is sent).  It runs tools in a :class:`Workspace`, asks ``approver`` about
 ask calls and standalone approvals, seals and opens content with a
 :class:`~loopfsm.router.crypto.Keyring` in an encrypted session, and re-sends the very
-same request (same ``request_id``) after a transport error, a 5xx, a ``busy``
-or an ``internal`` error the router marks ``retryable`` (its store failed
-mid-request), up to ``retries`` times; then it gives up with a :class:`ClientError` that
+same request (same ``request_id``) after a transport error, a 5xx, or any
+error answer the router marks ``retryable`` (``busy``, ``interrupted``, an
+``internal`` one when its store failed mid-request), up to ``retries`` times;
+then it gives up with a :class:`ClientError` that
 names the router's scheme, host and port (never a user name, password, path or query).
 
 Each request goes through the router's server-sent-events stream, so
@@ -130,8 +131,9 @@ class Client:
             resp = got
             P.check_response(resp)
             code = resp["data"].get("code") if resp["status"] == "error" else None
-            # busy, or a router whose store failed mid-request and says so (internal, retryable): the same again
-            again = code == "busy" or (code == "internal" and resp["data"].get("retryable") is True)
+            # Every answer the protocol marks retryable (busy, interrupted, an internal error the router says may
+            # be re-sent, such as its store failing mid-request): the same request again.
+            again = code is not None and resp["data"].get("retryable") is True
             if again and attempt < self.retries:
                 time.sleep(
                     min(
