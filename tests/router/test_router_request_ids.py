@@ -156,8 +156,9 @@ def test_store_init_upgrades_a_version_1_store(store_url):  # noqa: F811
         with s.backend.transaction():
             s.backend.run(f"DROP TABLE {prefix}requests")
             s.backend.run(f"UPDATE {prefix}meta SET value = '1' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match="schema version 1"):
+    with pytest.raises(StoreError, match="schema version 1") as refused:
         open_store(url, prefix=prefix)
+    assert "upgrade it in place with `loopfsm store init URL`" in str(refused.value)
     with open_store(url, prefix=prefix, create=True) as s:
         assert s.check_schema() == SCHEMA_VERSION == 2
         assert s.request_used("s", "A") is False

@@ -36,7 +36,7 @@ def test_schema_version_is_recorded_and_checked(store_url):  # noqa: F811
     with open_store(url, prefix=prefix) as s:
         assert s.check_schema() == SCHEMA_VERSION
         s.backend.run(f"UPDATE {prefix}meta SET value = '99' WHERE key = 'schema_version'")
-    with pytest.raises(StoreError, match="schema version 99"):
+    with pytest.raises(StoreError, match="schema version 99, written by a newer loopfsm"):
         open_store(url, prefix=prefix)
     with _raw(url, prefix) as s:
         s.backend.run(f"UPDATE {prefix}meta SET value = '{SCHEMA_VERSION}' WHERE key = 'schema_version'")

@@ -154,9 +154,16 @@ class RunStore:
         if not rows:
             raise StoreError(f"store at {self._where()} records no schema version: run `loopfsm store init URL`")
         version = int(rows[0][0])
+        if version < SCHEMA_VERSION:
+            raise StoreError(
+                f"store at {self._where()} has schema version {version}; this loopfsm reads version {SCHEMA_VERSION}: "
+                "upgrade it in place with `loopfsm store init URL` (or start `loopfsm router serve`, which does "
+                "the same); docs/router.md, \"Upgrading the store\""
+            )
         if version != SCHEMA_VERSION:
             raise StoreError(
-                f"store at {self._where()} has schema version {version}; this loopfsm reads version {SCHEMA_VERSION}"
+                f"store at {self._where()} has schema version {version}, written by a newer loopfsm; this one reads "
+                f"version {SCHEMA_VERSION}: run that loopfsm (or a newer one) against it"
             )
         return version
 
