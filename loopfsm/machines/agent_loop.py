@@ -20,6 +20,7 @@ from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 from loopfsm.core.registry import Registry, StateName
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.instance import PolicyArg
+from .names import invisible
 from .args import checked_new_run, listed
 
 __all__ = ["AgentLoop", "REGISTRY", "arguments_hash", "RESUME_ANSWERS"]  # and AgentLoopPolicy, on first use
@@ -170,18 +171,19 @@ def decision_matches(m: Any, ctx: Any) -> bool:
 
 
 def _blank(name: str) -> bool:
-    return not name.strip()
+    """Nobody: empty, or no visible character at all (blanks, a zero-width space), see :mod:`.names`."""
+    return invisible(name)
 
 
 @REGISTRY.guard
 def approver_blank(m: Any, ctx: Any) -> bool:
-    """An approval request naming nobody (empty, or only whitespace): no decision could come from them."""
+    """An approval request naming nobody (empty, or nothing visible): no decision could come from them."""
     return _blank(ctx.args["approver"])
 
 
 @REGISTRY.guard
 def owner_blank(m: Any, ctx: Any) -> bool:
-    """A hand-off to nobody (empty, or only whitespace): the run would have no owner."""
+    """A hand-off to nobody (empty, or nothing visible): the run would have no owner."""
     return _blank(ctx.args["owner"])
 
 

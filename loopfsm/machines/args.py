@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import INT_MAX, INT_MIN
 
+from .names import name_problem
+
 T = TypeVar("T")
 
 
@@ -36,8 +38,9 @@ def checked_new_run(run_id: Any, owner: Any, deadline_at: Any) -> None:
             raise FeedArgumentError(
                 f"agent_loop: new_run's '{name}' must be a string, got {type(value).__name__} {shown(value)}"
             )
-        if not value.strip():  # a run nobody can name or nobody owns
-            raise FeedArgumentError(f"agent_loop: new_run's '{name}' is empty (or only whitespace)")
+        problem = name_problem(value)  # a run nobody can name or nobody owns
+        if problem is not None:
+            raise FeedArgumentError(f"agent_loop: new_run's '{name}' {problem}")
     if deadline_at is not None and (type(deadline_at) is not int):
         raise FeedArgumentError(
             f"agent_loop: new_run's 'deadline_at' must be an integer (ms) or None, "

@@ -21,6 +21,7 @@ from loopfsm.core.instance import READ_FORMATS, SNAPSHOT_FORMAT, PolicyArg
 
 if TYPE_CHECKING:  # pragma: no cover
     from loopfsm.core.compiler import CompiledMachine
+from .names import name_problem
 from .breaker_common import bump, now_of, register_common
 from .breaker_values import Allow, Reject, backoff_ms
 
@@ -358,9 +359,12 @@ def __getattr__(name: str) -> Any:
 
 
 def _check_tool(tool: object) -> None:
-    """Refuse a tool name that is not a string, before it is used as a key."""
+    """Refuse a tool name that is not a string, or names no tool (see :mod:`.names`), before it is a key."""
     if type(tool) is not str:
         raise FeedArgumentError(f"tool_health: a tool name is a string, got {type(tool).__name__} {shown(tool)}")
+    problem = name_problem(tool)
+    if problem is not None:  # the name itself is never echoed: it may be 100k characters of anything
+        raise FeedArgumentError(f"tool_health: a tool name {problem}")
 
 
 @dataclass
@@ -412,6 +416,7 @@ class ToolHealth:
 
     def _new(self, tool: str) -> Any:
         assert self.machine is not None
+        _check_tool(tool)  # a tool's first call only: a known tool's name was checked when it was new
         b = self.machine.new(engine=self.engine)
         b.data.tool = tool
         return b

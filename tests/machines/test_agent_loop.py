@@ -354,7 +354,7 @@ def test_a_hand_off_to_a_blank_owner_is_refused(owner):
 
 @pytest.mark.parametrize("run_id,owner,name", [("", "o", "run_id"), ("r", " ", "owner"), ("\t", "o", "run_id")])
 def test_new_run_refuses_a_blank_run_id_or_owner(run_id, owner, name):
-    with pytest.raises(FeedArgumentError, match=f"new_run's '{name}' is empty"):
+    with pytest.raises(FeedArgumentError, match=f"new_run's '{name}' (is empty|holds no visible character)"):
         AgentLoop.new_run(run_id, owner, 100)
 
 

@@ -158,7 +158,7 @@ class RunStore:
             raise StoreError(
                 f"store at {self._where()} has schema version {version}; this loopfsm reads version {SCHEMA_VERSION}: "
                 "upgrade it in place with `loopfsm store init URL` (or start `loopfsm router serve`, which does "
-                "the same); docs/router.md, \"Upgrading the store\""
+                'the same); docs/router.md, "Upgrading the store"'
             )
         if version != SCHEMA_VERSION:
             raise StoreError(
