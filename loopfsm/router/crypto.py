@@ -264,17 +264,23 @@ class Keyring:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Keyring:
-        """Read a keyring file, refusing links, other owners, group/other permissions and oversized files.
+        """Read a keyring file, refusing other owners, group/other permissions, non-files and oversized files.
 
-        Opened non-blocking, so a FIFO or a device named as the keyring is refused as not a regular file
-        instead of waiting forever for a writer.
+        A symbolic link is followed to its final target (Kubernetes mounts a
+        secret as ``key -> ..data/key``, ``..data -> ..2026_12_04...``), and
+        the checks apply to that file: it is opened by its resolved path with
+        ``O_NOFOLLOW``, so a link swapped in after the resolve is refused, not
+        followed.  Opened non-blocking, so a FIFO or a device named as the
+        keyring is refused as not a regular file instead of waiting forever
+        for a writer.
         """
         flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        target = os.path.realpath(path) if os.path.islink(path) else os.fspath(path)
         try:
-            fd = os.open(path, flags)
+            fd = os.open(target, flags)
         except OSError as err:
-            if err.errno == errno.ELOOP and os.path.islink(path):
-                raise SealError(f"keyring {os.fspath(path)!s} is a symbolic link: name the file it points to") from None
+            if err.errno == errno.ELOOP:
+                raise SealError(f"keyring {os.fspath(path)!s} changed into a symbolic link while it was read") from None
             raise SealError(f"cannot open keyring {os.fspath(path)!s}: {err.strerror}") from None
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

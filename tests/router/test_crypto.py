@@ -155,8 +155,14 @@ def test_keyring_file_refusals(tmp_path) -> None:  # type: ignore[no-untyped-def
     os.chmod(path, 0o600)
     link = tmp_path / "link.json"
     link.symlink_to(path)
-    with pytest.raises(SealError, match="is a symbolic link"):
+    assert Keyring.load(link).key_ids == Keyring.load(path).key_ids  # a link to a file that passes the checks
+    os.chmod(path, 0o640)
+    with pytest.raises(SealError, match="readable by others"):  # the checks are the final target's
         Keyring.load(link)
+    os.chmod(path, 0o600)
+    (tmp_path / "nowhere.json").symlink_to(tmp_path / "missing.json")
+    with pytest.raises(SealError, match="cannot open keyring .*nowhere.json: No such file"):
+        Keyring.load(tmp_path / "nowhere.json")
     with pytest.raises(SealError, match="regular file"):
         Keyring.load(tmp_path)
     bad = tmp_path / "bad.json"
@@ -174,3 +180,17 @@ def test_keyring_refuses_mislabelled_or_short_keys() -> None:
     with pytest.raises(SealError, match="32 bytes"):
         Keyring({key_id_for(b"x"): b"x"}, key_id_for(b"x"))
     assert issubclass(SealError, LoopFsmError)
+
+
+def test_a_key_mounted_as_a_kubernetes_secret_is_read_through_its_links(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The kubelet's layout: key -> ..data/key, ..data -> ..<timestamp>/, the file in the timestamped folder."""
+    secret = tmp_path / "secret"
+    stamped = secret / "..2026_12_04_00_00_00.000000001"
+    stamped.mkdir(parents=True)
+    Keyring.generate().save(stamped / "key")
+    (secret / "..data").symlink_to(stamped.name)
+    (secret / "key").symlink_to("..data/key")
+    assert Keyring.load(secret / "key").key_ids == Keyring.load(stamped / "key").key_ids
+    os.chmod(stamped / "key", 0o644)  # the kubelet's default mode: refused, as the file itself would be
+    with pytest.raises(SealError, match="readable by others"):
+        Keyring.load(secret / "key")
