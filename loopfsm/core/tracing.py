@@ -247,8 +247,17 @@ def _attributes(
     return MappingProxyType(out)
 
 
+#: The longest string attribute a record carries, in characters; a longer one is cut and marked
+#: (``...`` and its full length), so a 10 MB status fed to a feed never reaches a trace whole.
+MAX_ATTRIBUTE_CHARS = 256
+
+
 def _fit(name: str, value: AttributeValue) -> AttributeValue:
-    """An integer outside the signed 64-bit range OTLP carries is saturated, loudly."""
+    """A string past :data:`MAX_ATTRIBUTE_CHARS` is cut and marked; an integer outside the signed 64-bit
+    range OTLP carries is saturated, loudly."""
+    if type(value) is str and len(value) > MAX_ATTRIBUTE_CHARS:
+        mark = f"... ({len(value):,} characters)"
+        return value[: MAX_ATTRIBUTE_CHARS - len(mark)] + mark
     if type(value) is int and not INT_MIN <= value <= INT_MAX:
         warnings.warn(
             f"trace attribute '{name}' is {value}, outside the signed 64-bit range; saturated",

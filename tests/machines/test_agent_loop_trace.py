@@ -327,3 +327,17 @@ def test_a_retryable_failure_on_the_last_attempt_says_attempts_exhausted():
     m.dispatch(1)
     (r,) = traced(lambda: m.tool_failed("http_400", False, 2))  # not transient: the tool's own class, as before
     assert (r.branch, r.attributes["agent_loop.error_class"]) == ("final", "http_400")
+
+
+def test_a_huge_string_reaches_the_trace_cut_and_marked_never_whole():
+    """A 10 MB status fed to tool_succeeded: the record carries 256 characters that say how long it was."""
+    m = AgentLoop.new_run("run_9", "support_agent", 100_000)
+
+    def go() -> None:
+        proposal(m, 0)
+        m.dispatch(1)
+        m.tool_succeeded(2, status="x" * 10_000_000)
+
+    status = move(traced(go), "executing_tool", "observing_result")["agent_loop.result.status"]
+    assert len(status) == tracing.MAX_ATTRIBUTE_CHARS and status.endswith("... (10,000,000 characters)")
+    assert m.state_data["status"] == "x" * 10_000_000  # the machine keeps what it was fed; only the trace is cut
