@@ -405,6 +405,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_script(args.machine, Path(args.script))
 
 
+def _retention_days(text: str) -> int:
+    """``--request-retention-days``: a whole number of days, 1 to 3650."""
+    try:
+        days = int(text)
+    except ValueError:
+        days = 0
+    if not 1 <= days <= 3650:
+        raise argparse.ArgumentTypeError(f"must be a whole number of days from 1 to 3650, got {text[:50]!r}")
+    return days
+
+
 def cmd_store(args: argparse.Namespace) -> int:
     """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row;
     ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.router.store.sweep`).
@@ -423,7 +434,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     url = args.url or args.store_url
     if args.store_command == "sweep":
         with open_store(url, prefix=args.prefix) as store:
-            print(f"swept: {sweep(store).summary()}")
+            print(f"swept: {sweep(store, request_retention_ms=args.request_retention_days * 86_400_000).summary()}")
         return EXIT_OK
     if args.store_command == "init":
         with open_store(url, prefix=args.prefix, create=True) as store:
@@ -559,6 +570,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("url", nargs="?", help="sqlite:///runs.db or postgresql://user@host/db (or --store)")
     t.add_argument("--store", dest="store_url", metavar="URL", help="the store to sweep")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t.add_argument(
+        "--request-retention-days",
+        type=_retention_days,
+        default=7,
+        metavar="DAYS",
+        help="forget request ids used more than DAYS days ago; a re-send of one inside this is refused, never run "
+        "twice (default: 7)",
+    )
     s.set_defaults(func=cmd_store)
 
     from loopfsm.cli.router_commands import add_commands

@@ -160,7 +160,7 @@ def test_store_init_upgrades_a_version_1_store(store_url):  # noqa: F811
         open_store(url, prefix=prefix)
     assert "upgrade it in place with `loopfsm store init URL`" in str(refused.value)
     with open_store(url, prefix=prefix, create=True) as s:
-        assert s.check_schema() == SCHEMA_VERSION == 2
+        assert s.check_schema() == SCHEMA_VERSION == 3
         assert s.request_used("s", "A") is False
 
 
@@ -189,6 +189,61 @@ def test_an_upgraded_version_1_store_still_refuses_its_old_prompts_request_ids(s
     before = snapshot(router, "s")
     again = router.handle("s", {"type": "execute", "request_id": "A", "data": {"prompt": "one, overwritten"}})
     assert again["data"]["code"] == "request_id_reused" and snapshot(router, "s") == before
+    router.close()
+
+
+def test_a_version_2_store_is_upgraded_and_keeps_its_request_ids_a_whole_retention(store_url):  # noqa: F811
+    """Version 3 records when each id was used; ids a version-2 store kept count as used at the upgrade."""
+    from loopfsm.router.store import REQUEST_RETENTION_MS, sweep
+
+    url, prefix = store_url
+    router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
+    run_to_end(router, "s", "A", "one")
+    run_to_end(router, "s", "B", "two")
+    router.close()
+    with open_store(url, prefix=prefix) as s:  # as a version-2 store holds these runs: no used_at column
+        with s.backend.transaction():
+            s.backend.run(
+                f"CREATE TABLE {prefix}old_requests AS SELECT session_id, request_id, step FROM {prefix}requests"
+            )
+            s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
+            s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="schema version 2; this loopfsm reads version 3: upgrade it in place"):
+        open_store(url, prefix=prefix)
+    upgraded_at = 10**12
+    with open_store(url, prefix=prefix, create=True, clock=lambda: upgraded_at) as s:
+        assert s.check_schema() == 3 and s.request_used("s", "A")
+        day = 86_400_000
+        assert sweep(s, now_ms=upgraded_at + REQUEST_RETENTION_MS - day).requests_forgotten == 0
+        assert s.request_used("s", "A")
+        kept = s.backend.run(f"SELECT COUNT(*) FROM {prefix}requests")[1][0][0]
+        swept = sweep(s, now_ms=upgraded_at + REQUEST_RETENTION_MS + day)
+        assert kept >= 2 and swept.requests_forgotten == kept
+        assert f"{kept} request id(s) past the retention forgotten" in swept.summary()
+        assert not s.request_used("s", "A") and not s.request_used("s", "B")
+
+
+def test_a_request_id_is_refused_inside_the_retention_and_forgotten_after_it(store_url):  # noqa: F811
+    from loopfsm.router.store import sweep
+
+    url, prefix = store_url
+    router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
+    run_to_end(router, "s", "A", "one")
+    run_to_end(router, "s", "B", "two")
+    store = router.store()
+    now = store.now()
+    hour = 3_600_000
+    assert sweep(store, now_ms=now + hour, request_retention_ms=2 * hour).requests_forgotten == 0
+    again = router.handle("s", {"type": "execute", "request_id": "A", "data": {"prompt": "one, again"}})
+    assert again["data"]["code"] == "request_id_reused"  # inside the retention: refused, never run twice
+    kept = store.backend.run(f"SELECT COUNT(*) FROM {prefix}requests")[1][0][0]
+    assert kept >= 2 and sweep(store, now_ms=now + 3 * hour, request_retention_ms=2 * hour).requests_forgotten == kept
+    assert not store.request_used("s", "A")
+    last = store.load("s")
+    assert last is not None and last.last_request_id.startswith("B")  # kept in the state row: still answered
+    with pytest.raises(ValueError, match="retention must be at least 0 ms"):
+        sweep(store, request_retention_ms=-1)
     router.close()
 
 

@@ -388,3 +388,19 @@ def test_a_url_given_twice_is_named_both_ways(tmp_path, capsys):
     assert main(["store", "sweep", "--store", url, "extra"]) == 2
     err = capsys.readouterr().err
     assert f"store sweep takes the store's URL once: got --store {url} and the argument 'extra'" in err, err
+
+
+def test_store_sweep_takes_a_request_id_retention_in_days(tmp_path, capsys):
+    import pytest as _pytest
+
+    from loopfsm.cli.main import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert main(["store", "init", url]) == 0
+    assert main(["store", "sweep", url, "--request-retention-days", "30"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("swept: 0 paused run(s) expired")
+    for wrong in ("0", "x", "4000"):
+        with _pytest.raises(SystemExit) as stopped:
+            main(["store", "sweep", url, "--request-retention-days", wrong])
+        assert stopped.value.code == 2
+        assert "must be a whole number of days from 1 to 3650" in capsys.readouterr().err

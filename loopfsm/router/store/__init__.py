@@ -14,7 +14,7 @@ See :mod:`loopfsm.router.store.runstore` for the protocol and docs/machines/rout
 from . import ids
 from .runstore import REQUESTS, Admission, Lease, Row, RunRecord, RunStore, StoredRow, open_store
 from .sql import SCHEMA_VERSION
-from .sweep import Swept, sweep
+from .sweep import REQUEST_RETENTION_MS, Swept, sweep
 
 __all__ = [
     "open_store",
@@ -26,6 +26,7 @@ __all__ = [
     "StoredRow",
     "REQUESTS",
     "SCHEMA_VERSION",
+    "REQUEST_RETENTION_MS",
     "Swept",
     "sweep",
     "ids",

@@ -96,7 +96,9 @@ class RunStore:
     def init(self) -> int:
         """Create the tables if missing and record the schema version; returns it.  Idempotent.
 
-        A version-1 store is upgraded in place: version 2 adds the requests
+        An older store is upgraded in place.  Version 3 adds when each request
+        id was used (``used_at``, which the sweep's retention reads); the ids
+        kept before count as used at the upgrade.  Version 2 added the requests
         table, which the DDL has just created, filled with the request ids
         the old tables still name: each session's last one, and every
         execute or inject whose prompt row (``message:u-<request_id>``) is
@@ -104,18 +106,26 @@ class RunStore:
         named by their id, so none of them can run again and overwrite it;
         an older continuation's id is not recorded anywhere and stays free.
         """
-        upgrading = self._recorded_version() == "1"
+        recorded = self._recorded_version()
+        now = self.now()
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
                 self.backend.run(stmt)
-            if upgrading:
+            if recorded == "2":  # version 3 records when each request id was used
+                self.backend.run(f"ALTER TABLE {self._t_requests} ADD COLUMN used_at {self.backend.dialect.integer}")
+            if recorded == "1":
                 self._backfill_requests()
+            if recorded in ("1", "2"):
+                # Ids kept before the upgrade count as used now: each is kept a whole retention from here.
+                self.backend.run(f"UPDATE {self._t_requests} SET used_at = ? WHERE used_at IS NULL", (now,))
+            # After the upgrade's ALTER (a version-2 table has no used_at before it): the sweep's pruning reads it.
+            self.backend.run(f"CREATE INDEX IF NOT EXISTS {self._t_requests}_used_at ON {self._t_requests} (used_at)")
             self.backend.run(
                 f"INSERT INTO {self._t_meta} (key, value) VALUES ('schema_version', ?) ON CONFLICT (key) DO NOTHING",
                 (str(SCHEMA_VERSION),),
             )
             self.backend.run(
-                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value = '1'",
+                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value IN ('1', '2')",
                 (str(SCHEMA_VERSION),),
             )
         return self.check_schema()
@@ -229,6 +239,18 @@ class RunStore:
         if not rows:
             return None
         return stored_row(rows[0])
+
+    def prune_requests(self, older_than_ms: int) -> int:
+        """Forget request ids used before ``older_than_ms`` (the sweep's retention); how many were forgotten.
+
+        A session's last request id stays in its state row (a re-send of it is answered from the saved
+        response), so only older ids go: one of them re-sent after this would run again.
+        """
+        with self.backend.transaction():
+            _, rows = self.backend.run(
+                f"DELETE FROM {self._t_requests} WHERE used_at < ? RETURNING request_id", (older_than_ms,)
+            )
+        return len(rows)
 
     def request_used(self, session_id: str, request_id: str) -> bool:
         """Whether a committed step of the session used ``request_id`` (the last one or an older one)."""
@@ -420,8 +442,8 @@ class RunStore:
             # the first row, then the rest; the crash tests stop the process between the two.
             writes = [
                 Statement(
-                    f"INSERT INTO {self._t_requests} (session_id, request_id, step) VALUES (?, ?, ?)",
-                    (lease.session_id, request_id, step),
+                    f"INSERT INTO {self._t_requests} (session_id, request_id, step, used_at) VALUES (?, ?, ?, ?)",
+                    (lease.session_id, request_id, step, now),
                 )
             ]
             writes += [

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from loopfsm.core.errors import ConfigError
 
-SCHEMA_VERSION = 2  # 2 added the requests table
+SCHEMA_VERSION = 3  # 2 added the requests table; 3 when each request id was used (pruned after a retention)
 PHASES = ("Idle", "AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
 ROW_KINDS = ("message", "tool_call", "diff", "plan", "memory", "trace", "input")
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -72,6 +72,7 @@ def ddl(d: Dialect, p: str) -> list[str]:
             session_id TEXT NOT NULL,
             request_id TEXT NOT NULL,
             step       {i} NOT NULL,
+            used_at    {i},
             PRIMARY KEY (session_id, request_id)
         )""",
         f"CREATE INDEX IF NOT EXISTS {p}rows_history ON {p}rows (session_id, step, ord)",

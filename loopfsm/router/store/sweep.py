@@ -54,12 +54,18 @@ class Swept:
     # Runs whose saved phase these machine tables cannot read: kept as saved, and said, so an operator
     # who deployed an edit that strands them hears of it from the sweep too.
     unreadable: list[str] = field(default_factory=list)
+    requests_forgotten: int = 0  # request ids used longer ago than the retention, no longer remembered
 
     def summary(self) -> str:
         shown = ", ".join(self.unreadable[:5]) + (", ..." if len(self.unreadable) > 5 else "")
         return (
             f"{len(self.runs_expired)} paused run(s) expired, {len(self.leases_freed)} expired lease(s) freed, "
             f"{self.bundles_emptied} clear bundle row(s) emptied"
+            + (
+                f", {self.requests_forgotten} request id(s) past the retention forgotten"
+                if self.requests_forgotten
+                else ""
+            )
             + (f", {len(self.conflicts)} row(s) changed under the sweep" if self.conflicts else "")
             + (
                 f", {len(self.unreadable)} run(s) these machine tables cannot read kept as saved ({shown}; "
@@ -70,13 +76,22 @@ class Swept:
         )
 
 
-def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
-    """One pass over the store as of ``now_ms`` (the store's clock when None): free expired leases and end
-    paused runs whose pause expired, emptying their clear bundle.
+#: How long a used request id is remembered (a re-send of it inside this is refused, never run again):
+#: seven days, far past any client's re-sends (the reference client's last is seconds after the first).
+REQUEST_RETENTION_MS = 7 * 24 * 3_600_000
+
+
+def sweep(store: RunStore, *, now_ms: int | None = None, request_retention_ms: int = REQUEST_RETENTION_MS) -> Swept:
+    """One pass over the store as of ``now_ms`` (the store's clock when None): free expired leases, end
+    paused runs whose pause expired, emptying their clear bundle, and forget request ids used more than
+    ``request_retention_ms`` ago.
 
     Safe beside routers and other sweepers on the same database, and idempotent.
     """
     now = store.now(now_ms)
+    if request_retention_ms < 0:
+        raise ValueError(f"the request id retention must be at least 0 ms, got {request_retention_ms!r}")
+    forgotten = store.prune_requests(now - request_retention_ms)
     _, rows = store.backend.run(
         f"SELECT session_id FROM {store.state_table} WHERE holder IS NOT NULL OR phase <> 'Idle' ORDER BY session_id"
     )
@@ -99,7 +114,7 @@ def sweep(store: RunStore, *, now_ms: int | None = None) -> Swept:
         if done.run_expired:
             expired.append(session_id)
         emptied += done.emptied
-    return Swept(now, freed, expired, emptied, conflicts, unreadable)
+    return Swept(now, freed, expired, emptied, conflicts, unreadable, forgotten)
 
 
 @dataclass(frozen=True)
@@ -231,4 +246,4 @@ class PeriodicSweep:
             store.close()
 
 
-__all__ = ["Swept", "sweep", "PeriodicSweep"]
+__all__ = ["REQUEST_RETENTION_MS", "Swept", "sweep", "PeriodicSweep"]
