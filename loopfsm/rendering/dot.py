@@ -187,7 +187,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     again = _again(spec, ov) if tall else None
     if again is not None:
         tip = f"{spec.initial} again: {RETURNS}"
-        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dashed")
+        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5")
         with g.subgraph(name="again") as row:
             row.attr(rank="sink")
             row.node(AGAIN)
@@ -207,11 +207,11 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         junction = joined.get((into(e.dst, e.src), tuple(e.lines())))
         if junction is None:
             g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
-        else:
-            g.edge(e.src, junction, arrowhead="none", **style)
+        else:  # the leg names its feeds; the words follow once, on the joined arrow
+            g.edge(e.src, junction, _wrap([", ".join(e.feeds)]), arrowhead="none", **style)
     for (dst, lines), junction in joined.items():
         g.node(junction, "", shape="point", width="0.08")
-        by_guard = all(e.by_guard for e in moves if into(e.dst, e.src) == dst and tuple(e.lines()) == lines)
+        by_guard = any(e.by_guard for e in moves if into(e.dst, e.src) == dst and tuple(e.lines()) == lines)
         style = {"style": "dashed", "color": GUARD_COLOR} if by_guard else {"style": "solid", "color": "black"}
         g.edge(junction, dst, _wrap(list(lines)), **style)
     notes = False
@@ -315,9 +315,21 @@ class Legend:
         if self.feed_decides:
             out.append(("\u2500\u2500\u25b6", "black", "taken on that feed (always, or for the arguments named)"))
         if self.guard_decides:
-            out.append(("- - \u25b6", GUARD_COLOR, "taken when a guard holds (the machine's data, policy or clock)"))
+            out.append(
+                (
+                    "- - \u25b6",
+                    GUARD_COLOR,
+                    "taken when a guard holds (the machine's data, policy or clock), for a feed on it",
+                )
+            )
         if self.notes:
-            out.append(("grey", NOTE_COLOR, "drawn from a note, for a feed several states take alike"))
+            out.append(
+                (
+                    "grey",
+                    NOTE_COLOR,
+                    "an arrow from a note (a box with a folded corner): a feed several states take alike",
+                )
+            )
         if self.joined:
             out.append(("\u25cf", "black", "arrows that say the same meet and go on as one"))
         if self.stays:
@@ -325,7 +337,7 @@ class Legend:
         if self.terminal:
             out.append(("double border", "black", "a final state"))
         if self.again:
-            out.append(("dashed box", "black", "the initial state drawn again, where runs end"))
+            out.append(("dotted box", "black", "the initial state drawn again, where runs end"))
         return out
 
     def sheet_rows(self) -> list[tuple[str, str, str]]:

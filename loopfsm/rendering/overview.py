@@ -51,9 +51,9 @@ class Edge:
     dst: str
     feeds: dict[str, list[str]] = field(default_factory=dict)
     guarded: bool = True  # every branch on it needs a guard or a when: a conditional move
-    # Every branch on it has a guard: the machine's own check (its data, policy, clock) decides, not
-    # only which arguments the feed brought (a ``when:``).  Drawn dashed.
-    by_guard: bool = True
+    # A branch on it has a guard: the machine's own check (its data, policy, clock) decides it, not only
+    # which arguments the feed brought (a ``when:``).  Drawn dashed.
+    by_guard: bool = False
 
     @property
     def loop(self) -> bool:
@@ -214,7 +214,7 @@ def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branche
         e = moves.setdefault(b.dest, Edge(src, b.dest))  # type: ignore[arg-type]
         e.feeds.setdefault(feed, []).append(branch_words(b))
         e.guarded &= b.guarded
-        e.by_guard &= bool(b.guards)
+        e.by_guard |= bool(b.guards)
     if any(b.dest is None and b.refusal is None for b in branches) and feed not in stays:
         stays.append(feed)
 
@@ -304,7 +304,7 @@ def overview(spec: Spec) -> Overview:
     live = [s.name for s in spec.states.values() if not s.terminal]
     universal = _universal(spec, live)
     for dst, words in sorted(universal):
-        any_moves[dst] = Edge(ANY, dst, {"any feed": [words]})
+        any_moves[dst] = Edge(ANY, dst, {"any feed": [words]}, by_guard=True)
     anywhere: dict[str, list[str]] = {}
     events = []
     for ev0 in spec.events.values():
@@ -330,7 +330,7 @@ def overview(spec: Spec) -> Overview:
                 e = any_moves.setdefault(b.dest, Edge(ANY, b.dest))  # type: ignore[arg-type]
                 e.feeds.setdefault(ev.name, []).append(branch_words(b))
                 e.guarded &= b.guarded
-                e.by_guard &= bool(b.guards)
+                e.by_guard |= bool(b.guards)
             if len(moving) < len(wild):
                 any_stays.append(ev.name)
         else:
@@ -361,7 +361,7 @@ def overview(spec: Spec) -> Overview:
                 e = edges.setdefault((state, dst), Edge(state, dst))
                 e.feeds.setdefault(ev.name, []).append(branch_words(b) if b.dest else "")
                 e.guarded &= b.guarded
-                e.by_guard &= bool(b.guards)
+                e.by_guard |= bool(b.guards)
     # Self-loops read as "what this state accepts"; their words would only
     # repeat the review sheet, so they keep the feed names alone.
     for e in edges.values():

@@ -244,10 +244,9 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
     s = loader.load(path)
     source = dot.state_graph(s).source
     title = source.split("label=<<TABLE", 1)[1].split("</TABLE>>", 1)[0]
-    dashed = f'color="{dot.GUARD_COLOR}" style=dashed' in source
-    solid_black = "color=black style=solid" in source
-    assert ("taken when a guard holds" in title) == dashed
-    assert ("taken on that feed" in title) == solid_black
+    edges = [line for line in source.splitlines() if " -> " in line and "__start__" not in line]
+    assert ("taken when a guard holds" in title) == any("style=dashed" in line for line in edges)
+    assert ("taken on that feed" in title) == any("style=solid" in line for line in edges)
     assert ("a final state" in title) == bool(s.terminal_states)
     assert ("drawn again" in title) == (dot.AGAIN in source)
     sheet = (DIAGRAMS / f"{path.stem}.md").read_text()
@@ -256,14 +255,14 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
 
 
 @pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
-def test_an_arrow_is_dashed_exactly_when_a_guard_decides_every_branch_on_it(path):
+def test_an_arrow_is_dashed_exactly_when_a_guard_decides_a_branch_on_it(path):
     """A `when:` on the feed's arguments is the caller's report, not the machine's check: drawn solid.
     router_run's arrows were all dashed, so dashing said nothing there."""
     s = loader.load(path)
     for e in overview(s).edges:
         if not e.loop:
             branches = [b for ev in e.feeds for b in s.expanded_sources(s.events[ev]).get(e.src, ()) if b.dest == e.dst]
-            assert e.by_guard == all(b.guards for b in branches), (e.src, e.dst)
+            assert e.by_guard == any(b.guards for b in branches), (e.src, e.dst)
     if path.stem == "router_run":
         source = dot.state_graph(s).source
         assert "style=solid" in source and "style=dashed" in source
@@ -286,8 +285,8 @@ def test_shipped_arrows_say_words_not_guard_names(path):
 def test_arrows_that_say_the_same_into_one_state_are_labelled_once():
     source = dot.state_graph(spec("agent_loop")).source
     assert source.count("final_answer: output checks") == 1
-    assert re.search(r"planning -> __join\d+__ \[arrowhead=none", source)
-    assert re.search(r"observing_result -> __join\d+__ \[arrowhead=none", source)
+    assert re.search(r"planning -> __join\d+__ \[label=\"final_answer\\l\" arrowhead=none", source)
+    assert re.search(r"observing_result -> __join\d+__ \[label=\"final_answer\\l\" arrowhead=none", source)
 
 
 def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
