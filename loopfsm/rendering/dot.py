@@ -15,7 +15,7 @@ from typing import Any
 
 import graphviz
 
-from loopfsm.rendering.errors import GraphvizMissing
+from loopfsm.rendering.errors import GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
 from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label
 from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, Overview, overview
@@ -173,7 +173,8 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             attrs = {"peripheries": "2", "style": "rounded,filled", "fillcolor": "#e6e6e6"}
         if s.name == highlight:
             attrs = {**attrs, **HIGHLIGHT}
-        g.node(s.name, _node_title(spec, s.name, loops.get(s.name)), tooltip=s.description, **attrs)
+        # nohtml: graphviz would pass a description written as "<...>" on as an HTML label, unquoted
+        g.node(s.name, _node_title(spec, s.name, loops.get(s.name)), tooltip=graphviz.nohtml(s.description), **attrs)
     g.edge("__start__", spec.initial)
     if tall and spec.terminal_states:
         # Top to bottom, the ends share the last row: where a run can end reads as the page's foot.
@@ -403,7 +404,7 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     prev_label = ""
     steps, unanswered = chain_steps(spec, d)
     for i, r, final in steps:
-        answer = dict(shape="box", style="filled", fillcolor="#eef4fb", tooltip=r.description)
+        answer = dict(shape="box", style="filled", fillcolor="#eef4fb", tooltip=graphviz.nohtml(r.description or ""))
         if final:
             g.node(f"a{i}", ref_label(spec, r.result), **answer)
             g.edge(prev, f"a{i}", prev_label)
@@ -478,6 +479,9 @@ def svg_from_source(source: str) -> str:
             "the Graphviz 'dot' program is not installed, so no SVG can be drawn; "
             "install it (e.g. 'apt-get install -y graphviz')"
         ) from err
+    except graphviz.CalledProcessError as err:  # DOT text dot refuses: a bug of ours, said in one line
+        said = (err.stderr or b"").decode("utf-8", "replace") if isinstance(err.stderr, bytes) else str(err.stderr)
+        raise RenderError(f"Graphviz's dot refused the drawing: {said.strip()[:300]}") from None
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)

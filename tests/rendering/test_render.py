@@ -326,3 +326,23 @@ def test_mermaid_spells_a_less_than_sign_so_words_are_not_read_as_html():
     )
     chart = mermaid.decision_flowchart(loader.parse(loop), loader.parse(loop).decisions["resume"])
     assert "#lt;gone>" in chart and "<" not in chart.replace("<br/>", "")
+
+
+def test_descriptions_that_look_like_markup_are_drawn_as_text():
+    """graphviz passes a string written as "<...>" on as an HTML label: a state's description used as its
+    tooltip broke the DOT text (a traceback from `loopfsm build`). It is quoted text now, and dot draws it."""
+    text = (ROOT / "machines" / "turnstile.yaml").read_text()
+    old = "The arm is locked; pushing does nothing."
+    assert old in text
+    s = loader.parse(text.replace(old, '"<b>&amp; {x} | y </TD>"'), "turnstile.yaml")
+    assert s.states["locked"].description == "<b>&amp; {x} | y </TD>"
+    source = dot.state_graph(s).source
+    assert 'tooltip="<b>&amp; {x} | y </TD>"' in source
+    assert dot.to_svg(dot.state_graph(s)).rstrip().endswith("</svg>")
+
+
+def test_a_drawing_dot_refuses_is_a_render_error_not_a_traceback():
+    from loopfsm import RenderError
+
+    with pytest.raises(RenderError, match="Graphviz's dot refused the drawing: .*syntax error"):
+        dot.svg_from_source("digraph { a -> }")
