@@ -162,7 +162,7 @@ class CallbackError(LoopFsmError):
     the callback raised (a ``before_state_change`` callback runs before any).
     """
 
-    def __init__(self, message: str, moved: bool, feed_data: object = None):
+    def __init__(self, message: str, moved: bool = False, feed_data: object = None):
         super().__init__(message)
         self.moved = moved
         self.feed_data = feed_data  # the feed's context, for the trace record of a move that happened
