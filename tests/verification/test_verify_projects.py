@@ -213,17 +213,22 @@ def test_values_given_for_a_registry_type_are_decoded_by_its_codec(tmp_path, mon
     assert "--values coin: value {'dollars': 1} is not a coin: KeyError" in err and "Traceback" not in err
 
 
-def _cpu_free(report: str) -> str:
-    return re.sub(r"in [0-9.]+s of CPU", "in Ns of CPU", report)
-
-
-def test_workers_verify_machines_at_once_and_print_the_same_reports_in_the_same_order(tmp_path, monkeypatch, capsys):
+def _door_and_bank(tmp_path: Path, monkeypatch) -> None:
+    """A project of two machines, each with its registry declared in pyproject.toml."""
     _project(tmp_path, monkeypatch)
     (tmp_path / "machines" / "bank.yaml").write_text(BANK)
     (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY", bank = "bank_registry:REGISTRY"}\n'
     )
+
+
+def _cpu_free(report: str) -> str:
+    return re.sub(r"in [0-9.]+s of CPU", "in Ns of CPU", report)
+
+
+def test_workers_verify_machines_at_once_and_print_the_same_reports_in_the_same_order(tmp_path, monkeypatch, capsys):
+    _door_and_bank(tmp_path, monkeypatch)
     assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q"]) == 1
     alone = capsys.readouterr().out
     assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q", "--workers", "2"]) == 1
@@ -237,12 +242,7 @@ def test_workers_verify_machines_at_once_and_print_the_same_reports_in_the_same_
 
 
 def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypatch, capsys):
-    _project(tmp_path, monkeypatch)
-    (tmp_path / "machines" / "bank.yaml").write_text(BANK)
-    (tmp_path / "bank_registry.py").write_text(COIN_REGISTRY)
-    (tmp_path / "pyproject.toml").write_text(
-        '[tool.loopfsm]\nregistries = {door = "door_registry:REGISTRY", bank = "bank_registry:REGISTRY"}\n'
-    )
+    _door_and_bank(tmp_path, monkeypatch)
     assert main(["verify", "--depth", "2", "--set", "max_opens=0", "-q"]) == 1  # only the door has max_opens
     out = capsys.readouterr().out
     assert "door: " in out and "VIOLATED     opens_bounded" in out and "bank: " in out
