@@ -107,7 +107,8 @@ class RunStore:
         an older continuation's id is not recorded anywhere and stays free.
         """
         recorded = self._recorded_version()
-        now = self.now()
+        upgrading = recorded in ("1", "2")
+        now = self.now() if upgrading else 0  # the clock is read only by an upgrade (a model's may not run yet)
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
                 self.backend.run(stmt)
@@ -115,7 +116,7 @@ class RunStore:
                 self.backend.run(f"ALTER TABLE {self._t_requests} ADD COLUMN used_at {self.backend.dialect.integer}")
             if recorded == "1":
                 self._backfill_requests()
-            if recorded in ("1", "2"):
+            if upgrading:
                 # Ids kept before the upgrade count as used now: each is kept a whole retention from here.
                 self.backend.run(f"UPDATE {self._t_requests} SET used_at = ? WHERE used_at IS NULL", (now,))
             # After the upgrade's ALTER (a version-2 table has no used_at before it): the sweep's pruning reads it.
