@@ -386,22 +386,22 @@ class LockedTransitionsEngine(TransitionsEngine):
     """
 
     def run(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
-        machine: Any = self.machine
-        if machine._ident.current == threading.get_ident():  # a feed from a callback inside a feed
-            return TransitionsEngine.run(self, feed, model, args, policy)
-        with contextlib.ExitStack() as stack:
-            for context in machine.model_context_map[id(model)]:
-                stack.enter_context(context)
+        with self._held(model):
             return TransitionsEngine.run(self, feed, model, args, policy)
 
     def traced(self, feed: Feed, model: Any, args: Mapping[str, Any], policy: Any) -> FeedData:
+        with self._held(model):  # the run inside finds the lock held by this thread and does not take it again
+            return traced_run(self.run, feed, model, args, policy)
+
+    def _held(self, model: Any) -> contextlib.AbstractContextManager[Any]:
+        """The model's lock contexts, entered; nothing for a feed from a callback inside a feed (held already)."""
         machine: Any = self.machine
         if machine._ident.current == threading.get_ident():
-            return traced_run(self.run, feed, model, args, policy)
-        with contextlib.ExitStack() as stack:
-            for context in machine.model_context_map[id(model)]:
-                stack.enter_context(context)
-            return traced_run(self.run, feed, model, args, policy)
+            return contextlib.nullcontext()
+        stack = contextlib.ExitStack()
+        for context in machine.model_context_map[id(model)]:
+            stack.enter_context(context)
+        return stack
 
 
 def traced_run(
