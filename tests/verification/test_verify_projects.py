@@ -270,3 +270,30 @@ def test_workers_are_forked_processes_and_a_dead_one_is_reported_not_hung():
     reports.clear()
     assert run_all([own_pid, dies], 2, reports.append, 1)[1] == 1
     assert "a verify worker stopped before reporting" in reports[1]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_worker_and_each_prints_its_incomplete_report():
+    """docs/verify.md: with --workers, Ctrl-C reaches every process; each stops and reports what it explored."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = Path(__file__).resolve().parents[2]
+    args = ["machines/tool_breaker.yaml", "machines/fallback_breaker.yaml", "--workers", "2", "--depth", "40"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopfsm", "verify", *args, "--time-limit", "0", "--max-states", "100000000", "-q"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the terminal's Ctrl-C reaches the command and its workers
+    )
+    time.sleep(4)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert out.count("stopped by an interrupt (Ctrl-C)") == 2 and out.count("INCOMPLETE") == 2
+    assert out.index("tool_breaker: ") < out.index("fallback_breaker: ")
