@@ -224,6 +224,27 @@ def test_a_version_2_store_is_upgraded_and_keeps_its_request_ids_a_whole_retenti
         assert not s.request_used("s", "A") and not s.request_used("s", "B")
 
 
+def test_router_serve_upgrades_an_older_store_as_store_init_does(store_url):  # noqa: F811
+    """docs/router.md: starting `router serve` upgrades the store (it builds its Router with create=True)."""
+    from loopfsm.router import Router
+
+    url, prefix = store_url
+    router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
+    run_to_end(router, "s", "A", "one")
+    router.close()
+    with open_store(url, prefix=prefix) as s:
+        with s.backend.transaction():
+            s.backend.run(
+                f"CREATE TABLE {prefix}old_requests AS SELECT session_id, request_id, step FROM {prefix}requests"
+            )
+            s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
+            s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
+    Router(url, prefix=prefix, create=True).close()
+    with open_store(url, prefix=prefix) as s:
+        assert s.check_schema() == 3 and s.request_used("s", "A")
+
+
 def test_a_request_id_is_refused_inside_the_retention_and_forgotten_after_it(store_url):  # noqa: F811
     from loopfsm.router.store import sweep
 
