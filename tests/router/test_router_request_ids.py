@@ -192,6 +192,18 @@ def test_an_upgraded_version_1_store_still_refuses_its_old_prompts_request_ids(s
     router.close()
 
 
+def _as_version_2(url: str, prefix: str) -> None:
+    """Make the store hold its runs as a version-2 store did: a requests table without ``used_at``."""
+    with open_store(url, prefix=prefix) as s:
+        with s.backend.transaction():
+            s.backend.run(
+                f"CREATE TABLE {prefix}old_requests AS SELECT session_id, request_id, step FROM {prefix}requests"
+            )
+            s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
+            s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
+
+
 def test_a_version_2_store_is_upgraded_and_keeps_its_request_ids_a_whole_retention(store_url):  # noqa: F811
     """Version 3 records when each id was used; ids a version-2 store kept count as used at the upgrade."""
     from loopfsm.router.store import REQUEST_RETENTION_MS, sweep
@@ -201,14 +213,7 @@ def test_a_version_2_store_is_upgraded_and_keeps_its_request_ids_a_whole_retenti
     run_to_end(router, "s", "A", "one")
     run_to_end(router, "s", "B", "two")
     router.close()
-    with open_store(url, prefix=prefix) as s:  # as a version-2 store holds these runs: no used_at column
-        with s.backend.transaction():
-            s.backend.run(
-                f"CREATE TABLE {prefix}old_requests AS SELECT session_id, request_id, step FROM {prefix}requests"
-            )
-            s.backend.run(f"DROP TABLE {prefix}requests")
-            s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
-            s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
+    _as_version_2(url, prefix)  # as a version-2 store holds these runs: no used_at column
     with pytest.raises(StoreError, match="schema version 2; this loopfsm reads version 3: upgrade it in place"):
         open_store(url, prefix=prefix)
     upgraded_at = 10**12
@@ -232,14 +237,7 @@ def test_router_serve_upgrades_an_older_store_as_store_init_does(store_url):  # 
     router, _ = make(url, prefix, TOOLS_SCRIPT, permissions=ALLOW_ALL)
     run_to_end(router, "s", "A", "one")
     router.close()
-    with open_store(url, prefix=prefix) as s:
-        with s.backend.transaction():
-            s.backend.run(
-                f"CREATE TABLE {prefix}old_requests AS SELECT session_id, request_id, step FROM {prefix}requests"
-            )
-            s.backend.run(f"DROP TABLE {prefix}requests")
-            s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
-            s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
+    _as_version_2(url, prefix)
     Router(url, prefix=prefix, create=True).close()
     with open_store(url, prefix=prefix) as s:
         assert s.check_schema() == 3 and s.request_used("s", "A")
