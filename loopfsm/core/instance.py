@@ -322,15 +322,15 @@ class MachineInstance(_tracing.Traced):
             )
         return self._answer(decision, c.policy(policy), c.decision_binders[decision]((), args))
 
-    def _answer(self, decision: str, policy: Any, args: dict[str, Any]) -> tuple[str, Any]:
+    def _answer(self, decision: str, policy: Any, args: dict[str, Any], traced: bool = True) -> tuple[str, Any]:
         """:meth:`explain` of arguments its binder bound and a policy object (``loopfsm verify`` asks the same
-        bound question of thousands of configurations)."""
+        bound question of thousands of configurations, untraced: it reads the rule from the answer)."""
         c = self.compiled
         q = QueryData(self, policy, args)
         for rule in c.decision_rules(decision, self._state, policy):
             if all_hold(rule.guards, self, q):
                 answer = rule.result(self, q)
-                if _tracing.ACTIVE:
+                if traced and _tracing.ACTIVE:
                     _tracing.decision_done(self, decision, rule.name, q)
                 return rule.name, answer
         raise DecisionError(f"{c.name}: decision '{decision}' has no answer in state '{self._state}'")

@@ -331,15 +331,18 @@ class Domains:
                         f"{self.spec.name}: --values {key}: value {value!r} is not {kind}: argument '{key}' takes it"
                     )
 
-    def steps(self, inst: Any, clock: int, feeds: tuple[str, ...]) -> list[Step]:
-        """Every feed of ``feeds`` with every combination of its arguments' values, in table order."""
+    def steps(self, inst: Any, clock: int, feeds: tuple[str, ...], first_only: bool = False) -> list[Step]:
+        """Every feed of ``feeds`` with every combination of its arguments' values, in table order (with
+        ``first_only``, the first combination of each: a feed every value of which is refused alike)."""
         out: list[Step] = []
         for feed in feeds:
-            out += self.combinations(feed, self.spec.events[feed].args, inst, clock)
+            out += self.combinations(feed, self.spec.events[feed].args, inst, clock, first_only)
         return out
 
-    def combinations(self, feed: str, args: dict[str, FieldDef], inst: Any, clock: int) -> list[Step]:
-        """``feed`` (or a decision) with every combination of the values of ``args``."""
+    def combinations(
+        self, feed: str, args: dict[str, FieldDef], inst: Any, clock: int, first_only: bool = False
+    ) -> list[Step]:
+        """``feed`` (or a decision) with every combination of the values of ``args`` (or only the first)."""
         out: list[Step] = []
         names, choices = [], []
         for f in args.values():
@@ -363,6 +366,8 @@ class Domains:
             choices.append(values)
         for combo in itertools.product(*choices):
             out.append(Step(feed, tuple(zip(names, combo, strict=True))))
+            if first_only:
+                break
         return out
 
 

@@ -297,3 +297,52 @@ def test_ctrl_c_stops_every_worker_and_each_prints_its_incomplete_report():
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert out.count("stopped by an interrupt (Ctrl-C)") == 2 and out.count("INCOMPLETE") == 2
     assert out.index("tool_breaker: ") < out.index("fallback_breaker: ")
+
+
+FICKLE_REGISTRY = '''
+from loopfsm import Registry
+
+REGISTRY = Registry("fickle")
+ASKED = [0]
+
+
+@REGISTRY.guard
+def on_second_asking(m, ctx):
+    """Holds every second time it is asked: not a function of the machine and the feed."""
+    ASKED[0] += 1
+    return ASKED[0] % 2 == 0
+'''
+
+FICKLE = """
+machine: fickle
+description: A switch whose guard answers differently when asked again.
+registry: fickle
+states:
+  off: {initial: true, description: off}
+  on: {description: on}
+events:
+  flip:
+    description: flip it
+    otherwise: raise
+    from:
+      off:
+        - guard: on_second_asking
+          to: on
+      on:
+        - to: off
+"""
+
+
+def test_a_guard_that_is_not_pure_is_a_finding_and_stops_that_configuration(tmp_path, monkeypatch, capsys):
+    """Verify asks a feed's guards before copying a configuration (a feed they refuse changes nothing, so
+    it is fed to the configuration itself): a guard that refuses, then accepts, is reported, not explored."""
+    (tmp_path / "machines").mkdir()
+    machine = tmp_path / "machines" / "fickle.yaml"
+    machine.write_text(FICKLE)
+    (tmp_path / "fickle_registry.py").write_text(FICKLE_REGISTRY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["verify", str(machine), "--registry", "fickle=fickle_registry:REGISTRY", "--depth", "2", "-q"]) == 1
+    out = capsys.readouterr().out
+    assert "VIOLATED     no_crash" in out
+    assert "flip() was refused by its guards, then accepted: a guard is not pure" in out
