@@ -102,8 +102,9 @@ def add_commands(sub: Any) -> None:
     )
     t.add_argument(
         "--holder",
-        help="this router's lock-holder id; keep it across restarts so recovery frees its locks "
-        "(default: router-HOST-PORT)",
+        help="this router's lock-holder id, claimed in the store while it serves (a second router asking for it "
+        "is refused); keep it across restarts so recovery frees its locks (default: router-HOSTNAME-PORT, this "
+        "machine's host name)",
     )
     t.add_argument(
         "--permissions",
@@ -293,7 +294,7 @@ def cmd_router(args: argparse.Namespace) -> int:
     router = Router(
         args.store,
         prefix=args.prefix,
-        holder=args.holder or f"router-{args.host}-{args.port}",
+        holder=args.holder or _default_holder(args.port),
         provider=provider,
         fallback=fallback,
         permissions=perms,
@@ -306,9 +307,11 @@ def cmd_router(args: argparse.Namespace) -> int:
 
     workers = f", {args.workers} worker processes" if args.workers > 1 else ""
 
-    def listening(port: int) -> None:
+    def bound(port: int) -> None:
         if not args.holder:  # with --port 0 the system chose the port: the default holder id names it, not 0
-            router.holder = f"router-{args.host}-{port}"
+            router.holder = _default_holder(port)
+
+    def listening(port: int) -> None:
         print(
             f"loopfsm router serving on http://{args.host}:{port} (store {args.store.split('://')[0]}, "
             f"holder {router.holder}{workers}; model {args.provider}/{model}, fallback {fb_kind}/{fb_model})",
@@ -336,8 +339,17 @@ def cmd_router(args: argparse.Namespace) -> int:
         sweep_every_s=args.sweep_every or None,
         on_listening=listening,
         workers=args.workers,
+        on_bound=bound,
     )
     return 0
+
+
+def _default_holder(port: int) -> str:
+    """``router-HOSTNAME-PORT``: routers on different machines (or pods) sharing a store get different ids without
+    being told, and a router restarted on its machine and port gets its own again."""
+    import socket
+
+    return f"router-{socket.gethostname()}-{port}"
 
 
 def _machine_tables() -> str:

@@ -26,6 +26,7 @@ from typing import Any
 
 from loopfsm.core.errors import ConfigError
 
+from .store.claims import Claim
 from .protocol import MAX_REQUEST_BYTES, MAX_REQUEST_DEPTH, error, nested_deeper_than, protocol_schema
 from .service import SESSION_ID, Router
 
@@ -165,8 +166,12 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
     }
 
 
-def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
-    """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs."""
+def create_app(router: Router, *, sweep_every_s: float | None = None, claim: Claim | None = None) -> Any:
+    """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs, and
+    with ``claim`` (the router's holder-id claim) it renews it while it runs and gives it up when it stops.
+
+    Both stop in the app's shutdown, not after the server returns: uvicorn raises the stop signal again once
+    it has shut down, which ends the process before code after ``Server.run`` could run."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
@@ -178,6 +183,7 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
+        keeper = router.claim_keeper(claim).start() if claim is not None else None
         sweeper = None
         if sweep_every_s:
             from .store.sweep import PeriodicSweep
@@ -193,6 +199,8 @@ def create_app(router: Router, *, sweep_every_s: float | None = None) -> Any:
         finally:
             if sweeper is not None:
                 sweeper.stop()
+            if keeper is not None:
+                keeper.stop()  # and the claim is given up: a successor under this id starts at once
             router.close()
 
     async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
@@ -302,13 +310,17 @@ def serve(
     sweep_every_s: float | None = None,
     on_listening: Callable[[int], None] | None = None,
     workers: int = 1,
+    on_bound: Callable[[int], None] | None = None,
 ) -> None:
     """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
 
     The socket is bound before recovery: a second router started by mistake on a
-    port already taken (same holder id) fails there, and never frees the locks
-    of the router that is serving.  ``on_listening`` is called with the port
-    bound (the system's choice for port 0) before recovery.  With ``workers`` above 1 this process
+    port already taken fails there, and never frees the locks of the router that
+    is serving.  Then the holder id is claimed (:mod:`loopfsm.router.store.claims`):
+    a live router serving under it stops this one here, before it frees a lock.
+    ``on_bound`` is called with the port bound (the system's choice for port 0)
+    before the claim (to name the holder id after it), ``on_listening`` after it,
+    both before recovery.  With ``workers`` above 1 this process
     supervises that many forked router processes on the socket (see
     :mod:`loopfsm.router.workers`): each takes the holder id ``HOLDER-wI``,
     frees its own previous incarnation's locks and opens its own store
@@ -330,21 +342,47 @@ def serve(
     except (OSError, OverflowError) as err:
         sock.close()
         raise ConfigError(f"cannot listen on {host}:{port}: {getattr(err, 'strerror', None) or err}") from None
-    if on_listening is not None:
-        on_listening(sock.getsockname()[1])  # the port taken: the one asked for, or the system's choice for 0
-    router.recover()  # with workers: the locks of a one-process incarnation under the plain holder id
+    port_taken = sock.getsockname()[1]  # the one asked for, or the system's choice for 0
+    try:
+        if on_bound is not None:
+            on_bound(port_taken)  # may name the holder id after the port
+        mine = router.claim()  # before any lock is freed: a live process serving under this id stops the start here
+        if on_listening is not None:
+            on_listening(port_taken)
+    except BaseException:
+        sock.close()
+        router.close()
+        raise
 
-    def run(sweep: float | None) -> None:
-        config = uvicorn.Config(create_app(router, sweep_every_s=sweep), host=host, port=port, log_level=log_level)
-        uvicorn.Server(config).run(sockets=[sock])
+    def run(sweep: float | None, claimed: Claim) -> None:
+        app = create_app(router, sweep_every_s=sweep, claim=claimed)
+        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run(sockets=[sock])
 
     if workers == 1:
-        run(sweep_every_s)
+        router.recover()
+        run(sweep_every_s, mine)
         return
     from .workers import supervise, worker_holder
 
     base = router.holder
-    router.close()  # no connection of the parent's crosses the fork: each worker opens its own
+    try:
+        router.recover()  # the locks of a one-process incarnation under the plain holder id
+        # Every worker's id is claimed here, before any fork: a second supervisor under the same id stops now, in
+        # one line, instead of starting workers that fail one by one.  Each worker takes its claim over (same token).
+        made: list[Claim] = []
+        try:
+            for index in range(workers):
+                router.holder = worker_holder(base, index)
+                made.append(router.claim())
+        except BaseException:
+            for claimed in made:
+                router.release(claimed)
+            raise
+        tokens = [claimed.token for claimed in made]
+    finally:
+        router.holder = base
+        router.release(mine)  # the plain id serves no requests under the workers
+        router.close()  # no connection of the parent's crosses the fork: each worker opens its own
     # Under uvloop (uvicorn's choice when installed) a worker that wakes accepts every waiting connection, so
     # clients connecting together all land on one process; libuv's switch makes it accept one and yield.
     os.environ["UV_TCP_SINGLE_ACCEPT"] = "1"
@@ -352,7 +390,8 @@ def serve(
 
     def child(index: int) -> None:
         router.holder = worker_holder(base, index)
+        claimed = router.claim(tokens[index])  # the supervisor's claim, now recording this process
         router.recover()
-        run(sweep_every_s if index == 0 else None)
+        run(sweep_every_s if index == 0 else None, claimed)
 
     supervise(workers, child)

@@ -217,12 +217,12 @@ def test_port_0_says_the_port_it_took_and_holds_locks_under_it(tmp_path):
         found = re.search(r"serving on http://127\.0\.0\.1:(\d+) \(store sqlite, holder (\S+);", line)
         assert found is not None, line
         port = int(found[1])
-        assert port != 0 and found[2] == f"router-127.0.0.1-{port}", line
+        assert port != 0 and found[2] == f"router-{socket.gethostname()}-{port}", line
         deadline = time.monotonic() + START_S
         while True:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as reply:
-                    assert f'"holder":"router-127.0.0.1-{port}"' in reply.read().decode()
+                    assert f'"holder":"router-{socket.gethostname()}-{port}"' in reply.read().decode()
                 break
             except OSError:
                 assert time.monotonic() < deadline, "the router did not answer"

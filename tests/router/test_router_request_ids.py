@@ -155,12 +155,13 @@ def test_store_init_upgrades_a_version_1_store(store_url):  # noqa: F811
     with open_store(url, prefix=prefix) as s:
         with s.backend.transaction():
             s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"DROP TABLE {prefix}holders")
             s.backend.run(f"UPDATE {prefix}meta SET value = '1' WHERE key = 'schema_version'")
     with pytest.raises(StoreError, match="schema version 1") as refused:
         open_store(url, prefix=prefix)
     assert "upgrade it in place with `loopfsm store init URL`" in str(refused.value)
     with open_store(url, prefix=prefix, create=True) as s:
-        assert s.check_schema() == SCHEMA_VERSION == 3
+        assert s.check_schema() == SCHEMA_VERSION == 4
         assert s.request_used("s", "A") is False
 
 
@@ -175,6 +176,7 @@ def test_an_upgraded_version_1_store_still_refuses_its_old_prompts_request_ids(s
     with open_store(url, prefix=prefix) as s:  # as a version-1 store holds these runs
         with s.backend.transaction():
             s.backend.run(f"DROP TABLE {prefix}requests")
+            s.backend.run(f"DROP TABLE {prefix}holders")
             s.backend.run(f"UPDATE {prefix}meta SET value = '1' WHERE key = 'schema_version'")
     with open_store(url, prefix=prefix, create=True) as s:
         assert [s.request_used(*k) for k in (("s", "A"), ("s", "B"), ("t", "C"), ("t", "A"))] == [
@@ -201,6 +203,7 @@ def _as_version_2(url: str, prefix: str) -> None:
             )
             s.backend.run(f"DROP TABLE {prefix}requests")
             s.backend.run(f"ALTER TABLE {prefix}old_requests RENAME TO {prefix}requests")
+            s.backend.run(f"DROP TABLE {prefix}holders")
             s.backend.run(f"UPDATE {prefix}meta SET value = '2' WHERE key = 'schema_version'")
 
 
@@ -214,11 +217,11 @@ def test_a_version_2_store_is_upgraded_and_keeps_its_request_ids_a_whole_retenti
     run_to_end(router, "s", "B", "two")
     router.close()
     _as_version_2(url, prefix)  # as a version-2 store holds these runs: no used_at column
-    with pytest.raises(StoreError, match="schema version 2; this loopfsm reads version 3: upgrade it in place"):
+    with pytest.raises(StoreError, match="schema version 2; this loopfsm reads version 4: upgrade it in place"):
         open_store(url, prefix=prefix)
     upgraded_at = 10**12
     with open_store(url, prefix=prefix, create=True, clock=lambda: upgraded_at) as s:
-        assert s.check_schema() == 3 and s.request_used("s", "A")
+        assert s.check_schema() == SCHEMA_VERSION and s.request_used("s", "A")
         day = 86_400_000
         assert sweep(s, now_ms=upgraded_at + REQUEST_RETENTION_MS - day).requests_forgotten == 0
         assert s.request_used("s", "A")
@@ -240,7 +243,7 @@ def test_router_serve_upgrades_an_older_store_as_store_init_does(store_url):  # 
     _as_version_2(url, prefix)
     Router(url, prefix=prefix, create=True).close()
     with open_store(url, prefix=prefix) as s:
-        assert s.check_schema() == 3 and s.request_used("s", "A")
+        assert s.check_schema() == SCHEMA_VERSION and s.request_used("s", "A")
 
 
 def test_a_request_id_is_refused_inside_the_retention_and_forgotten_after_it(store_url):  # noqa: F811

@@ -69,7 +69,8 @@ from loopfsm.router.errors import ProtocolError
 from ...machines.fallback_breaker import FallbackBreaker
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.router.providers import Provider
-from loopfsm.router.store import Lease, RunStore, open_store
+from loopfsm.router.store import Lease, RunStore, claims, open_store
+from loopfsm.router.store.claims import Claim
 from loopfsm.router.store.records import wall_clock_ms
 from ..session_id import SESSION_ID_PATTERN
 from .. import protocol as P
@@ -141,6 +142,7 @@ class Router:
         self._stores: list[RunStore] = []  # every connection open, to close them all at the end
         self._idle: list[RunStore] = []  # the pool: open connections no request holds now
         self._stores_lock = threading.Lock()
+        self._claim_lease_ms = int(ROUTER_RUN.default_policy.lease_ms)  # the store's lease, read again by claim()
         # router_run's policy: the YAML defaults, overridden by ``policy`` (and the older ``approval_ttl_ms``)
         overrides = dict(policy or {})
         if approval_ttl_ms is not None:
@@ -185,8 +187,42 @@ class Router:
         with self._stores_lock:
             return len(self._stores)
 
+    def claim(self, token: str | None = None) -> Claim:
+        """Claim this router's holder id in the store (see :mod:`loopfsm.router.store.claims`), before
+        :meth:`recover`: :class:`~loopfsm.router.store.claims.HolderClaimed` when a live process serves under it."""
+        s = self._borrow()
+        broken = True
+        try:
+            mine = claims.claim(s, self.holder, token=token)
+            self._claim_lease_ms = s.lease_ms
+            broken = False
+            return mine
+        finally:
+            self._give_back(s, broken=broken)
+
+    def release(self, mine: Claim) -> bool:
+        """Give up a claim :meth:`claim` made (when it is still this process's); whether it was."""
+        s = self._borrow()
+        broken = True
+        try:
+            given_up = claims.release(s, mine)
+            broken = False
+            return given_up
+        finally:
+            self._give_back(s, broken=broken)
+
+    def claim_keeper(self, mine: Claim) -> claims.ClaimKeeper:
+        """A keeper renewing ``mine`` every third of the lease on a connection of its own (the caller starts it)."""
+
+        def opened() -> RunStore:
+            return open_store(self.store_url, prefix=self.prefix, clock=self.clock)
+
+        return claims.ClaimKeeper(opened, mine, every_s=self._claim_lease_ms / 3000)
+
     def recover(self) -> list[str]:
-        """Startup: free the locks this router's previous incarnation held; their runs resume from phase."""
+        """Startup: free the locks this router's previous incarnation held; their runs resume from phase.
+
+        Call it after :meth:`claim`: only a process that owns the holder id may free its locks."""
         s = self._borrow()  # from the pool and back, so the starting thread keeps no connection of its own
         broken = True
         try:

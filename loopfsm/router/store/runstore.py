@@ -96,7 +96,8 @@ class RunStore:
     def init(self) -> int:
         """Create the tables if missing and record the schema version; returns it.  Idempotent.
 
-        An older store is upgraded in place.  Version 3 adds when each request
+        An older store is upgraded in place.  Version 4 adds the holder-id
+        claims (:mod:`.claims`), an empty table.  Version 3 adds when each request
         id was used (``used_at``, which the sweep's retention reads); the ids
         kept before count as used at the upgrade.  Version 2 added the requests
         table, which the DDL has just created, filled with the request ids
@@ -107,7 +108,7 @@ class RunStore:
         an older continuation's id is not recorded anywhere and stays free.
         """
         recorded = self._recorded_version()
-        upgrading = recorded in ("1", "2")
+        upgrading = recorded in ("1", "2")  # version 4 only adds a table, which the DDL makes
         now = self.now() if upgrading else 0  # the clock is read only by an upgrade (a model's may not run yet)
         with self.backend.transaction():
             for stmt in ddl(self.backend.dialect, self.prefix):
@@ -126,7 +127,7 @@ class RunStore:
                 (str(SCHEMA_VERSION),),
             )
             self.backend.run(
-                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value IN ('1', '2')",
+                f"UPDATE {self._t_meta} SET value = ? WHERE key = 'schema_version' AND value IN ('1', '2', '3')",
                 (str(SCHEMA_VERSION),),
             )
         return self.check_schema()

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from loopfsm.core.errors import ConfigError
 
-SCHEMA_VERSION = 3  # 2 added the requests table; 3 when each request id was used (pruned after a retention)
+# 2 added the requests table; 3 when each request id was used (pruned after a retention); 4 the holder-id claims
+SCHEMA_VERSION = 4
 PHASES = ("Idle", "AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt")
 ROW_KINDS = ("message", "tool_call", "diff", "plan", "memory", "trace", "input")
 _PREFIX = re.compile(r"[a-z][a-z0-9_]{0,40}")
@@ -75,6 +76,15 @@ def ddl(d: Dialect, p: str) -> list[str]:
             used_at    {i},
             PRIMARY KEY (session_id, request_id)
         )""",
+        # The process serving under each lock-holder id, while it serves (loopfsm.router.store.claims).
+        f"""CREATE TABLE IF NOT EXISTS {p}holders (
+            holder     TEXT PRIMARY KEY,
+            host       TEXT NOT NULL,
+            pid        {i} NOT NULL,
+            since      {i} NOT NULL,
+            expires_at {i} NOT NULL,
+            token      TEXT NOT NULL
+        )""",
         f"CREATE INDEX IF NOT EXISTS {p}rows_history ON {p}rows (session_id, step, ord)",
         f"CREATE INDEX IF NOT EXISTS {p}run_state_holder ON {p}run_state (holder)",
     ]
@@ -82,6 +92,7 @@ def ddl(d: Dialect, p: str) -> list[str]:
 
 def drop(p: str) -> list[str]:
     return [
+        f"DROP TABLE IF EXISTS {p}holders",
         f"DROP TABLE IF EXISTS {p}requests",
         f"DROP TABLE IF EXISTS {p}rows",
         f"DROP TABLE IF EXISTS {p}run_state",
