@@ -288,6 +288,9 @@ def cmd_router(args: argparse.Namespace) -> int:
         raise ConfigError('--permissions maps tool names to "allow", "ask" or "deny"')
     if args.cost_ceiling < 0:
         raise ConfigError("--cost-ceiling is a number of tokens, 0 or more")
+    from loopfsm.router.telemetry import TracingSetup
+
+    tracing = TracingSetup.from_environment()  # a wrong OTEL_* value stops the start, in one line
     made_key = args.key_file is None and not os.path.lexists(default_key_path())  # said at start: a file outside
     key = load_router_key(args.key_file)  # read now: a missing or unsafe key file stops the start, not a run
     tables = _machine_tables()  # which tables this router runs: an operator deploying edited ones sees them named
@@ -331,6 +334,8 @@ def cmd_router(args: argparse.Namespace) -> int:
                 f"encrypted sessions' run state is sealed under the router key in {where}", file=sys.stderr, flush=True
             )
         print(tables, file=sys.stderr, flush=True)
+        if tracing is not None:
+            print(tracing.described(), file=sys.stderr, flush=True)
 
     serve(
         router,
@@ -340,6 +345,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         on_listening=listening,
         workers=args.workers,
         on_bound=bound,
+        tracing=tracing,
     )
     return 0
 

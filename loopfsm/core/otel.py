@@ -129,7 +129,7 @@ class OtelSpanEventSink:
 
 # -- a run as GenAI spans -------------------------------------------------------------------------
 #: Record attributes copied onto the spans they describe (the GenAI conventions' names).
-RUN_SPAN_ATTRIBUTES = ("gen_ai.conversation.id", "gen_ai.agent.id")
+RUN_SPAN_ATTRIBUTES = ("gen_ai.conversation.id", "gen_ai.agent.id", "gen_ai.provider.name")
 TOOL_SPAN_ATTRIBUTES = ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.type", "gen_ai.request.model")
 CALLS_TOOLS = "calls_tools"
 #: Set (true) on spans :meth:`OtelRunSpans.close` ended before the run reached a terminal state.
@@ -155,9 +155,14 @@ class OtelRunSpans:
     before it ends needs :meth:`close`, or its open spans are never exported.
     """
 
-    def __init__(self, tracer: Any, machine: Any, agent_name: str | None = None) -> None:
+    def __init__(
+        self, tracer: Any, machine: Any, agent_name: str | None = None, *, provider_name: str | None = None
+    ) -> None:
+        """``provider_name`` is the run's ``gen_ai.provider.name`` (``openai``, ``anthropic``...), which the
+        GenAI conventions require on the run's span; without it a record carrying that attribute gives it."""
         _require()
         self._tracer = tracer
+        self._provider = provider_name
         spec = machine.spec
         self._tool_states = frozenset(s.name for s in spec.states.values() if CALLS_TOOLS in s.tags)
         self._terminal = frozenset(machine.terminal_states)
@@ -167,9 +172,11 @@ class OtelRunSpans:
         self.ended = False  # the run's span ended: later records (late news, audits) go nowhere
 
     @classmethod
-    def attach(cls, instance: tracing.Traced, tracer: Any, agent_name: str | None = None) -> OtelRunSpans:
+    def attach(
+        cls, instance: tracing.Traced, tracer: Any, agent_name: str | None = None, *, provider_name: str | None = None
+    ) -> OtelRunSpans:
         """A sink for ``instance``'s run, attached to it (detach with ``tracing.detach``)."""
-        sink = cls(tracer, instance.compiled, agent_name)
+        sink = cls(tracer, instance.compiled, agent_name, provider_name=provider_name)
         tracing.attach(instance, sink)
         return sink
 
@@ -190,6 +197,7 @@ class OtelRunSpans:
                 attributes={
                     "gen_ai.operation.name": "invoke_agent",
                     "gen_ai.agent.name": self._agent,
+                    **({"gen_ai.provider.name": self._provider} if self._provider is not None else {}),
                     **{k: attrs[k] for k in RUN_SPAN_ATTRIBUTES if k in attrs},
                 },
             )

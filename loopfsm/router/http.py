@@ -27,6 +27,7 @@ from typing import Any
 from loopfsm.core.errors import ConfigError
 
 from .store.claims import Claim
+from .telemetry import Tracing, TracingSetup
 from .protocol import MAX_REQUEST_BYTES, MAX_REQUEST_DEPTH, error, nested_deeper_than, protocol_schema
 from .service import SESSION_ID, Router
 
@@ -166,12 +167,31 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
     }
 
 
-def create_app(router: Router, *, sweep_every_s: float | None = None, claim: Claim | None = None) -> Any:
+#: The W3C trace-context headers a request may carry, and the most of each that is read (the standard's limits:
+#: 55 characters of traceparent, 32 list members of tracestate of at most 256 characters each, with separators).
+TRACE_HEADERS = {"traceparent": 55, "tracestate": 8192}
+
+
+def carrier(request: Any) -> dict[str, str] | None:
+    """The request's trace-context headers (None without a traceparent), longer ones left out, as the standard
+    says a receiver does with a malformed one."""
+    found = {
+        name: value
+        for name, most in TRACE_HEADERS.items()
+        if (value := request.headers.get(name)) is not None and len(value) <= most
+    }
+    return found if "traceparent" in found else None
+
+
+def create_app(
+    router: Router, *, sweep_every_s: float | None = None, claim: Claim | None = None, tracing: Tracing | None = None
+) -> Any:
     """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs, and
     with ``claim`` (the router's holder-id claim) it renews it while it runs and gives it up when it stops.
 
-    Both stop in the app's shutdown, not after the server returns: uvicorn raises the stop signal again once
-    it has shut down, which ends the process before code after ``Server.run`` could run."""
+    ``tracing`` (a started :class:`~loopfsm.router.telemetry.Tracing`) is shut down, sending the spans it still
+    holds.  All three stop in the app's shutdown, not after the server returns: uvicorn raises the stop signal
+    again once it has shut down, which ends the process before code after ``Server.run`` could run."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
@@ -202,6 +222,8 @@ def create_app(router: Router, *, sweep_every_s: float | None = None, claim: Cla
             if keeper is not None:
                 keeper.stop()  # and the claim is given up: a successor under this id starts at once
             router.close()
+            if tracing is not None:
+                tracing.shutdown()
 
     async def body_of(request: Request, session: str) -> tuple[Any, Response | None]:
         chunks, size = [], 0
@@ -244,7 +266,7 @@ def create_app(router: Router, *, sweep_every_s: float | None = None, claim: Cla
             wrong = shape(obj, is_execute)
             if wrong is not None:
                 return JSONResponse(wrong)
-            return JSONResponse(await run_in_threadpool(router.handle, session, obj))
+            return JSONResponse(await run_in_threadpool(router.handle, session, obj, trace_context=carrier(request)))
 
         return handle
 
@@ -255,13 +277,14 @@ def create_app(router: Router, *, sweep_every_s: float | None = None, claim: Cla
             return bad
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        traced = carrier(request)
 
         def on_event(name: str) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, ("trace", name))
 
         async def work() -> None:
             # The worker threads are the ones /execute and /continue use, so their store connections are reused.
-            resp = await run_in_threadpool(router.handle, session, obj, on_event=on_event)
+            resp = await run_in_threadpool(router.handle, session, obj, on_event=on_event, trace_context=traced)
             queue.put_nowait(("response", json.dumps(resp)))
 
         # The turn runs to its end even if the client goes away: its re-send is then answered by replay.
@@ -311,6 +334,7 @@ def serve(
     on_listening: Callable[[int], None] | None = None,
     workers: int = 1,
     on_bound: Callable[[int], None] | None = None,
+    tracing: TracingSetup | None = None,
 ) -> None:
     """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
 
@@ -320,7 +344,8 @@ def serve(
     a live router serving under it stops this one here, before it frees a lock.
     ``on_bound`` is called with the port bound (the system's choice for port 0)
     before the claim (to name the holder id after it), ``on_listening`` after it,
-    both before recovery.  With ``workers`` above 1 this process
+    both before recovery.  ``tracing`` (from the ``OTEL_*`` variables) is started in each serving process and
+    gives the router its tracer.  With ``workers`` above 1 this process
     supervises that many forked router processes on the socket (see
     :mod:`loopfsm.router.workers`): each takes the holder id ``HOLDER-wI``,
     frees its own previous incarnation's locks and opens its own store
@@ -355,7 +380,10 @@ def serve(
         raise
 
     def run(sweep: float | None, claimed: Claim) -> None:
-        app = create_app(router, sweep_every_s=sweep, claim=claimed)
+        started = tracing.start() if tracing is not None else None  # in the serving process: its thread is its own
+        if started is not None:
+            router.tracer = started.tracer
+        app = create_app(router, sweep_every_s=sweep, claim=claimed, tracing=started)
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run(sockets=[sock])
 
     if workers == 1:

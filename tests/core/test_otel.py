@@ -319,6 +319,7 @@ def test_the_tracing_page_attaches_a_run_as_it_says(spans):
     tracing.detach(run, scope["sink"])
     (tool,) = exporter.get_finished_spans()
     assert tool.name == "execute_tool search_docs" and scope["sink"].run_span.is_recording()
+    assert scope["sink"].run_span.attributes["gen_ai.provider.name"] == "openai"
 
 
 def test_close_ends_the_spans_of_a_run_the_sink_stops_watching(spans):

@@ -59,7 +59,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from loopfsm.router.crypto import Keyring
@@ -76,7 +76,7 @@ from ..session_id import SESSION_ID_PATTERN
 from .. import protocol as P
 from ..atrest import SealedState, SealedStateError
 from ..tools import DEFAULT_PERMISSIONS
-from . import admission, approvals, responses, sealing, tool_calls, turn
+from . import admission, approvals, responses, sealing, spans, tool_calls, turn
 from .context import Ctx, Outcome, Resume
 from .demo import DEMO_SCRIPT
 
@@ -247,12 +247,34 @@ class Router:
 
     # -- the one entry point ----------------------------------------------------------------
     def handle(
-        self, session_id: str, request: object, *, on_event: Callable[[str], None] | None = None
+        self,
+        session_id: str,
+        request: object,
+        *,
+        on_event: Callable[[str], None] | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
         """Serve one request; never raises for anything a client can send, nor when the store is unreachable.
 
-        The request holds one pooled connection while it is served and gives it back when it ends.
+        The request holds one pooled connection while it is served and gives it back when it ends.  With a
+        tracer it is one ``invoke_agent`` span (:mod:`.spans`), continuing ``trace_context``'s trace (the
+        request's ``traceparent`` and ``tracestate`` headers) when it names one.
         """
+        if self.tracer is None:
+            return self._serve_one(session_id, request, on_event)
+        kind = request.get("type") if isinstance(request, dict) else None
+        shown = kind if isinstance(kind, str) and kind in P.REQUEST_TYPES else "invalid"
+        session = session_id if isinstance(session_id, str) and SESSION_ID.fullmatch(session_id) else None
+        with spans.turn(self.tracer, session, shown, self.provider.name, trace_context) as span:
+            self._local.span = span
+            try:
+                response = self._serve_one(session_id, request, on_event)
+            finally:
+                self._local.span = None
+            span.answered(response)
+            return response
+
+    def _serve_one(self, session_id: str, request: object, on_event: Callable[[str], None] | None) -> dict[str, Any]:
         outer: RunStore | None = getattr(self._local, "store", None)  # a caller outside handle keeps its own
         self._local.store = None
         broken = False
@@ -291,6 +313,7 @@ class Router:
         emit("lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired")
         ctx = Ctx(self, session_id, req, lease, adm.record, store.now(), emit, adm.phase)
         ctx.expire = adm.answer == "expire"  # the admission table found the pause too old: it only ends
+        ctx.span = getattr(self._local, "span", None)
         ctx.events.append(
             "lock.preempted" if adm.preempted else "lock.taken_over" if adm.took_over else "lock.acquired"
         )

@@ -95,6 +95,8 @@ class Ctx:
         # The session's history row as read once for this request (None: not read yet); only the
         # request's own checkpoint writes it, and it holds the lock until then.
         self.history: dict[str, Any] | None = None
+        #: The request's span (:class:`.spans.TurnSpan`) when the router traces; None when it does not.
+        self.span: Any = None
 
     @property
     def run(self) -> RunBundle:

@@ -201,6 +201,9 @@ def take_results(ctx: Ctx) -> Resume:
         if decision:
             ctx.event("approval.decided")
         ctx.event("tool.result")
+        if ctx.span is not None:
+            since = ctx.record.snapshot["state_data"].get("since")
+            ctx.span.tool_ran(call.name, call.id, since if isinstance(since, int) else None, ctx.now, not ok)
         if ctx.encrypted:
             meta_of[e.ref] = meta
         else:
