@@ -268,6 +268,10 @@ def _fit(name: str, value: AttributeValue) -> AttributeValue:
     return value
 
 
+#: The same bound, for a driver's own span attributes (the router's tool spans): one rule for every attribute.
+fit_attribute = _fit
+
+
 class _Before:
     """What a before-reading sees: the instance as it is before the feed runs, and the feed's arguments."""
 

@@ -69,6 +69,13 @@ def test_each_request_is_one_span_with_its_model_calls_and_tool_runs_beneath_it(
     assert tool.attributes["gen_ai.tool.call.id"] == call["call_id"] and tool.start_time <= tool.end_time
     assert tool.start_time <= turns[1].start_time  # from the pause, before the result arrived
     assert {s.context.trace_id for s in spans} == {int(TRACE_ID, 16)}
+    moves = [e.attributes for e in turns[0].events if e.name == "loopfsm.transition"]
+    machines = {m["loopfsm.machine"] for m in moves}
+    assert {"router_run", "engine_brain"} <= machines  # the run's state moves, as events of the request's span
+    assert any(m["loopfsm.feed"] == "model_response" for m in moves if m["loopfsm.machine"] == "engine_brain")
+    from loopfsm.core import tracing
+
+    assert not tracing.ACTIVE  # the events' sink is gone once no traced request is served
     shown = json.dumps([dict(s.attributes) for s in spans] + [[dict(e.attributes) for e in s.events] for s in spans])
     assert "SECRET" not in shown  # no prompt, argument, result or answer in any span
     router.close()

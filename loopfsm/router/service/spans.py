@@ -9,7 +9,11 @@ GenAI conventions, and what happens within it are its children:
   made while the request's span is the current one);
 - ``execute_tool {name}``, one per tool result a ``tool_results`` request
   brings, from when the run paused for its tools to when the result arrived
-  (the client ran it in between).
+  (the client ran it in between);
+
+and every move of the machines it drives meanwhile (the run's phase, its lock,
+the engine brain, the breakers) is an event on the request's span, named and
+shaped as :mod:`loopfsm.core.otel` names records.
 
 A request carrying a W3C ``traceparent`` (and ``tracestate``) header continues
 that trace: a client's turns, its tool runs and the router's spans then sit in
@@ -20,11 +24,50 @@ never a prompt, message, argument or result.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from loopfsm.core import tracing
+from loopfsm.core.otel import event_attributes, event_name
+
 #: ``gen_ai.agent.name`` of the router's spans.
 AGENT_NAME = "router"
+
+_serving = threading.local()  # .span: the span of the request this thread serves, if any
+
+
+class _TurnEvents:
+    """A global trace sink: each transition record of a machine the router drives while it serves a request
+    (its phase, its lock, the engine brain, the breakers) as an event on that request's span.  Records made
+    outside a request (a sweep, a test driving a machine) go nowhere."""
+
+    wants_refusals = False
+
+    def __call__(self, record: tracing.TransitionRecord) -> None:
+        span = getattr(_serving, "span", None)
+        if span is not None:
+            span.add_event(event_name(record), event_attributes(record))
+
+
+#: A global sink while any traced request is being served (only then do the process's machines pay for tracing).
+TURN_EVENTS = _TurnEvents()
+_installed = threading.Lock()
+_serving_count = [0]
+
+
+def _enter() -> None:
+    with _installed:
+        if _serving_count[0] == 0:
+            tracing.add_global_sink(TURN_EVENTS)
+        _serving_count[0] += 1
+
+
+def _leave() -> None:
+    with _installed:
+        _serving_count[0] -= 1
+        if _serving_count[0] == 0:
+            tracing.remove_global_sink(TURN_EVENTS)
 
 
 class TurnSpan:
@@ -51,6 +94,7 @@ class TurnSpan:
         from opentelemetry.trace import Status, StatusCode
 
         start_ms = since_ms if since_ms is not None and since_ms <= now_ms else now_ms
+        name, call_id = str(tracing.fit_attribute("gen_ai.tool.name", name)), str(tracing.fit_attribute("id", call_id))
         child = self._tracer.start_span(
             f"execute_tool {name}",
             context=trace.set_span_in_context(self.span),
@@ -96,5 +140,11 @@ def turn(
     if session_id is not None:  # a well-formed one only: a client's garbage is no attribute
         span.set_attribute("gen_ai.conversation.id", session_id)
     out = TurnSpan(span, tracer)
-    with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=True):
-        yield out
+    _enter()
+    _serving.span = span
+    try:
+        with trace.use_span(span, end_on_exit=True, record_exception=False, set_status_on_exception=True):
+            yield out
+    finally:
+        _serving.span = None
+        _leave()
