@@ -101,6 +101,12 @@ def add_commands(sub: Any) -> None:
         help="YAML script of model replies (default: the built-in demo script)",
     )
     t.add_argument(
+        "--metrics",
+        action="store_true",
+        help="also serve the router's metrics as Prometheus text at GET /metrics (off by default: the port "
+        "serves clients; OTEL_METRICS_EXPORTER or an OTLP endpoint sends them by OpenTelemetry instead)",
+    )
+    t.add_argument(
         "--holder",
         help="this router's lock-holder id, claimed in the store while it serves (a second router asking for it "
         "is refused); keep it across restarts so recovery frees its locks (default: router-HOSTNAME-PORT, this "
@@ -346,6 +352,7 @@ def cmd_router(args: argparse.Namespace) -> int:
         workers=args.workers,
         on_bound=bound,
         tracing=tracing,
+        metrics=args.metrics,
     )
     return 0
 

@@ -7,7 +7,8 @@ Routes (all JSON; the OpenAPI document is at ``/openapi.json``):
 - ``POST /v1/sessions/{session}/stream``: either, answered as server-sent events: one ``trace``
   event per step of the turn as it runs (its data is the stable event name, never content), a
   ``: keep-alive`` comment after 10 s of silence, then one ``response`` event with the envelope.
-- ``GET /healthz``.
+- ``GET /healthz`` (liveness: the process serves) and ``GET /readyz`` (readiness: the store answers; 503 when
+  it does not); ``GET /metrics`` (Prometheus text) with ``router serve --metrics``.
 
 Every protocol outcome, refusals included, is HTTP 200 with the response
 envelope; a body that is not JSON is 400 and one over the size limit 413,
@@ -162,6 +163,33 @@ def openapi(schema_url: str = "") -> dict[str, Any]:
                     },
                 }
             },
+            "/readyz": {
+                "get": {
+                    "summary": "readiness: the store answers",
+                    "responses": {
+                        code: {
+                            "description": what,
+                            "content": {
+                                "application/json": {
+                                    "schema": {
+                                        "type": "object",
+                                        "required": ["ready", "holder", "store"],
+                                        "properties": {
+                                            "ready": {"const": code == "200"},
+                                            "holder": {"type": "string"},
+                                            "store": {"type": "string"},
+                                        },
+                                    }
+                                }
+                            },
+                        }
+                        for code, what in (
+                            ("200", "the store answers: requests can be served"),
+                            ("503", "the store does not answer; store says why (the error's class, no address)"),
+                        )
+                    },
+                }
+            },
         },
         "components": {"schemas": defs},
     }
@@ -184,14 +212,21 @@ def carrier(request: Any) -> dict[str, str] | None:
 
 
 def create_app(
-    router: Router, *, sweep_every_s: float | None = None, claim: Claim | None = None, tracing: Tracing | None = None
+    router: Router,
+    *,
+    sweep_every_s: float | None = None,
+    claim: Claim | None = None,
+    tracing: Tracing | None = None,
+    metrics: bool = False,
 ) -> Any:
     """The ASGI app over ``router``; with ``sweep_every_s`` it also sweeps the store that often while it runs, and
     with ``claim`` (the router's holder-id claim) it renews it while it runs and gives it up when it stops.
 
-    ``tracing`` (a started :class:`~loopfsm.router.telemetry.Tracing`) is shut down, sending the spans it still
-    holds.  All three stop in the app's shutdown, not after the server returns: uvicorn raises the stop signal
-    again once it has shut down, which ends the process before code after ``Server.run`` could run."""
+    ``tracing`` (a started :class:`~loopfsm.router.telemetry.Tracing`) is shut down, sending the spans and
+    metrics it still holds.  The sweep, the claim and the telemetry stop in the app's shutdown, not after the
+    server returns: uvicorn raises the stop signal again once it has shut down, which ends the process before
+    code after ``Server.run`` could run.  ``metrics`` serves the router's metrics as Prometheus text at
+    ``GET /metrics``."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import ClientDisconnect, Request
@@ -309,6 +344,15 @@ def create_app(
     async def healthz(request: Request) -> Response:
         return JSONResponse({"ok": True, "holder": router.holder})
 
+    async def readyz(request: Request) -> Response:
+        problem = await run_in_threadpool(router.store_problem)
+        if problem is None:
+            return JSONResponse({"ready": True, "holder": router.holder, "store": "ok"})
+        return JSONResponse({"ready": False, "holder": router.holder, "store": problem}, status_code=503)
+
+    async def metrics_text(request: Request) -> Response:
+        return Response(router.metrics.prometheus(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
     async def openapi_doc(request: Request) -> Response:
         return JSONResponse(doc)
 
@@ -318,7 +362,9 @@ def create_app(
             Route("/v1/sessions/{session}/continue", handler(False), methods=["POST"]),
             Route("/v1/sessions/{session}/stream", stream, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/openapi.json", openapi_doc, methods=["GET"]),
+            *([Route("/metrics", metrics_text, methods=["GET"])] if metrics else []),
         ],
         lifespan=lifespan,
     )
@@ -335,6 +381,7 @@ def serve(
     workers: int = 1,
     on_bound: Callable[[int], None] | None = None,
     tracing: TracingSetup | None = None,
+    metrics: bool = False,
 ) -> None:
     """Listen, then recover this router's stale locks, then serve until interrupted (sweeping every ``sweep_every_s``).
 
@@ -345,7 +392,7 @@ def serve(
     ``on_bound`` is called with the port bound (the system's choice for port 0)
     before the claim (to name the holder id after it), ``on_listening`` after it,
     both before recovery.  ``tracing`` (from the ``OTEL_*`` variables) is started in each serving process and
-    gives the router its tracer.  With ``workers`` above 1 this process
+    gives the router its tracer and meter; ``metrics`` serves ``GET /metrics``.  With ``workers`` above 1 this process
     supervises that many forked router processes on the socket (see
     :mod:`loopfsm.router.workers`): each takes the holder id ``HOLDER-wI``,
     frees its own previous incarnation's locks and opens its own store
@@ -383,7 +430,9 @@ def serve(
         started = tracing.start() if tracing is not None else None  # in the serving process: its thread is its own
         if started is not None:
             router.tracer = started.tracer
-        app = create_app(router, sweep_every_s=sweep, claim=claimed, tracing=started)
+            if started.meter is not None:
+                router.metrics.observe_with(started.meter)
+        app = create_app(router, sweep_every_s=sweep, claim=claimed, tracing=started, metrics=metrics)
         uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level)).run(sockets=[sock])
 
     if workers == 1:

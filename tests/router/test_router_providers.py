@@ -354,7 +354,8 @@ def test_model_calls_become_genai_client_spans(tmp_path):
         "span-secret-text", input_tokens=40, output_tokens=6, model="claude-x-2026"))  # fmt: skip
     router = router_at(tmp_path, anthropic_provider(primary), model="claude-x", tracer=tp.get_tracer("test"))
     assert execute(router, "o", "span-secret-prompt")["status"] == "completed"
-    failed, ok = exporter.get_finished_spans()
+    failed, ok, turn = exporter.get_finished_spans()  # the request's span ends last, its model calls beneath it
+    assert turn.name == "invoke_agent router" and failed.parent.span_id == ok.parent.span_id == turn.context.span_id
     assert failed.name == ok.name == "chat claude-x" and failed.kind == ok.kind == SpanKind.CLIENT
     assert failed.status.status_code == StatusCode.ERROR and failed.attributes["error.type"] == "transient"
     assert dict(ok.attributes) == {

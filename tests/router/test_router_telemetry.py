@@ -53,10 +53,11 @@ class _Collector(BaseHTTPRequestHandler):
     received: list = []
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server name
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
         from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
         body = self.rfile.read(int(self.headers["Content-Length"]))
-        request = ExportTraceServiceRequest()
+        request = ExportMetricsServiceRequest() if self.path == "/v1/metrics" else ExportTraceServiceRequest()
         request.ParseFromString(body)
         type(self).received.append((self.path, request))
         self.send_response(200)
@@ -94,11 +95,18 @@ def test_router_serve_sends_one_trace_per_turn_to_the_collector_the_variables_na
         stop(proc)
         collector.shutdown()
     said = log.read_text()
-    assert f"tracing: OTLP/HTTP to http://127.0.0.1:{collector.server_address[1]}" in said
-    spans, services = [], set()
+    where = f"http://127.0.0.1:{collector.server_address[1]}"
+    assert f"telemetry: spans by OTLP/HTTP to {where}; metrics by OTLP/HTTP to {where}" in said
+    spans, services, counted = [], set(), {}
     for path, request in _Collector.received:
-        assert path == "/v1/traces"
-        for rs in request.resource_spans:
+        assert path in ("/v1/traces", "/v1/metrics")
+        for rm in getattr(request, "resource_metrics", ()):
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    for point in metric.sum.data_points:
+                        labels = tuple(sorted((a.key, a.value.string_value) for a in point.attributes))
+                        counted[(metric.name, labels)] = point.as_int
+        for rs in getattr(request, "resource_spans", ()):
             services |= {a.value.string_value for a in rs.resource.attributes if a.key == "service.name"}
             spans += [s for ss in rs.scope_spans for s in ss.spans]
     assert services == {"loopfsm-router"}
@@ -108,6 +116,9 @@ def test_router_serve_sends_one_trace_per_turn_to_the_collector_the_variables_na
     attributes = {a.key: a.value.string_value for a in turn.attributes}
     assert attributes["gen_ai.provider.name"] == "scripted" and attributes["gen_ai.conversation.id"] == "s1"
     assert "hello there" not in str(_Collector.received)
+    # the metrics too, sent as the router stopped: one execute answered awaiting its tool, one model call
+    assert counted[("loopfsm.router.requests", (("status", "awaiting_tool"), ("type", "execute")))] == 1
+    assert counted[("loopfsm.router.model_calls", (("outcome", "success"), ("route", "primary")))] == 1
 
 
 def test_the_command_docs_router_md_shows_turns_tracing_on_where_it_says():
@@ -120,4 +131,6 @@ def test_the_command_docs_router_md_shows_turns_tracing_on_where_it_says():
     assert words[len(env) :] == ["loopfsm", "router", "serve"]
     setup = TracingSetup.from_environment(env)
     assert setup is not None and setup.exporter == "otlp" and setup.endpoint == "http://collector:4318"
-    assert setup.service_named and setup.described() == "tracing: OTLP/HTTP to http://collector:4318"
+    assert setup.service_named and setup.metrics_exporter == "otlp"
+    where = "http://collector:4318"
+    assert setup.described() == f"telemetry: spans by OTLP/HTTP to {where}; metrics by OTLP/HTTP to {where}"

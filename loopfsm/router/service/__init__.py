@@ -79,6 +79,7 @@ from ..tools import DEFAULT_PERMISSIONS
 from . import admission, approvals, responses, sealing, spans, tool_calls, turn
 from .context import Ctx, Outcome, Resume
 from .demo import DEMO_SCRIPT
+from .metrics import RouterMetrics
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)  # fullmatch: no newline
 
@@ -138,6 +139,8 @@ class Router:
         attempts = trip_after + 1 if max_model_attempts is None else max_model_attempts
         self.max_rounds, self.max_model_attempts = max_rounds, attempts
         self.breaker_lock = threading.Lock()
+        states = tuple(self.breaker.compiled.spec.states)
+        self.metrics = RouterMetrics(lambda: str(self.breaker.state), states)
         self._local = threading.local()
         self._stores: list[RunStore] = []  # every connection open, to close them all at the end
         self._idle: list[RunStore] = []  # the pool: open connections no request holds now
@@ -219,6 +222,21 @@ class Router:
 
         return claims.ClaimKeeper(opened, mine, every_s=self._claim_lease_ms / 3000)
 
+    def store_problem(self) -> str | None:
+        """Why the store cannot serve requests now (its error's class, never an address), or None when it can:
+        a pooled connection is asked for the schema version, and given up if that fails."""
+        try:
+            s = self._borrow()
+        except Exception as err:  # noqa: BLE001 - any failure to connect is "not ready", said by its class
+            return f"unreachable ({type(err).__name__})"
+        try:
+            s.check_schema()
+        except Exception as err:  # noqa: BLE001 - the connection failed mid-question: closed, not pooled
+            self._give_back(s, broken=True)
+            return f"unreachable ({type(err).__name__})"
+        self._give_back(s, broken=False)
+        return None
+
     def recover(self) -> list[str]:
         """Startup: free the locks this router's previous incarnation held; their runs resume from phase.
 
@@ -260,8 +278,11 @@ class Router:
         tracer it is one ``invoke_agent`` span (:mod:`.spans`), continuing ``trace_context``'s trace (the
         request's ``traceparent`` and ``tracestate`` headers) when it names one.
         """
+        began = time.monotonic()
         if self.tracer is None:
-            return self._serve_one(session_id, request, on_event)
+            response = self._serve_one(session_id, request, on_event)
+            self.metrics.answered(request, response, time.monotonic() - began)
+            return response
         kind = request.get("type") if isinstance(request, dict) else None
         shown = kind if isinstance(kind, str) and kind in P.REQUEST_TYPES else "invalid"
         session = session_id if isinstance(session_id, str) and SESSION_ID.fullmatch(session_id) else None
@@ -272,7 +293,8 @@ class Router:
             finally:
                 self._local.span = None
             span.answered(response)
-            return response
+        self.metrics.answered(request, response, time.monotonic() - began)
+        return response
 
     def _serve_one(self, session_id: str, request: object, on_event: Callable[[str], None] | None) -> dict[str, Any]:
         outer: RunStore | None = getattr(self._local, "store", None)  # a caller outside handle keeps its own

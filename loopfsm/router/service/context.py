@@ -42,6 +42,7 @@ class Services(Protocol):
     max_model_attempts: int
     monotonic: Callable[[], float]
     tracer: Any
+    metrics: Any  # the process's RouterMetrics (loopfsm.router.service.metrics)
     sealed_state: SealedState
 
     def store(self) -> RunStore: ...

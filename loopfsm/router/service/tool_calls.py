@@ -201,6 +201,7 @@ def take_results(ctx: Ctx) -> Resume:
         if decision:
             ctx.event("approval.decided")
         ctx.event("tool.result")
+        ctx.services.metrics.tool_result("rejected" if decision == "rejected" else "error" if r["is_error"] else "ok")
         if ctx.span is not None:
             since = ctx.record.snapshot["state_data"].get("since")
             ctx.span.tool_ran(call.name, call.id, since if isinstance(since, int) else None, ctx.now, not ok)

@@ -55,6 +55,7 @@ class ModelCall:
             "stop_reason": reply.stop_reason if reply is not None else None,
             "latency_ms": round(latency_ms, 3),
         }
+        self.services.metrics.model_call(self.route, outcome)
         if self.services.tracer is not None:
             from loopfsm.core.otel import record_model_call  # OpenTelemetry is loaded only when a tracer is configured
 
