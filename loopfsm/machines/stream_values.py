@@ -222,8 +222,22 @@ class ArgumentProblem:
 
 
 @dataclass(frozen=True)
+class TokenLogprob:
+    """One token's log probability as the provider reported it (``bytes``: its UTF-8 bytes, when sent), with the
+    most likely alternatives at that position (``top``, each without alternatives of its own)."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] | None = None
+    top: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True)
 class StreamResult:
-    """What a stream assembled to: the brain's message plus what the stream said about it."""
+    """What a stream assembled to: the brain's message plus what the stream said about it.
+
+    ``logprobs`` and ``refusal_logprobs`` are the per-token log probabilities of the text and of the refusal,
+    in order, when the provider sent them (OpenAI chat completions asked with ``logprobs``)."""
 
     message: Message
     stop_reason: str | None
@@ -233,6 +247,8 @@ class StreamResult:
     model: str = ""
     refusal: str = ""
     problems: tuple[ArgumentProblem, ...] = ()
+    logprobs: tuple[TokenLogprob, ...] = ()
+    refusal_logprobs: tuple[TokenLogprob, ...] = ()
 
     @property
     def ok(self) -> bool:

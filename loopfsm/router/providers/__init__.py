@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 from loopfsm.core.errors import ConfigError
 from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
+from loopfsm.machines.stream_values import TokenLogprob
 
 FailureClass = Literal[
     "transient", "rate_limited", "auth", "quota", "context_length", "content_policy", "invalid_request"
@@ -82,6 +83,10 @@ class ModelReply:
     input_tokens: int = 0
     output_tokens: int = 0
     model: str = ""
+    #: What the model refused, in its words, when it did (also in the message's text: nothing is lost).
+    refusal: str = ""
+    #: Per-token log probabilities of the text, when the provider was asked for them (``OpenAIProvider(logprobs=)``).
+    logprobs: tuple[TokenLogprob, ...] = ()
 
     @property
     def context_tokens(self) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from loopfsm.core.errors import ConfigError
 from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
 from loopfsm.router.streams.openai_chat import OpenAIChatStream
@@ -82,10 +83,15 @@ class OpenAIProvider:
 
     name = "openai"
 
-    def __init__(self, client: Any = None, **client_options: Any):
+    def __init__(self, client: Any = None, *, logprobs: int | None = None, **client_options: Any):
+        """``logprobs`` asks for each token's log probability and that many likely alternatives (0 to 20); the
+        reply carries them (:attr:`ModelReply.logprobs`)."""
+        if logprobs is not None and not (type(logprobs) is int and 0 <= logprobs <= 20):
+            raise ConfigError(f"logprobs is how many alternatives per token, 0 to 20, got {logprobs!r}")
         self._sdk = import_sdk("openai")
         self._http_error = sse.http_error(self._sdk)
         self.client = client if client is not None else self._sdk.OpenAI(**client_options)
+        self.logprobs = logprobs
 
     def _arguments(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
@@ -94,6 +100,8 @@ class OpenAIProvider:
             "max_completion_tokens": request.max_tokens,
             "stream_options": {"include_usage": True},
         }
+        if self.logprobs is not None:
+            kwargs["logprobs"], kwargs["top_logprobs"] = True, self.logprobs
         if request.tools:
             kwargs["tools"] = [
                 {
@@ -124,13 +132,17 @@ class OpenAIProvider:
         if stream.machine.state == "Stopped":  # [DONE], or the body closed after the finish reason
             stream.finish()
         result = sse.assembled(self.name, stream, lambda kind: ERROR_CODES.get(kind, "transient"))
-        message = result.message
-        if not message.text and result.refusal:
-            message = Message.assistant(result.refusal, message.tool_calls, message.thinking)
+        message, refusal = result.message, result.refusal
+        stop = FINISH.get(result.stop_reason or "stop", "end_turn")
+        if refusal:  # kept beside any text that came first, and said by the stop reason whatever the finish was
+            text = f"{message.text}\n\n{refusal}" if message.text else refusal
+            message, stop = Message.assistant(text, message.tool_calls, message.thinking), "refusal"
         return ModelReply(
             message,
-            FINISH.get(result.stop_reason or "stop", "end_turn"),
+            stop,
             token_count(result.usage.get("prompt_tokens")),
             token_count(result.usage.get("completion_tokens")),
             result.model,
+            refusal,
+            result.logprobs,
         )

@@ -23,17 +23,22 @@ Rules of this adapter (the machine's are in its YAML):
   unless their value is empty (null, "", [] or {}).
 - A chunk id, role, tool call id or name repeated on a later chunk goes to the
   machine's restate feeds: accepted when equal, refused when different.
+- A choice's ``logprobs`` (``content`` and ``refusal`` lists of tokens, each
+  with ``token``, ``logprob``, ``bytes`` and ``top_logprobs``) are kept in
+  order in the result, as the SDK accumulates them; an entry of another shape,
+  or another key, is refused as malformed rather than dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from loopfsm.core.errors import LoopFsmError, shown
 from loopfsm.router.errors import StreamEventError
 from loopfsm.machines.stream_assembly import StreamAssembly
-from loopfsm.machines.stream_values import StreamResult, usage_of
+from loopfsm.machines.stream_values import StreamResult, TokenLogprob, usage_of
 
 
 # delta fields carrying text -> the lane they fill
@@ -45,7 +50,7 @@ _EMPTY: tuple[Any, ...] = (None, "", [], {})  # a field with one of these values
 class OpenAIChatStream:
     """Feed chat-completion chunks one at a time; call :meth:`finish` at the end of the stream."""
 
-    __slots__ = ("machine", "policy", "chunks", "_id", "_lanes", "_tools")
+    __slots__ = ("machine", "policy", "chunks", "_id", "_lanes", "_tools", "_logprobs")
 
     def __init__(self, machine: Any = None, policy: Any = None):
         self.machine: Any = machine if machine is not None else StreamAssembly()
@@ -54,6 +59,7 @@ class OpenAIChatStream:
         self._id: str | None = None
         self._lanes: dict[str, int] = {}  # text / refusal -> slot index
         self._tools: list[int] = []  # tool call index -> slot index
+        self._logprobs: dict[str, list[TokenLogprob]] = {"content": [], "refusal": []}
 
     def feed(self, chunk: Mapping[str, Any]) -> None:
         """One chunk; a malformed one raises StreamEventError, an illegal one StreamProtocolError.
@@ -68,11 +74,14 @@ class OpenAIChatStream:
         m = self.machine
         cp = m.checkpoint()
         lanes, tools, first_id = dict(self._lanes), list(self._tools), self._id
+        kept = {k: len(v) for k, v in self._logprobs.items()}
         try:
             self._feed(chunk)
         except LoopFsmError:
             m.rollback(cp)
             self._lanes, self._tools, self._id = lanes, tools, first_id
+            for k, n in kept.items():
+                del self._logprobs[k][n:]
             raise
 
     def _single_feed(self, chunk: Any) -> bool:
@@ -83,6 +92,8 @@ class OpenAIChatStream:
             (choice,) = chunk["choices"]
             delta = choice["delta"]
             if choice.get("finish_reason") is not None or choice.get("index", 0) != 0 or len(delta) != 1:
+                return False
+            if choice.get("logprobs") not in _EMPTY:
                 return False
             ((key, value),) = delta.items()
             if key in _TEXT_LANES:
@@ -123,6 +134,7 @@ class OpenAIChatStream:
                         f"chunk {self.chunks}: choice {choice['index']}: this adapter assembles one choice (n=1)"
                     )
                 self._delta(choice["delta"] or {})
+                self._keep_logprobs(choice.get("logprobs"))
                 reason = choice.get("finish_reason")
                 if reason is not None:
                     for lane_indices in list(m.data.open_slots.values()):
@@ -163,6 +175,41 @@ class OpenAIChatStream:
             for call in calls:
                 self._tool(call)
 
+    def _keep_logprobs(self, logprobs: Any) -> None:
+        """A choice's ``logprobs``, checked and kept (they are not the machine's: no slot holds them)."""
+        if logprobs in _EMPTY:
+            return
+        if not isinstance(logprobs, Mapping):
+            raise StreamEventError(f"chunk {self.chunks}: logprobs is an object, got {shown(logprobs)}")
+        for key, entries in logprobs.items():
+            if key not in self._logprobs:
+                if entries in _EMPTY:
+                    continue
+                raise StreamEventError(f"chunk {self.chunks}: unsupported logprobs field {shown(key)}")
+            if entries is None:
+                continue
+            if not isinstance(entries, list):
+                raise StreamEventError(f"chunk {self.chunks}: logprobs.{key} is a list, got {shown(entries)}")
+            self._logprobs[key] += [self._token(e, key, True) for e in entries]
+
+    def _token(self, entry: Any, where: str, with_top: bool) -> TokenLogprob:
+        ok = isinstance(entry, Mapping) and isinstance(entry.get("token"), str)
+        value = entry.get("logprob") if ok else None
+        ok = ok and type(value) in (int, float)
+        raw = entry.get("bytes") if ok else None
+        ok = ok and (raw is None or (isinstance(raw, list) and all(type(b) is int and 0 <= b < 256 for b in raw)))
+        top = entry.get("top_logprobs") if ok else None
+        ok = ok and (top is None or (isinstance(top, list) and (with_top or not top)))
+        if not ok:
+            raise StreamEventError(
+                f"chunk {self.chunks}: a logprobs.{where} entry is {{token, logprob, bytes, top_logprobs}}, "
+                f"got {shown(entry)}"
+            )
+        alternatives = tuple(self._token(t, where + ".top_logprobs", False) for t in top or ())
+        return TokenLogprob(
+            entry["token"], float(entry["logprob"]), tuple(raw) if raw is not None else None, alternatives
+        )
+
     def _tool(self, call: Mapping[str, Any]) -> None:
         m, pol = self.machine, self.policy
         i = call["index"]
@@ -198,7 +245,11 @@ class OpenAIChatStream:
         self.finish()
 
     def result(self) -> StreamResult:
-        return self.machine.result()  # type: ignore[no-any-return]
+        assembled: StreamResult = self.machine.result()
+        lp = self._logprobs
+        if not (lp["content"] or lp["refusal"]):
+            return assembled
+        return replace(assembled, logprobs=tuple(lp["content"]), refusal_logprobs=tuple(lp["refusal"]))
 
 
 def assemble_openai_chat(chunks: Iterable[Mapping[str, Any]], policy: Any = None) -> StreamResult:
