@@ -2,9 +2,25 @@
 
 Run ``python benchmarks/router_turn_cpu.py`` (``--pg URL`` for a PostgreSQL
 store instead of a temporary SQLite file; ``--turns N`` per round, default
-200).  Each turn is a plaintext ``execute`` the scripted model completes at
-once, 20 turns to a session, as ``router_bench.py`` sends them; it prints the
-best of three rounds, CPU and wall milliseconds per turn.
+200; ``--encrypted`` for end-to-end encrypted sessions; ``--profile`` for
+where the time goes).  Each turn is an ``execute`` the scripted model
+completes at once, 20 turns to a session, as ``router_bench.py`` sends them;
+it prints the best of three rounds, CPU and wall milliseconds per turn.
+
+A plaintext turn is one request.  An encrypted turn is what the reference
+client sends for one prompt in an encrypted session: the execute, then the
+``decrypted`` and ``sealed`` continuations the router asks for; the client's
+own work (its crypto) runs in this process too, so the router's CPU is
+counted on this thread inside ``Router.handle`` only (``time.thread_time``).
+
+``--profile`` runs one more round under cProfile, again inside
+``Router.handle`` only, and prints its own time grouped by what it is: the
+store (loopfsm's store package, sqlite3, psycopg), the machines (loopfsm's
+core and machines, ``transitions``), crypto (libsodium through PyNaCl, the
+router's sealing), JSON and the protocol checks, the router's service
+layer, and the rest; cProfile slows calls unevenly, so read the shares, not
+the milliseconds.  HTTP is not in this number: ``router_bench.py`` measures
+the same turn over loopback, and the difference is what HTTP costs.
 
 To compare two versions of the code, run it alternately with ``PYTHONPATH``
 pointing at each checkout, a few times each: the machine's noise is larger
@@ -14,10 +30,15 @@ dropped at the end.
 
 from __future__ import annotations
 
+import cProfile
+import json
+import pstats
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
+from typing import Any
 
 from loopfsm.router.providers.scripted import ScriptedProvider
 from loopfsm.router.service import Router
@@ -25,7 +46,56 @@ from loopfsm.router.store import open_store
 
 PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else None
 TURNS = int(sys.argv[sys.argv.index("--turns") + 1]) if "--turns" in sys.argv else 200
+ENCRYPTED = "--encrypted" in sys.argv
+PROFILE = "--profile" in sys.argv
 SESSION_TURNS = 20
+
+#: (what, path fragments of the functions counted as it), first match wins.
+GROUPS = (
+    ("store", ("loopfsm/router/store/", "sqlite3", "psycopg")),
+    ("crypto", ("nacl/", "loopfsm/router/crypto", "loopfsm/router/atrest", "loopfsm/router/service/sealing")),
+    ("JSON and protocol checks", ("json/", "loopfsm/router/protocol", "fastjsonschema", "jsonschema")),
+    ("machines", ("loopfsm/core/", "loopfsm/machines/", "transitions/")),
+    ("router service", ("loopfsm/router/",)),
+)
+
+
+class _Counted:
+    """Router.handle with this thread's CPU time inside it summed, and a profiler enabled inside it when given."""
+
+    def __init__(self, router: Router):
+        self.router, self.cpu, self.profiler = router, 0.0, None
+
+    def __call__(self, session: str, request: dict[str, Any]) -> dict[str, Any]:
+        began = time.thread_time()
+        if self.profiler is not None:
+            self.profiler.enable()
+        try:
+            return self.router.handle(session, request)
+        finally:
+            if self.profiler is not None:
+                self.profiler.disable()
+            self.cpu += time.thread_time() - began
+
+
+class _Wire:
+    """What the reference client's ``http`` needs (``post``, ``close``), answered by the counted handle."""
+
+    def __init__(self, handle: _Counted):
+        self.handle = handle
+
+    def post(self, path: str, json: dict[str, Any]) -> Any:
+        session = path.split("/")[3]
+        answer = self.handle(session, json)
+        body = _dumps(answer)
+        return type("Reply", (), {"status_code": 200, "read": lambda self: body})()
+
+    def close(self) -> None:
+        pass
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value).encode()
 
 
 def main() -> None:
@@ -33,30 +103,61 @@ def main() -> None:
     prefix = f"turncpu_{uuid.uuid4().hex[:6]}_"
     script = [{"text": "done", "input_tokens": 10, "output_tokens": 2}]
     router = Router(url, prefix=prefix, provider=ScriptedProvider(script), create=True)
+    counted = _Counted(router)
+    keyring = None
+    if ENCRYPTED:
+        from loopfsm.router.client import Client
+        from loopfsm.router.crypto import Keyring
+
+        keyring = Keyring.generate()
+        workspace = tempfile.mkdtemp()
 
     def turn(session: str) -> None:
-        out = router.handle(session, {"type": "execute", "request_id": uuid.uuid4().hex, "data": {"prompt": "hello"}})
-        assert out["status"] == "completed", out
+        if keyring is None:
+            out = counted(session, {"type": "execute", "request_id": uuid.uuid4().hex, "data": {"prompt": "hello"}})
+            assert out["status"] == "completed", out
+            return
+        c = Client("http://in-process", session, workspace=workspace, keyring=keyring, http=_Wire(counted), stream=False)
+        out = c.run("hello")
+        assert out["status"] in ("completed", "idle") and c.last_message == "done", out
 
     try:
         for i in range(2 * SESSION_TURNS):  # warm: compiled tables, validators, the store's statements
             turn(f"warm-{i // SESSION_TURNS}")
         rounds = []
         for r in range(3):
-            cpu, wall = time.process_time(), time.perf_counter()
+            counted.cpu, wall = 0.0, time.perf_counter()
             for i in range(TURNS):
                 turn(f"r{r}-{i // SESSION_TURNS}")
-            rounds.append(((time.process_time() - cpu) / TURNS * 1e3, (time.perf_counter() - wall) / TURNS * 1e3))
+            rounds.append((counted.cpu / TURNS * 1e3, (time.perf_counter() - wall) / TURNS * 1e3))
         best_cpu, best_wall = min(rounds)
-        print(f"{'PostgreSQL' if PG else 'SQLite (WAL)'}: Router.handle, {TURNS} turns x 3 rounds, best round")
-        print(f"CPU / turn (ms)   {best_cpu:.3f}")
-        print(f"wall / turn (ms)  {best_wall:.3f}")
+        kind = "encrypted sessions (execute, decrypted, sealed)" if ENCRYPTED else "plaintext"
+        print(f"{'PostgreSQL' if PG else 'SQLite (WAL)'}, {kind}: Router.handle, {TURNS} turns x 3 rounds, best round")
+        print(f"router CPU / turn (ms)  {best_cpu:.3f}")
+        print(f"wall / turn (ms)        {best_wall:.3f}" + ("  (the client's work included)" if ENCRYPTED else ""))
+        if PROFILE:
+            counted.profiler = cProfile.Profile()
+            for i in range(TURNS):
+                turn(f"p-{i // SESSION_TURNS}")
+            print(breakdown(pstats.Stats(counted.profiler)))
     finally:
         router.close()
         if PG:
             with open_store(url, prefix=prefix) as s:
-                for table in ("meta", "requests", "rows", "run_state"):
-                    s.backend.run(f"DROP TABLE IF EXISTS {prefix}{table}")
+                s.drop()
+
+
+def breakdown(stats: pstats.Stats) -> str:
+    """Own time per group, as shares of the profiled total."""
+    own: Counter[str] = Counter()
+    for (path, _, function), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
+        where = f"{path}:{function}"
+        group = next((name for name, parts in GROUPS if any(p in where for p in parts)), "the rest (Python, uuid...)")
+        own[group] += tottime
+    total = sum(own.values()) or 1.0
+    lines = ["where the router's time goes (own time under cProfile, share of the total):"]
+    lines += [f"  {name:<28}{100 * t / total:5.1f}%" for name, t in own.most_common()]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
