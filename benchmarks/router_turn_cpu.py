@@ -117,7 +117,9 @@ def main() -> None:
             out = counted(session, {"type": "execute", "request_id": uuid.uuid4().hex, "data": {"prompt": "hello"}})
             assert out["status"] == "completed", out
             return
-        c = Client("http://in-process", session, workspace=workspace, keyring=keyring, http=_Wire(counted), stream=False)
+        c = Client(
+            "http://in-process", session, workspace=workspace, keyring=keyring, http=_Wire(counted), stream=False
+        )
         out = c.run("hello")
         assert out["status"] in ("completed", "idle") and c.last_message == "done", out
 
