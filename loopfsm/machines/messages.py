@@ -1,8 +1,10 @@
 """A small provider-neutral message model that serializes to plain JSON.
 
 It carries what every provider shares (role, text, tool calls with id, name and
-arguments, tool results with an error flag) and nothing a particular API adds,
-so a saved brain can be resumed against any provider.
+arguments, tool results with an error flag), so a saved brain can be resumed
+against any provider; and, kept verbatim for the provider that made them, a
+reply's thinking, its server tool blocks (:class:`ServerBlock`) and the
+sources its text cites (:class:`Citation`).
 """
 
 from __future__ import annotations
@@ -73,6 +75,52 @@ class Thinking:
 
 
 @dataclass(frozen=True)
+class ServerBlock:
+    """A block the provider's own server tools made (Anthropic's web search, web fetch, code execution), kept
+    verbatim so the next turn can hand it back: the call the server ran (``kind`` ``server_tool_use``,
+    ``name`` the tool, ``content`` its input) or its result (``kind`` the result block's type, such as
+    ``web_search_tool_result``, ``content`` as the provider sent it), with the ``id`` that pairs them."""
+
+    kind: str
+    id: str
+    name: str | None = None
+    content: Any = None
+
+    def __post_init__(self) -> None:
+        _need(self, "kind", str)
+        _need(self, "id", str)
+        _need(self, "name", str, nullable=True)
+        problem = json_problem(self.content)
+        if problem:
+            raise FeedArgumentError(f"ServerBlock.content must be plain JSON: {problem}")
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind, "id": self.id, "content": self.content}
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ServerBlock:
+        return cls(d["kind"], d["id"], d.get("name"), d.get("content"))
+
+
+@dataclass(frozen=True)
+class Citation:
+    """A source the text cites, as the provider described it (Anthropic's ``web_search_result_location``,
+    ``char_location``...: its ``type`` and fields), kept verbatim."""
+
+    data: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        if type(self.data) is not dict or type(self.data.get("type")) is not str:
+            raise FeedArgumentError(f"Citation.data must be an object with a type, got {shown(self.data)}")
+        problem = json_problem(self.data)
+        if problem:
+            raise FeedArgumentError(f"Citation.data must be plain JSON: {problem}")
+
+
+@dataclass(frozen=True)
 class Message:
     """One conversation message; a tool result is a ``tool`` message naming its call."""
 
@@ -82,6 +130,8 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool = False
     thinking: tuple[Thinking, ...] = ()
+    server_blocks: tuple[ServerBlock, ...] = ()
+    citations: tuple[Citation, ...] = ()
 
     def __post_init__(self) -> None:
         # Checked whole here, so a feed never meets a half-valid message and a
@@ -93,7 +143,13 @@ class Message:
         _need(self, "is_error", bool)
         if self.role == "tool" and not self.tool_call_id:
             raise FeedArgumentError("a tool result message needs the tool_call_id it answers")
-        for name, cls in (("tool_calls", ToolCall), ("thinking", Thinking)):
+        kinds: tuple[tuple[str, type], ...] = (
+            ("tool_calls", ToolCall),
+            ("thinking", Thinking),
+            ("server_blocks", ServerBlock),
+            ("citations", Citation),
+        )
+        for name, cls in kinds:
             value = getattr(self, name)
             if not isinstance(value, tuple):
                 if not isinstance(value, list):
@@ -123,8 +179,17 @@ class Message:
         text: str = "",
         tool_calls: tuple[ToolCall, ...] | list[ToolCall] = (),
         thinking: tuple[Thinking, ...] | list[Thinking] = (),
+        server_blocks: tuple[ServerBlock, ...] | list[ServerBlock] = (),
+        citations: tuple[Citation, ...] | list[Citation] = (),
     ) -> Message:
-        return cls("assistant", text, tuple(tool_calls), thinking=tuple(thinking))
+        return cls(
+            "assistant",
+            text,
+            tuple(tool_calls),
+            thinking=tuple(thinking),
+            server_blocks=tuple(server_blocks),
+            citations=tuple(citations),
+        )
 
     @classmethod
     def tool_result(cls, call_id: str, text: str, *, is_error: bool = False) -> Message:
@@ -139,6 +204,10 @@ class Message:
             d["is_error"] = self.is_error
         if self.thinking:
             d["thinking"] = [t.to_json() for t in self.thinking]
+        if self.server_blocks:
+            d["server_blocks"] = [b.to_json() for b in self.server_blocks]
+        if self.citations:
+            d["citations"] = [c.data for c in self.citations]
         return d
 
     @classmethod
@@ -150,6 +219,8 @@ class Message:
             d.get("tool_call_id"),
             bool(d.get("is_error", False)),
             tuple(Thinking.from_json(t) for t in d.get("thinking", ())),
+            tuple(ServerBlock.from_json(b) for b in d.get("server_blocks", ())),
+            tuple(Citation(dict(c)) for c in d.get("citations", ())),
         )
 
 
@@ -177,6 +248,15 @@ THINKING_SCHEMA = {
     "properties": {"text": {"type": "string"}, "signature": {"type": "string"}, "redacted": {"type": "string"}},
 }
 
+SERVER_BLOCK_SCHEMA = {
+    "type": "object",
+    "required": ["kind", "id", "content"],
+    "additionalProperties": False,
+    "properties": {"kind": {"type": "string"}, "id": {"type": "string"}, "name": {"type": "string"}, "content": {}},
+}
+
+CITATION_SCHEMA = {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}
+
 MESSAGE_SCHEMA = {
     "type": "object",
     "required": ["role", "text"],
@@ -188,5 +268,7 @@ MESSAGE_SCHEMA = {
         "tool_call_id": {"type": "string"},
         "is_error": {"type": "boolean"},
         "thinking": {"type": "array", "items": THINKING_SCHEMA},
+        "server_blocks": {"type": "array", "items": SERVER_BLOCK_SCHEMA},
+        "citations": {"type": "array", "items": CITATION_SCHEMA},
     },
 }

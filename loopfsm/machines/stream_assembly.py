@@ -48,11 +48,16 @@ def next_index(m: Any, ctx: Any) -> bool:
     return ctx.args["index"] == len(m.data.slots)  # type: ignore[no-any-return]
 
 
+#: Lanes whose blocks carry a header: a tool call's (or server tool call's) id and name, a server tool result's
+#: call id and block type.
+HEADED_LANES = frozenset({"tool", "server_tool", "server_result"})
+
+
 @REGISTRY.guard
 def header_fits_lane(m: Any, ctx: Any) -> bool:
-    """A tool block names its call (id and name); no other block does."""
+    """A tool, server tool or server result block names its header (id and name); no other block does."""
     a = ctx.args
-    if a["lane"] == "tool":
+    if a["lane"] in HEADED_LANES:
         return bool(a["block_id"]) and bool(a["name"])
     return a["block_id"] is None and a["name"] is None
 
@@ -244,8 +249,8 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
             return f"block {index} was already started"
         if index != len(d.slots):
             return f"block {index} started where the next block is {len(d.slots)}"
-        if args.get("lane") == "tool":
-            return "a tool block needs its call's id and name"
+        if args.get("lane") in HEADED_LANES:
+            return f"a {args.get('lane')} block needs its id and name"
         if args.get("block_id") is not None or args.get("name") is not None:
             return f"a {args.get('lane')} block carries no id or name"
         if len(d.slots) >= pol.max_blocks:

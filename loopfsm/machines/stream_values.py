@@ -11,10 +11,13 @@ from typing import Any, Literal
 
 from loopfsm.core.errors import shown
 from loopfsm.core.fieldtypes import INT_MAX, MAX_JSON_DEPTH, MAX_JSON_NODES
-from .messages import Message, Thinking, ToolCall
+from .messages import Message, ServerBlock, Thinking, ToolCall
 
-Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal"]
-LANES: tuple[str, ...] = ("text", "tool", "thinking", "redacted_thinking", "refusal")
+Lane = Literal["text", "tool", "thinking", "redacted_thinking", "refusal", "server_tool", "server_result"]
+LANES: tuple[str, ...] = ("text", "tool", "thinking", "redacted_thinking", "refusal", "server_tool", "server_result")
+#: Lanes whose text is a JSON object, parsed when the block closes: a tool call's arguments, a server tool's
+#: input, a server tool result (``{"content": ...}``, as the adapter opens it).
+JSON_LANES = frozenset({"tool", "server_tool", "server_result"})
 
 # Fragments are joined into one piece every this many, so a stream of tiny
 # fragments holds about as much memory as its text, and each character is
@@ -64,7 +67,7 @@ class Slot:
         self.parts = []
         self.chunks = []
         self.open = False
-        if self.lane == "tool":
+        if self.lane in JSON_LANES:
             self.arguments, self.problem = parse_arguments(self.text)
 
     def current_text(self) -> str:
@@ -270,6 +273,7 @@ def assemble(
     refusal: list[str] = []
     calls: list[ToolCall] = []
     thinking: list[Thinking] = []
+    server: list[ServerBlock] = []
     problems: list[ArgumentProblem] = []
     ids: set[str] = set()
     for s in slots:
@@ -282,6 +286,13 @@ def assemble(
             thinking.append(Thinking(body, s.signature))
         elif s.lane == "redacted_thinking":
             thinking.append(Thinking("", None, body))
+        elif s.lane in ("server_tool", "server_result"):
+            if s.arguments is None:
+                problems.append(ArgumentProblem(s.index, s.block_id or "", s.name or "", body, s.problem or "invalid"))
+            elif s.lane == "server_tool":
+                server.append(ServerBlock("server_tool_use", s.block_id or "", s.name, s.arguments))
+            else:  # a result block: its type is the header's name, its content what the adapter wrapped
+                server.append(ServerBlock(s.name or "", s.block_id or "", None, s.arguments.get("content")))
         else:
             call_id = s.block_id or ""
             kind: ProblemKind | None = "duplicate_id" if call_id in ids else s.problem
@@ -290,7 +301,7 @@ def assemble(
                 calls.append(ToolCall(call_id, s.name or "", s.arguments))
             else:
                 problems.append(ArgumentProblem(s.index, call_id, s.name or "", body, kind or "invalid"))
-    message = Message.assistant("".join(text), calls, thinking)
+    message = Message.assistant("".join(text), calls, thinking, server)
     return StreamResult(
         message, stop_reason, stop_sequence, dict(usage), message_id, model, "".join(refusal), tuple(problems)
     )

@@ -26,6 +26,14 @@ class StoreError(LoopFsmError):
     """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""
 
 
+class HolderClaimed(StoreError):
+    """Another live process serves under the holder id asked for (:mod:`loopfsm.router.store.claims`)."""
+
+
+class ClaimLost(StoreError):
+    """This process's holder-id claim was taken over (it stalled past the lease): it no longer owns the id."""
+
+
 class StreamEventError(LoopFsmError):
     """A stream event is not shaped as its provider documents it (a missing field, a wrong type)."""
 

@@ -325,7 +325,8 @@ def test_result_before_the_stop_reason_raises():
     [
         ({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}, "KeyError"),
         ({"type": "content_block_delta", "index": 0, "delta": {"type": "bogus_delta"}}, "unsupported delta"),
-        ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "unsupported"),
+        ({"type": "content_block_start", "index": 1, "content_block": {"type": "mcp_tool_use"}}, "unsupported"),
+        ({"type": "content_block_start", "index": 1, "content_block": {"type": "server_tool_use"}}, "KeyError: 'id'"),
         ({"type": "surprise"}, "unknown event type"),
         (["not", "a", "dict"], "an event is an object with a .type., got a list"),
         ({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": 5}, "usage is not an object"),
@@ -457,28 +458,24 @@ def test_a_chunk_is_refused_whole():
     assert s.result().message.text == "hi there" and len(s.result().message.tool_calls) == 1
 
 
-def test_citations_are_refused_as_unsupported_never_dropped():
-    citation = {
-        "type": "content_block_delta",
-        "index": 0,
-        "delta": {"type": "citations_delta", "citation": {"type": "char_location", "cited_text": "x"}},
-    }
+def test_citations_are_kept_in_order_never_dropped():
+    first, second = {"type": "char_location", "cited_text": "x"}, {"type": "char_location", "cited_text": "y"}
     cited_start = {"type": "content_block_start", "index": 0, "content_block": {**text_start(0)["content_block"]}}
-    cited_start["content_block"]["citations"] = [{"type": "char_location", "cited_text": "x"}]
-    for before, event, words in (
-        ([START, text_start(0), text_delta(0, "Paris")], citation, "a citations_delta is unsupported"),
-        ([START], cited_start, "a text block's citations are unsupported"),
-    ):
-        s = AnthropicStream()
-        s.feed_all(before)
-        snap = s.machine.snapshot()
-        with pytest.raises(StreamEventError, match=words):
-            s.feed(event)
-        assert s.machine.snapshot() == snap
+    cited_start["content_block"]["citations"] = [first]
+    delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "citations_delta", "citation": second}}
+    s = AnthropicStream()
+    s.feed_all([START, cited_start, text_delta(0, "Paris"), delta, stop(0), message_delta(), MESSAGE_STOP])
+    assert s.result().message.text == "Paris" and [c.data for c in s.result().message.citations] == [first, second]
+    s = AnthropicStream()  # a citation for a block that was closed is refused, and changes nothing
+    s.feed_all([START, text_start(0), text_delta(0, "Paris"), stop(0)])
+    snap = s.machine.snapshot()
+    with pytest.raises(StreamProtocolError, match="a citation for block 0, not an open text block"):
+        s.feed(delta)
+    assert s.machine.snapshot() == snap and s.citations == []
     s = AnthropicStream()  # an empty citations list carries nothing: the block is plain text
     empty = {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": "", "citations": []}}
     s.feed_all([START, empty, text_delta(0, "Paris"), stop(0), message_delta(), MESSAGE_STOP])
-    assert s.result().message.text == "Paris"
+    assert s.result().message.text == "Paris" and s.result().message.citations == ()
 
 
 @pytest.mark.parametrize(
@@ -750,7 +747,8 @@ def test_content_in_message_start_becomes_the_first_blocks():
 @pytest.mark.parametrize(
     "content,words",
     [
-        ([{"type": "text", "text": "a"}, {"type": "server_tool_use", "id": "s"}], "unsupported content block type"),
+        ([{"type": "text", "text": "a"}, {"type": "mcp_tool_use", "id": "s"}], "unsupported content block type"),
+        ([{"type": "text", "text": "a"}, {"type": "server_tool_use", "id": "s"}], "malformed 'message_start' event"),
         ([{"type": "tool_use", "name": "f", "input": {}}], "malformed 'message_start' event"),
         ("text", "message content is a str, not a list"),
     ],

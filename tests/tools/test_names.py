@@ -79,11 +79,19 @@ def resolves(dotted: str) -> bool:
     return False
 
 
+def metric_names() -> frozenset[str]:
+    """The router's OpenTelemetry metric names: dotted like modules, and not modules."""
+    from loopfsm.router.service.metrics import OTEL_NAMES
+
+    return frozenset(OTEL_NAMES)
+
+
 def stale_names(name: str, text: str) -> list[str]:
     found = []
+    metrics = metric_names()
     for m in DOTTED.finditer(text):
         dotted, first = m.group(0), m.group(1).split(".")[1]
-        if dotted == "loopfsm.registries" or (first not in LAYERS and first not in MOVED):
+        if dotted == "loopfsm.registries" or (first not in LAYERS and first not in MOVED) or dotted in metrics:
             continue
         if re.match(r"`?\s+to\s+`", text[m.end() : m.end() + 12]):
             continue  # the old side of "old name to new"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from loopfsm.router.errors import ProviderError
-from loopfsm.machines.messages import Message
+from loopfsm.machines.messages import Message, ServerBlock
 from loopfsm.router.streams.anthropic import AnthropicStream
 from . import sse
 from . import import_sdk, token_count, FailureClass, ModelReply, ModelRequest, StopReason, status_class
@@ -45,7 +45,8 @@ def to_api_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, 
             role, blocks = "user", [block]
         elif m.role == "assistant":
             role = "assistant"
-            blocks = [{"type": "text", "text": m.text}] if m.text else []
+            blocks = [_server_block(b) for b in m.server_blocks]  # handed back as they came, before the text
+            blocks += [{"type": "text", "text": m.text}] if m.text else []
             blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in m.tool_calls]
         else:
             role, blocks = "user", [{"type": "text", "text": m.text}]
@@ -54,6 +55,13 @@ def to_api_messages(messages: tuple[Message, ...]) -> tuple[str, list[dict[str, 
         else:
             out.append({"role": role, "content": blocks})
     return system, out
+
+
+def _server_block(b: ServerBlock) -> dict[str, Any]:
+    """A server tool's call or result as the Messages API takes it back."""
+    if b.kind == "server_tool_use":
+        return {"type": "server_tool_use", "id": b.id, "name": b.name, "input": b.content}
+    return {"type": b.kind, "tool_use_id": b.id, "content": b.content}
 
 
 def retry_after_ms(headers: Any) -> int | None:

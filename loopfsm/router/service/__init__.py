@@ -60,7 +60,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from loopfsm.router.crypto import Keyring
 from loopfsm.core.errors import SnapshotError
@@ -80,6 +80,8 @@ from . import admission, approvals, responses, sealing, spans, tool_calls, turn
 from .context import Ctx, Outcome, Resume
 from .demo import DEMO_SCRIPT
 from .metrics import RouterMetrics
+
+T = TypeVar("T")
 
 SESSION_ID = re.compile(SESSION_ID_PATTERN)  # fullmatch: no newline
 
@@ -190,29 +192,27 @@ class Router:
         with self._stores_lock:
             return len(self._stores)
 
-    def claim(self, token: str | None = None) -> Claim:
-        """Claim this router's holder id in the store (see :mod:`loopfsm.router.store.claims`), before
-        :meth:`recover`: :class:`~loopfsm.router.store.claims.HolderClaimed` when a live process serves under it."""
+    def _on_store(self, work: Callable[[RunStore], T]) -> T:
+        """``work`` on a pooled connection, given back after (closed instead when ``work`` raised): the starting
+        thread and the endpoints keep no connection of their own."""
         s = self._borrow()
         broken = True
         try:
-            mine = claims.claim(s, self.holder, token=token)
-            self._claim_lease_ms = s.lease_ms
+            out = work(s)
             broken = False
-            return mine
+            return out
         finally:
             self._give_back(s, broken=broken)
 
+    def claim(self, token: str | None = None) -> Claim:
+        """Claim this router's holder id in the store (see :mod:`loopfsm.router.store.claims`), before
+        :meth:`recover`: :class:`~loopfsm.router.errors.HolderClaimed` when a live process serves under it."""
+        self._claim_lease_ms = self._on_store(lambda s: s.lease_ms)
+        return self._on_store(lambda s: claims.claim(s, self.holder, token=token))
+
     def release(self, mine: Claim) -> bool:
         """Give up a claim :meth:`claim` made (when it is still this process's); whether it was."""
-        s = self._borrow()
-        broken = True
-        try:
-            given_up = claims.release(s, mine)
-            broken = False
-            return given_up
-        finally:
-            self._give_back(s, broken=broken)
+        return self._on_store(lambda s: claims.release(s, mine))
 
     def claim_keeper(self, mine: Claim) -> claims.ClaimKeeper:
         """A keeper renewing ``mine`` every third of the lease on a connection of its own (the caller starts it)."""
@@ -223,32 +223,18 @@ class Router:
         return claims.ClaimKeeper(opened, mine, every_s=self._claim_lease_ms / 3000)
 
     def store_problem(self) -> str | None:
-        """Why the store cannot serve requests now (its error's class, never an address), or None when it can:
-        a pooled connection is asked for the schema version, and given up if that fails."""
+        """Why the store cannot serve requests now (its error's class, never an address), or None when it can."""
         try:
-            s = self._borrow()
-        except Exception as err:  # noqa: BLE001 - any failure to connect is "not ready", said by its class
+            self._on_store(lambda s: s.check_schema())
+        except Exception as err:  # noqa: BLE001 - any failure to connect or answer is "not ready", said by its class
             return f"unreachable ({type(err).__name__})"
-        try:
-            s.check_schema()
-        except Exception as err:  # noqa: BLE001 - the connection failed mid-question: closed, not pooled
-            self._give_back(s, broken=True)
-            return f"unreachable ({type(err).__name__})"
-        self._give_back(s, broken=False)
         return None
 
     def recover(self) -> list[str]:
         """Startup: free the locks this router's previous incarnation held; their runs resume from phase.
 
         Call it after :meth:`claim`: only a process that owns the holder id may free its locks."""
-        s = self._borrow()  # from the pool and back, so the starting thread keeps no connection of its own
-        broken = True
-        try:
-            freed = s.recover(self.holder)
-            broken = False
-            return freed
-        finally:
-            self._give_back(s, broken=broken)
+        return self._on_store(lambda s: s.recover(self.holder))
 
     def close(self) -> None:
         with self._stores_lock:

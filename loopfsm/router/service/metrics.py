@@ -36,6 +36,15 @@ from typing import Any
 
 from .. import protocol as P
 
+#: The OpenTelemetry names of the metrics (the Prometheus ones with dots; the duration in seconds).
+OTEL_NAMES = (
+    "loopfsm.router.requests",
+    "loopfsm.router.errors",
+    "loopfsm.router.model_calls",
+    "loopfsm.router.tool_results",
+    "loopfsm.router.fallback_breaker.state",
+    "loopfsm.router.request.duration",
+)
 #: Upper bounds (seconds) of the duration histogram's buckets.
 DURATION_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 #: The request types a label may name; anything else a client sends is counted as ``invalid``.
@@ -155,4 +164,4 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-__all__ = ["DURATION_BUCKETS_S", "RouterMetrics"]
+__all__ = ["DURATION_BUCKETS_S", "OTEL_NAMES", "RouterMetrics"]

@@ -40,20 +40,12 @@ from dataclasses import dataclass
 from datetime import datetime, UTC
 from typing import TYPE_CHECKING
 
-from loopfsm.router.errors import StoreError
+from loopfsm.router.errors import ClaimLost, HolderClaimed
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runstore import RunStore
 
 log = logging.getLogger("loopfsm.router")
-
-
-class HolderClaimed(StoreError):
-    """Another live process serves under the holder id asked for."""
-
-
-class ClaimLost(StoreError):
-    """This process's claim was taken over (it stalled past the lease): it no longer owns its holder id."""
 
 
 @dataclass(frozen=True)

@@ -7,25 +7,41 @@ to the machine as they are, so the machine's index rules are Anthropic's.
 Blocks a ``message_start`` already carries in its ``content`` are the
 message's first blocks (opened and closed at once, as the SDK keeps them),
 and the streamed blocks are numbered on after them.
-Text, tool use, thinking and redacted thinking blocks are assembled;
-citations (a ``citations_delta``, or a text block that starts with some) and
-server tool blocks (``server_tool_use``, search results) are refused as
-unsupported rather than silently lost: the Message has no place for them.
+Text, tool use, thinking and redacted thinking blocks are assembled, and so
+are the blocks of Anthropic's server tools: a ``server_tool_use`` block (the
+call the API ran, its input streamed as JSON) goes to the server_tool lane,
+and a result block (``web_search_tool_result``, ``web_fetch_tool_result``,
+``code_execution_tool_result``..., any type ending ``_tool_result`` that
+names its ``tool_use_id``) to the server_result lane, whole as it starts; the
+message keeps both (:class:`~loopfsm.machines.messages.ServerBlock`).
+Citations (a ``citations_delta``, or those a text block starts with) are kept
+in order on the message (:class:`~loopfsm.machines.messages.Citation`); a
+citation for a block that is not an open text block is refused.  MCP blocks
+(``mcp_tool_use``) and any other block type are refused as unsupported
+rather than silently lost.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from loopfsm.core.errors import LoopFsmError
 from loopfsm.router.errors import StreamEventError
 from loopfsm.machines.stream_assembly import StreamAssembly
+from loopfsm.machines.messages import Citation
 from loopfsm.machines.stream_values import StreamResult, usage_of
 
 # content_block_start types -> lanes
-_LANES = {"text": "text", "tool_use": "tool", "thinking": "thinking", "redacted_thinking": "redacted_thinking"}
-# content_block_delta types -> (lane, field holding the fragment)
+_LANES = {
+    "text": "text",
+    "tool_use": "tool",
+    "thinking": "thinking",
+    "redacted_thinking": "redacted_thinking",
+    "server_tool_use": "server_tool",
+}
+# content_block_delta types -> (lane, field holding the fragment); an input_json_delta's lane is its block's
 _DELTAS = {
     "text_delta": ("text", "text"),
     "input_json_delta": ("tool", "partial_json"),
@@ -36,12 +52,13 @@ _DELTAS = {
 class AnthropicStream:
     """Feed Anthropic stream events one at a time; read :meth:`result` after the stop reason."""
 
-    __slots__ = ("machine", "policy", "events")
+    __slots__ = ("machine", "policy", "events", "citations")
 
     def __init__(self, machine: Any = None, policy: Any = None):
         self.machine: Any = machine if machine is not None else StreamAssembly()
         self.policy = policy
         self.events = 0
+        self.citations: list[Citation] = []
 
     def feed(self, event: Mapping[str, Any]) -> None:
         """One event; a malformed one raises StreamEventError, an illegal one StreamProtocolError."""
@@ -57,13 +74,18 @@ class AnthropicStream:
                 dtype = delta["type"]
                 lane = _DELTAS.get(dtype)
                 if lane is not None:
-                    m.delta(event["index"], lane[0], delta[lane[1]], policy=pol)
+                    name = lane[0]
+                    if dtype == "input_json_delta" and self._lane_of(event["index"]) == "server_tool":
+                        name = "server_tool"  # a server tool's input streams as a tool call's does
+                    m.delta(event["index"], name, delta[lane[1]], policy=pol)
                 elif dtype == "signature_delta":
                     m.sign(event["index"], delta["signature"], policy=pol)
-                elif dtype == "citations_delta":  # the Message has no place for a citation: refused, not lost
-                    raise StreamEventError(
-                        f"event {self.events}: a citations_delta is unsupported: the message has no place for it"
-                    )
+                elif dtype == "citations_delta":
+                    if self._lane_of(event["index"]) != "text" or not m.data.slots[event["index"]].open:
+                        raise m.protocol_error(
+                            "delta", f"a citation for block {event['index']}, not an open text block"
+                        )
+                    self.citations.append(self._citation(delta["citation"]))
                 else:
                     raise StreamEventError(f"event {self.events}: unsupported delta type {dtype!r}")
             elif kind == "content_block_start":
@@ -108,7 +130,7 @@ class AnthropicStream:
         if not content:
             m.start(msg["id"], msg["model"], msg.get("role", "assistant"), usage, policy=pol)
             return
-        cp = m.checkpoint()
+        cp, cited = m.checkpoint(), len(self.citations)
         try:
             m.start(msg["id"], msg["model"], msg.get("role", "assistant"), usage, policy=pol)
             for index, block in enumerate(content):
@@ -116,20 +138,40 @@ class AnthropicStream:
                 m.close_block(index, policy=pol)
         except Exception:  # a refused feed, or a malformed block (reported by feed as StreamEventError)
             m.rollback(cp)
+            del self.citations[cited:]
             raise
+
+    def _lane_of(self, index: Any) -> str | None:
+        slots = self.machine.data.slots
+        lane: str | None = slots[index].lane if type(index) is int and 0 <= index < len(slots) else None
+        return lane
+
+    def _citation(self, value: Any) -> Citation:
+        try:
+            return Citation(dict(value))
+        except (TypeError, ValueError, LoopFsmError) as err:
+            raise StreamEventError(f"event {self.events}: a citation is an object with a type ({err})") from None
 
     def _start_block(self, index: Any, block: Mapping[str, Any]) -> None:
         btype = block["type"]
         lane = _LANES.get(btype)
         m, pol = self.machine, self.policy
+        if lane is None and isinstance(btype, str) and btype.endswith("_tool_result") and not btype.startswith("mcp_"):
+            # The result of a server tool, whole: its call's id and its type are its header, its content the JSON.
+            content = _json_text({"content": block.get("content")})
+            m.open_block(index, "server_result", block["tool_use_id"], btype, content, policy=pol)
+            return
         if lane is None:
             raise StreamEventError(f"event {self.events}: unsupported content block type {btype!r}")
         if lane == "text":
-            if block.get("citations"):  # an empty list or null carries nothing
-                raise StreamEventError(
-                    f"event {self.events}: a text block's citations are unsupported: the message has no place for them"
-                )
+            cited = [self._citation(c) for c in block.get("citations") or ()]  # an empty list or null carries none
             m.open_block(index, "text", initial=block.get("text") or "", policy=pol)
+            self.citations += cited
+        elif lane == "server_tool":
+            initial = block.get("input")
+            m.open_block(
+                index, "server_tool", block["id"], block["name"], "" if not initial else _json_text(initial), policy=pol
+            )
         elif lane == "tool":
             initial = block.get("input")
             # The block announces its input as {} and streams the JSON text; a
@@ -155,7 +197,11 @@ class AnthropicStream:
             self.feed(event)
 
     def result(self) -> StreamResult:
-        return self.machine.result()  # type: ignore[no-any-return]
+        assembled: StreamResult = self.machine.result()
+        if not self.citations:
+            return assembled
+        message = replace(assembled.message, citations=tuple(self.citations))
+        return replace(assembled, message=message)
 
 
 def _kind(event: Any) -> str:
