@@ -17,7 +17,7 @@ import pytest
 from loopfsm.router.store import open_store
 from loopfsm.router.store.claims import ClaimLost, HolderClaimed, claim, claims, read_claim, release, renew
 
-from tests.router.test_router_workers import Client, Workers, wait_for
+from tests.router.test_router_workers import Client, Workers, started, wait_for  # noqa: F401 - started: fixture
 from tests.support.router_support import START_S, free_port, stop, wait_until_up
 from tests.support.store_support import store_url  # noqa: F401 - fixture
 
@@ -97,7 +97,7 @@ def _serve(url: str, prefix: str, holder: str, tmp_path: Path, *, workers: int, 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_second_router_under_the_same_holder_is_refused_and_frees_no_lock_in_flight(
     store_url,  # noqa: F811
-    started,
+    started,  # noqa: F811
     tmp_path,
     workers,
 ):
@@ -188,14 +188,6 @@ def _quietly(fn, *args) -> None:
         fn(*args)
     except Exception:  # noqa: BLE001 - the router under it was killed: the test looks at the store
         pass
-
-
-@pytest.fixture
-def started():
-    procs: list[Workers] = []
-    yield procs
-    for p in procs:
-        p.stop()
 
 
 def test_router_serve_refused_says_what_docs_router_md_shows_and_serves_nothing(tmp_path, monkeypatch, capsys):
