@@ -74,8 +74,9 @@ def test_each_request_is_one_span_with_its_model_calls_and_tool_runs_beneath_it(
     assert {"router_run", "engine_brain"} <= machines  # the run's state moves, as events of the request's span
     assert any(m["loopfsm.feed"] == "model_response" for m in moves if m["loopfsm.machine"] == "engine_brain")
     from loopfsm.core import tracing
+    from loopfsm.router.service.spans import TURN_EVENTS
 
-    assert not tracing.ACTIVE  # the events' sink is gone once no traced request is served
+    assert TURN_EVENTS not in tracing._global  # the events' sink is gone once no traced request is served
     shown = json.dumps([dict(s.attributes) for s in spans] + [[dict(e.attributes) for e in s.events] for s in spans])
     assert "SECRET" not in shown  # no prompt, argument, result or answer in any span
     router.close()
