@@ -94,6 +94,7 @@ def _serve(url: str, prefix: str, holder: str, tmp_path: Path, *, workers: int, 
     return proc, port, log
 
 
+@pytest.mark.slow  # router processes, started and stopped; the claim's rules are held quickly above
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_second_router_under_the_same_holder_is_refused_and_frees_no_lock_in_flight(
     store_url,  # noqa: F811
@@ -150,6 +151,7 @@ def test_a_second_router_under_the_same_holder_is_refused_and_frees_no_lock_in_f
         assert claims(s) == []
 
 
+@pytest.mark.slow  # router processes, one killed
 def test_a_router_killed_is_followed_at_once_by_its_successor_on_the_same_host(store_url, tmp_path):  # noqa: F811
     """kill -9 leaves the claim in the store; the next router under the id sees its claimer gone from this host
     and starts without waiting for the lease, freeing the lock the killed one held."""

@@ -68,6 +68,7 @@ class _Collector(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # a router process and a collector; the variables' reading is held quickly above
 def test_router_serve_sends_one_trace_per_turn_to_the_collector_the_variables_name(tmp_path):
     import httpx
 
