@@ -343,13 +343,21 @@ class MachineInstance(_tracing.Traced):
     def snapshot(self) -> dict[str, Any]:
         """A JSON-ready dict; :meth:`restore` turns it back into an identical instance."""
         c = self.compiled
-        data = self.data
         return {
             "format": SNAPSHOT_FORMAT,
             "machine": c.name,
             "version": c.spec.version,
             "fingerprint": c.fingerprint,
             "shape": c.shape.to_json(),
+            **self._encoded(),
+        }
+
+    def _encoded(self) -> dict[str, Any]:
+        """The snapshot's ``state``, ``state_data`` and ``data``, encoded: what ``loopfsm verify`` fingerprints
+        (without the header, which it would only throw away)."""
+        c = self.compiled
+        data = self.data
+        return {
             "state": self._state,
             "state_data": {k: c.state_encoders[self._state][k](v) for k, v in self.state_data.items()},
             "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},

@@ -268,19 +268,6 @@ def _key(snap: dict[str, Any], clock: int, forget: frozenset[str] = frozenset())
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
-def _encoded(inst: Any) -> dict[str, Any]:
-    """The parts of ``inst``'s snapshot a fingerprint reads (state, state data, data), encoded as the snapshot
-    encodes them, without the header a snapshot also carries."""
-    c = inst.compiled
-    state, data = inst._state, inst.data
-    encoders = c.state_encoders[state]
-    return {
-        "state": state,
-        "state_data": {k: encoders[k](v) for k, v in inst.state_data.items()},
-        "data": {name: enc(getattr(data, name)) for name, enc in c.data_encoders.items()},
-    }
-
-
 class _Fingerprints:
     """Fingerprints of configurations, with a shortcut for the many feeds that lead somewhere already seen.
 
@@ -303,11 +290,11 @@ class _Fingerprints:
         try:
             blob = pickle.dumps((inst._state, inst.state_data, [getattr(data, n) for n in names], clock), 5)
         except Exception:  # noqa: BLE001 - a value pickle cannot take: encode it (the canonical way) every time
-            return _key(_encoded(inst), clock, self.forget)
+            return _key(inst._encoded(), clock, self.forget)
         raw = hashlib.blake2b(blob, digest_size=16).digest()
         key = self._by_raw.get(raw)
         if key is None:
-            key = self._by_raw[raw] = _key(_encoded(inst), clock, self.forget)
+            key = self._by_raw[raw] = _key(inst._encoded(), clock, self.forget)
         return key
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from loopfsm.core.compiler import compile_file
-from loopfsm.verification.verify import _args_key, _encoded, _Fingerprints, _key
+from loopfsm.verification.verify import _args_key, _Fingerprints, _key
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,7 +23,7 @@ def test_the_raw_shortcut_gives_the_canonical_fingerprint():
     prints = _Fingerprints(frozenset())
     inst = compiled.new()
     canonical = _key(inst.snapshot(), 3)
-    assert prints.of(inst, 3) == canonical == _key(_encoded(inst), 3)
+    assert prints.of(inst, 3) == canonical == _key(inst._encoded(), 3)
     assert prints.of(inst, 3) == canonical  # found by its raw values this time
     assert prints.of(inst, 4) != canonical  # the largest time fed is part of it
     inst.feed("acquire", now=0, call_id="c")
@@ -36,7 +36,7 @@ def test_values_that_pickle_differently_but_encode_alike_share_a_fingerprint():
     a, b = compiled.new(), compiled.new()
     a.data.usage = {"input_tokens": 1, "output_tokens": 2}
     b.data.usage = {"output_tokens": 2, "input_tokens": 1}  # the same, kept in another order: pickled differently
-    assert prints.of(a, 0) == prints.of(b, 0) == _key(_encoded(a), 0)
+    assert prints.of(a, 0) == prints.of(b, 0) == _key(a._encoded(), 0)
     assert len(prints._by_raw) == 2
 
 

@@ -79,7 +79,7 @@ from ..tools import DEFAULT_PERMISSIONS
 from . import admission, approvals, responses, sealing, spans, tool_calls, turn
 from .context import Ctx, Outcome, Resume
 from .demo import DEMO_SCRIPT
-from .metrics import RouterMetrics
+from .metrics import RouterMetrics, request_label
 
 T = TypeVar("T")
 
@@ -147,7 +147,6 @@ class Router:
         self._stores: list[RunStore] = []  # every connection open, to close them all at the end
         self._idle: list[RunStore] = []  # the pool: open connections no request holds now
         self._stores_lock = threading.Lock()
-        self._claim_lease_ms = int(ROUTER_RUN.default_policy.lease_ms)  # the store's lease, read again by claim()
         # router_run's policy: the YAML defaults, overridden by ``policy`` (and the older ``approval_ttl_ms``)
         overrides = dict(policy or {})
         if approval_ttl_ms is not None:
@@ -207,7 +206,6 @@ class Router:
     def claim(self, token: str | None = None) -> Claim:
         """Claim this router's holder id in the store (see :mod:`loopfsm.router.store.claims`), before
         :meth:`recover`: :class:`~loopfsm.router.errors.HolderClaimed` when a live process serves under it."""
-        self._claim_lease_ms = self._on_store(lambda s: s.lease_ms)
         return self._on_store(lambda s: claims.claim(s, self.holder, token=token))
 
     def release(self, mine: Claim) -> bool:
@@ -220,7 +218,8 @@ class Router:
         def opened() -> RunStore:
             return open_store(self.store_url, prefix=self.prefix, clock=self.clock)
 
-        return claims.ClaimKeeper(opened, mine, every_s=self._claim_lease_ms / 3000)
+        # the lease the router's stores grant (open_store's default), which is how long a claim lasts
+        return claims.ClaimKeeper(opened, mine, every_s=int(ROUTER_RUN.default_policy.lease_ms) / 3000)
 
     def store_problem(self) -> str | None:
         """Why the store cannot serve requests now (its error's class, never an address), or None when it can."""
@@ -269,8 +268,7 @@ class Router:
             response = self._serve_one(session_id, request, on_event)
             self.metrics.answered(request, response, time.monotonic() - began)
             return response
-        kind = request.get("type") if isinstance(request, dict) else None
-        shown = kind if isinstance(kind, str) and kind in P.REQUEST_TYPES else "invalid"
+        shown = request_label(request)
         session = session_id if isinstance(session_id, str) and SESSION_ID.fullmatch(session_id) else None
         with spans.turn(self.tracer, session, shown, self.provider.name, trace_context) as span:
             self._local.span = span

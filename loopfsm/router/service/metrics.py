@@ -67,8 +67,7 @@ class RouterMetrics:
 
     # -- filled while serving --------------------------------------------------------------------
     def answered(self, request: object, response: dict[str, Any], seconds: float) -> None:
-        kind = request.get("type") if isinstance(request, dict) else None
-        kind = kind if isinstance(kind, str) and kind in _TYPES else "invalid"
+        kind = request_label(request)
         status = str(response.get("status") or "unknown")
         code = (response.get("data") or {}).get("code") if status == "error" else None
         with self._lock:
@@ -159,9 +158,16 @@ class RouterMetrics:
         )
 
 
+def request_label(request: object) -> str:
+    """A request's type as a label (metrics, spans): one of the protocol's, or ``invalid`` for anything else a
+    client sent, so no client can add a value."""
+    kind = request.get("type") if isinstance(request, dict) else None
+    return kind if isinstance(kind, str) and kind in _TYPES else "invalid"
+
+
 def _label(value: str) -> str:
     """A label value as the text format writes it (backslash, quote and newline escaped)."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-__all__ = ["DURATION_BUCKETS_S", "OTEL_NAMES", "RouterMetrics"]
+__all__ = ["DURATION_BUCKETS_S", "OTEL_NAMES", "RouterMetrics", "request_label"]
