@@ -48,18 +48,22 @@ def next_index(m: Any, ctx: Any) -> bool:
     return ctx.args["index"] == len(m.data.slots)  # type: ignore[no-any-return]
 
 
-#: Lanes whose blocks carry a header: a tool call's (or server tool call's) id and name, a server tool result's
-#: call id and block type.
-HEADED_LANES = frozenset({"tool", "server_tool", "server_result"})
-
-
 @REGISTRY.guard
-def header_fits_lane(m: Any, ctx: Any) -> bool:
-    """A tool, server tool or server result block names its header (id and name); no other block does."""
+def header_fits_lane(m: Any, ctx: Any, *, headed: list[str]) -> bool:
+    """A block of a lane in ``headed`` (the table names them) names its header, id and name; no other does."""
     a = ctx.args
-    if a["lane"] in HEADED_LANES:
+    if a["lane"] in headed:
         return bool(a["block_id"]) and bool(a["name"])
     return a["block_id"] is None and a["name"] is None
+
+
+def _headed_lanes(m: Any) -> list[str]:
+    """The lanes the table's ``header_fits_lane`` says carry a header (for wording a refusal as the table decided)."""
+    for branch in m.compiled.spec.events["open_block"].sources["Streaming"]:
+        for guard in branch.guards:
+            if guard.name == "header_fits_lane":
+                return list(guard.params["headed"])
+    return []
 
 
 @REGISTRY.guard
@@ -249,7 +253,7 @@ def explain_refusal(m: Any, event: str, args: dict[str, Any], policy: PolicyArg 
             return f"block {index} was already started"
         if index != len(d.slots):
             return f"block {index} started where the next block is {len(d.slots)}"
-        if args.get("lane") in HEADED_LANES:
+        if args.get("lane") in _headed_lanes(m):
             return f"a {args.get('lane')} block needs its id and name"
         if args.get("block_id") is not None or args.get("name") is not None:
             return f"a {args.get('lane')} block carries no id or name"
