@@ -9,11 +9,10 @@ carries on, so a user sees every mistake in a file in one run.
 
 from __future__ import annotations
 
-import json
 import keyword
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .errors import Problem, did_you_mean
 from .fieldtypes import (
@@ -31,7 +30,8 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .spec import MISSING, WILDCARD, Condition, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .when_checks import check_condition
+from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -81,17 +81,6 @@ def _name_problem(name: str, what: str, reserved: Iterable[str] = ()) -> str | N
     if name in reserved:
         return f"{what} '{name}' cannot be used: it would collide with the instance API ({name})"
     return None
-
-
-# The argument types a ``when:`` compares by equality: a YAML scalar means the same value to each.
-_WHEN_TYPES = frozenset({"integer", "number", "string", "boolean"})
-
-
-def _bounds_words(f: FieldDef) -> str:
-    parts = ([f"at least {f.minimum}"] if f.minimum is not None else []) + (
-        [f"at most {f.maximum}"] if f.maximum is not None else []
-    )
-    return f", {' and '.join(parts)}" if parts else ""
 
 
 class _Checker:
@@ -304,9 +293,17 @@ class _Checker:
             self.branch_names(ev)
             for a in ev.before:
                 self.ref("action", a)
+            self.first_scopes(ev)
             for state, branches in ev.sources.items():
                 if state != WILDCARD:
                     self.state_ref(state, ev.path + ("from", state), key=True)
+                if not branches:
+                    self.error(
+                        ev.path + ("from", state),
+                        f"'{ev.name}' from '{state}' has no branches: neither its own nor a 'first:' one tried there",
+                        key=True,
+                    )
+                    continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
                     if unguarded_at is not None:
@@ -318,7 +315,7 @@ class _Checker:
                     elif not b.guarded:
                         unguarded_at = i
                     for c in b.when:
-                        self.condition(f"feed '{ev.name}'", ev.args, c)
+                        check_condition(f"feed '{ev.name}'", ev.args, c, self.error)
                     for g in leaf_refs(b.guards):
                         self.ref("guard", g)
                     for a in b.actions:
@@ -341,65 +338,31 @@ class _Checker:
                         key=True,
                     )
 
-    def condition(self, owner: str, args: dict[str, FieldDef], c: Condition) -> None:
-        """A ``when:`` entry names an argument of its feed or decision (``owner``, with ``args``), and every
-        value it lists is one that argument can take.
+    def first_scopes(self, ev: EventDef) -> None:
+        """A ``states:`` scope belongs to a ``first:`` branch and names states the feed lists by name.
 
-        A value the argument can never hold would make the branch dead without
-        a word, so it is an error, as a misspelt guard name is.
+        A state reached only through ``"*"`` shares one list of branches with the other such states,
+        so a branch for some of them only has no place there: the state is listed instead.
         """
-        f = args.get(c.arg)
-        if f is None:
-            takes = ", ".join(args) or "no arguments"
-            self.error(
-                c.path,
-                f"{owner} has no argument '{c.arg}'{did_you_mean(c.arg, args)} (it takes: {takes})",
-                key=True,
-            )
-            return
-        if f.list or f.type not in _WHEN_TYPES:
-            what = f"a list of {f.type}" if f.list else f.type
-            self.error(
-                c.path,
-                f"'when' compares integer, number, string and boolean arguments; argument '{c.arg}' "
-                f"of {owner} is {what}: use a guard",
-                key=True,
-            )
-            return
-        py_type = BUILTIN_CODECS[f.type].py_type
-        if f.enum is not None and not all(fits_type(py_type, x) for x in f.enum):
-            return  # the argument's own enum is wrong, and says so at its line: no value can be judged against it
-        holds = python_checker(f, BUILTIN_CODECS[f.type])
-        for i, v in enumerate(c.values):
-            if holds(v):
-                continue
-            where = c.path + ((i,) if c.choice else ())
-            if f.enum is not None and fits_type(BUILTIN_CODECS[f.type].py_type, v):
-                hint = did_you_mean(v, [str(x) for x in f.enum]) if isinstance(v, str) else ""
-                choices = ", ".join(x if isinstance(x, str) else json.dumps(x) for x in f.enum)
-                self.error(
-                    where, f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is one of {choices}){hint}"
-                )
-            else:
-                self.error(
-                    where,
-                    f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
-                    f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
-                )
-        seen: set[tuple[type, Any]] = set()
-        for i, v in enumerate(c.values):
-            if (type(v), v) in seen:
-                self.error(c.path + (i,), f"{yaml_shown(v)} is listed twice for argument '{c.arg}'")
-            seen.add((type(v), v))
-        every = _every_value(f)
-        if every is not None and every <= seen:
-            # Always true, the branch is unconditional in all but name: the ones after it never run,
-            # yet the table reads as if they could, and `otherwise` is asked for without a reason.
-            self.error(
-                c.path,
-                f"argument '{c.arg}' of {owner} can only be one of the values listed, so this condition "
-                "always holds: remove it, or list only the values the branch is for",
-            )
+        for branches in ev.sources.values():
+            for b in branches:
+                if b.states is not None and not b.shared:
+                    self.error(
+                        b.path + ("states",),
+                        f"'states:' scopes a branch of '{ev.name}'s 'first:' list; a branch under "
+                        "'from:' is tried in its own state only",
+                    )
+        for b in ev.first:
+            for j, state in enumerate(b.states or ()):
+                where = b.path + ("states", j)
+                if state not in self.spec.states:
+                    self.state_ref(state, where)
+                elif state not in ev.sources:
+                    self.error(
+                        where,
+                        f"'{ev.name}' is not fed in '{state}' by name: list '{state}' under 'from:' "
+                        "(with [] if it has no branches of its own) for a 'first:' branch to be tried there",
+                    )
 
     def branch_names(self, ev: EventDef) -> None:
         """Traces identify a branch by feed, source state and name: two branches from one state may not share one."""
@@ -500,7 +463,7 @@ class _Checker:
                         f"rules already answer in {', '.join(sorted(scope))}",
                     )
                 for c in r.when:
-                    self.condition(f"decision '{d.name}'", d.args, c)
+                    check_condition(f"decision '{d.name}'", d.args, c, self.error)
                 for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
@@ -673,14 +636,3 @@ def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}
-
-
-def _every_value(f: FieldDef) -> set[tuple[type, Any]] | None:
-    """Every value an argument can take, when there are few enough to list (an enum, a boolean), else None."""
-    if f.enum is not None:
-        values = {(type(x), x) for x in f.enum}
-    elif f.type == "boolean":
-        values = {(bool, True), (bool, False)}
-    else:
-        return None
-    return values | {(type(None), None)} if f.nullable else values

@@ -334,7 +334,7 @@ class CompiledMachine:
     @staticmethod
     def _branch(spec: Spec, registry: Registry, event: str, legal: tuple[str, ...], b: Any) -> Branch:
         """A branch of the table with its guards and actions as the YAML names them, ``when:`` conditions first."""
-        name = branch_name(event, b.path[3], b.path[4], b.name)
+        name = branch_name(event, b.source, b.index, b.name)
         if b.refusal is not None:  # a refusal runs nothing but itself
             actions: tuple[Call, ...] = (Call("refuse", _refusal(spec.name, event, legal, b.refusal, name), {}),)
         else:

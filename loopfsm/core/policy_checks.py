@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .fieldtypes import POLICY_TYPES, fits_type, policy_value_problem
-from .spec import Spec, policy_readers
+from .spec import Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -55,3 +55,31 @@ def check_policy(spec: Spec, error: Callable[[PathT, str], None], warn: Callable
                 "reads it, say which with 'read_by:'",
                 key=True,
             )
+
+
+def policy_readers(spec: Spec) -> dict[str, list[str]]:
+    """Policy name -> where the table reads it (``coin from locked``, ``next_step rule threshold``,
+    ``before every feed``), in file order; a name nothing in the table reads maps to an empty list.
+
+    Code that reads a policy number directly (a store's lease) is not seen here; the YAML says so
+    with the number's ``read_by:``.
+    """
+    found: dict[str, list[str]] = {name: [] for name in spec.policy}
+
+    def note(refs: tuple[Ref, ...], where: str) -> None:
+        for leaf in leaf_refs(refs):
+            for value in leaf.params.values():
+                name = policy_ref(value)
+                if name in found and where not in found[name]:
+                    found[name].append(where)
+
+    note(spec.before, "before every feed")
+    for ev in spec.events.values():
+        note(ev.before, f"before {ev.name}")
+        for state, branches in ev.sources.items():
+            for b in branches:
+                note((*b.guards, *b.actions), f"{ev.name} from {state}")
+    for d in spec.decisions.values():
+        for r in d.rules:
+            note((*r.guards, r.result), f"{d.name} rule {r.name}")
+    return found

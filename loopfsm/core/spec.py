@@ -167,6 +167,17 @@ class Branch(_Conditioned):
     name: str | None = None  # optional stable name for traces; else feed/source[index]
     refusal: str | None = None  # a refusal branch: raise FeedRefused with these words, change nothing
     when: tuple[Condition, ...] = ()  # conditions on the feed's arguments, checked before the guards
+    # Where traces place it: the source state as written ('*' included) and its index among that
+    # state's branches, a feed's ``first:`` branches counted ahead of the state's own.  ``path`` is
+    # where the YAML says it, which for a ``first:`` branch is one place shared by every state.
+    source: str = ""
+    index: int = 0
+    states: tuple[str, ...] | None = None  # a ``first:`` branch's ``states:`` scope, as written
+
+    @property
+    def shared(self) -> bool:
+        """Whether the feed's ``first:`` list says it, for every state it is tried in."""
+        return bool(self.path[2] == "first")
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,7 @@ class EventDef:
     on_terminal: str | None
     path: PathT
     before: tuple[Ref, ...] = ()  # actions run ahead of whichever branch of this feed is taken
+    first: tuple[Branch, ...] = ()  # the ``first:`` list as written; ``sources`` has them in place
 
 
 @dataclass(frozen=True)
@@ -396,40 +408,15 @@ class Spec:
         for section in ("events", "decisions"):
             if isinstance(doc.get(section), dict):
                 doc[section] = {n: _without_arg_values(e) for n, e in doc[section].items()}
+        # Saying a branch once in `first:` instead of in every state changes no behaviour.
+        if isinstance(doc.get("events"), dict):
+            doc["events"] = {n: _first_in_place(e) for n, e in doc["events"].items()}
         # A state's tags only inform the design review: adding one must not orphan saved runs.
         doc["states"] = {n: {k: v for k, v in s.items() if k != "tags"} for n, s in doc["states"].items()}
         body = json.dumps(strip(doc), sort_keys=True, separators=(",", ":"), default=str)
         import hashlib  # noqa: PLC0415 - OpenSSL's load is paid only by a spec that was not cached
 
         return "sha256:" + hashlib.sha256(body.encode()).hexdigest()[:32]
-
-
-def policy_readers(spec: Spec) -> dict[str, list[str]]:
-    """Policy name -> where the table reads it (``coin from locked``, ``next_step rule threshold``,
-    ``before every feed``), in file order; a name nothing in the table reads maps to an empty list.
-
-    Code that reads a policy number directly (a store's lease) is not seen here; the YAML says so
-    with the number's ``read_by:``.
-    """
-    found: dict[str, list[str]] = {name: [] for name in spec.policy}
-
-    def note(refs: tuple[Ref, ...], where: str) -> None:
-        for leaf in leaf_refs(refs):
-            for value in leaf.params.values():
-                name = policy_ref(value)
-                if name in found and where not in found[name]:
-                    found[name].append(where)
-
-    note(spec.before, "before every feed")
-    for ev in spec.events.values():
-        note(ev.before, f"before {ev.name}")
-        for state, branches in ev.sources.items():
-            for b in branches:
-                note((*b.guards, *b.actions), f"{ev.name} from {state}")
-    for d in spec.decisions.values():
-        for r in d.rules:
-            note((*r.guards, r.result), f"{d.name} rule {r.name}")
-    return found
 
 
 def _without_arg_values(entry: Any) -> Any:
@@ -440,6 +427,20 @@ def _without_arg_values(entry: Any) -> Any:
         a: {k: v for k, v in f.items() if k != "verify"} if isinstance(f, dict) else f for a, f in entry["args"].items()
     }
     return {**entry, "args": args}
+
+
+def _first_in_place(entry: Any) -> Any:
+    """A feed's document with its ``first:`` branches copied into the states they are tried in, as a
+    table that repeats them would say it."""
+    if not isinstance(entry, dict) or "first" not in entry:
+        return entry
+    first = entry["first"]
+    sources = {
+        state: [{k: v for k, v in b.items() if k != "states"} for b in first if state in b.get("states", (state,))]
+        + list(branches)
+        for state, branches in entry["from"].items()
+    }
+    return {**{k: v for k, v in entry.items() if k != "first"}, "from": sources}
 
 
 def _ref(raw: Any, path: PathT) -> Ref:
@@ -511,6 +512,22 @@ def _arg_values(raw: dict[str, Any], path: PathT) -> ArgValues:
     )
 
 
+def _branch(b: dict[str, Any], p: PathT, source: str, index: int) -> Branch:
+    return Branch(
+        _guards(b.get("guard"), p + ("guard",)),
+        b.get("to"),
+        tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
+        b.get("description", ""),
+        p,
+        b.get("name"),
+        b.get("refuse"),
+        _when(b.get("when"), p + ("when",)),
+        source,
+        index,
+        tuple(b["states"]) if "states" in b else None,
+    )
+
+
 def build_spec(src: Source) -> Spec:
     """Turn a schema-valid document into a :class:`Spec`."""
     doc = src.doc
@@ -542,24 +559,18 @@ def build_spec(src: Source) -> Spec:
     }
     events: dict[str, EventDef] = {}
     for name, e in (doc.get("events") or {}).items():
+        first: list[tuple[dict[str, Any], PathT]] = [
+            (b, ("events", name, "first", i)) for i, b in enumerate(e.get("first") or [])
+        ]
         sources: dict[str, tuple[Branch, ...]] = {}
         for state, branches in e["from"].items():
-            bs = []
-            for i, b in enumerate(branches):
-                p = ("events", name, "from", state, i)
-                bs.append(
-                    Branch(
-                        _guards(b.get("guard"), p + ("guard",)),
-                        b.get("to"),
-                        tuple(_ref(a, p + ("actions", j)) for j, a in enumerate(b.get("actions") or [])),
-                        b.get("description", ""),
-                        p,
-                        b.get("name"),
-                        b.get("refuse"),
-                        _when(b.get("when"), p + ("when",)),
-                    )
-                )
-            sources[state] = tuple(bs)
+            # A `first:` branch is tried ahead of the state's own in every state its scope names
+            # (all of them without one); each state gets its own copy, placed as traces name it.
+            rows: list[tuple[dict[str, Any], PathT]] = [
+                (b, p) for b, p in first if state in (b.get("states") or (state,))
+            ]
+            rows += [(b, ("events", name, "from", state, i)) for i, b in enumerate(branches)]
+            sources[state] = tuple(_branch(b, p, state, i) for i, (b, p) in enumerate(rows))
         events[name] = EventDef(
             name,
             e["description"],
@@ -569,6 +580,7 @@ def build_spec(src: Source) -> Spec:
             e.get("on_terminal"),
             ("events", name),
             _refs(e.get("before"), ("events", name, "before")),
+            tuple(_branch(b, p, "", i) for i, (b, p) in enumerate(first)),
         )
     decisions: dict[str, Decision] = {}
     for name, d in (doc.get("decisions") or {}).items():

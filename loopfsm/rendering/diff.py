@@ -34,9 +34,9 @@ from loopfsm.core.spec import (
     Rule,
     Spec,
     build_spec,
-    policy_readers,
     policy_ref,
 )
+from loopfsm.core.policy_checks import policy_readers
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ def exported_states(spec: Spec) -> list[ExportedState]:
     for ev in spec.events.values():
         for state, branches in spec.expanded_sources(ev).items():
             for b in branches:
-                name = branch_name(ev.name, str(b.path[3]), int(b.path[4]), b.name)
+                name = branch_name(ev.name, b.source, b.index, b.name)
                 actions = () if b.refusal is not None else spec.actions_of(ev.name, b)
                 moves[state].append(Move(ev.name, state, b, name, actions))
             if ev.otherwise == "raise" and all(b.guarded for b in branches):

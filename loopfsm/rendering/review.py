@@ -71,7 +71,7 @@ def _around(spec: Spec, sources: Sources, recovering: str) -> tuple[list[Around]
 
 
 def _name(feed: str, b: Branch) -> str:
-    return branch_name(feed, str(b.path[3]), int(b.path[4]), b.name)
+    return branch_name(feed, b.source, b.index, b.name)
 
 
 def _tagged(spec: Spec, tag: str) -> list[str]:

@@ -76,16 +76,17 @@ def rows_of(doc: dict[str, Any], line_of: Any = None) -> list[Row]:
     rows: list[Row] = []
     line = line_of or (lambda path: 0)
     for feed, ev in (doc.get("events") or {}).items():
+        first: list[tuple[dict[str, Any], tuple[Any, ...]]] = [
+            (b, ("events", feed, "first", i)) for i, b in enumerate(ev.get("first") or [])
+        ]
         for source, branches in (ev.get("from") or {}).items():
-            for i, b in enumerate(branches):
-                rows.append(
-                    Row(
-                        "branch",
-                        branch_name(feed, source, i, b.get("name")),
-                        line(("events", feed, "from", source, i)),
-                        b.get("untested"),
-                    )
-                )
+            # A `first:` branch is a row of every state it is tried in, ahead of the state's own.
+            own: list[tuple[dict[str, Any], tuple[Any, ...]]] = [
+                (b, ("events", feed, "from", source, i)) for i, b in enumerate(branches)
+            ]
+            shared = [(b, p) for b, p in first if source in (b.get("states") or (source,))]
+            for i, (b, p) in enumerate(shared + own):
+                rows.append(Row("branch", branch_name(feed, source, i, b.get("name")), line(p), b.get("untested")))
     for dname, d in (doc.get("decisions") or {}).items():
         for i, r in enumerate(d.get("rules") or []):
             rows.append(

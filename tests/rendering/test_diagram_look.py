@@ -107,7 +107,13 @@ def test_agent_loop_draws_the_deadline_once_from_the_any_live_state_note():
 def test_a_move_is_drawn_from_the_note_only_when_every_live_state_makes_it_first_on_every_feed():
     text = (ROOT / "machines" / "agent_loop.yaml").read_text()
     # hand_off from recovering without the deadline check: the move is no longer universal.
-    broken = text.replace("      recovering: *handoff\n", "      recovering: [{name: new_owner, stay: true}]\n")
+    shared = "    first:\n      - *deadline\n      - name: blank_owner\n"
+    assert text.count(shared) == 1
+    scoped = (
+        "    first:\n      - {<<: *deadline, states: [planning, awaiting_tool, observing_result, awaiting_approval]}\n"
+        "      - name: blank_owner\n"
+    )
+    broken = text.replace(shared, scoped)
     assert broken != text
     ov = overview(loader.parse(broken, "agent_loop.yaml"))
     assert not any("any feed" in line for e in ov.any_moves for line in e.lines())

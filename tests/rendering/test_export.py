@@ -92,7 +92,7 @@ def table_rows(s: Spec, *, leaves: bool = True) -> list[Row]:
             for b in branches:
                 when = tuple(_when_key({"arg": c.arg, "values": list(c.values)}) for c in b.when)
                 guards = when + tuple(n for g in b.guards for n in names(g))
-                name = branch_name(ev.name, b.path[3], b.path[4], b.name)
+                name = branch_name(ev.name, b.source, b.index, b.name)
                 rows[state].append((state, ev.name, b.dest, guards, name))
             if ev.otherwise == "raise" and all(b.guarded for b in branches):
                 rows[state].append((state, ev.name, None, (), f"{ev.name}/{state}[otherwise]"))
