@@ -159,8 +159,10 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             "fontname": "Helvetica",
             "label": title,
             "labelloc": "t",
-            "nodesep": "0.2" if tall else "0.4",
+            "nodesep": "0.35" if tall else "0.4",
             "ranksep": "0.6",
+            # More crossing-minimisation passes: router_run's junctions came out with four crossings, three with it.
+            "mclimit": "4",
         },
         node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
         edge_attr={"fontname": "Helvetica", "fontsize": "10"},
@@ -198,23 +200,22 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
 
     moves = [e for e in ov.edges if not e.loop]
     pairs = {(e.src, into(e.dst, e.src)) for e in moves}
-    joined = _joined(moves, into)
-    for e in moves:
+    legs = _joined(moves, into)
+    for i, e in enumerate(moves):
         # Between two states with moves both ways the two labels sit side by side between
         # the two edges: each names where it goes ("to X:"). Underlining each onto its
         # edge (decorate) drew leader lines across the picture.
         back = (into(e.dst, e.src), e.src) in pairs
-        style = {"style": "dashed", "color": GUARD_COLOR} if e.by_guard else {"style": "solid", "color": "black"}
-        junction = joined.get((into(e.dst, e.src), tuple(e.lines())))
-        if junction is None:
+        style = _move_style(e.by_guard)
+        leg = legs.get(i)
+        if leg is None:
             g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
-        else:  # the leg names its feeds; the words follow once, on the joined arrow
-            g.edge(e.src, junction, _wrap([", ".join(e.feeds)]), arrowhead="none", **style)
-    for (dst, lines), junction in joined.items():
-        g.node(junction, "", shape="point", width="0.08")
-        by_guard = any(e.by_guard for e in moves if into(e.dst, e.src) == dst and tuple(e.lines()) == lines)
-        style = {"style": "dashed", "color": GUARD_COLOR} if by_guard else {"style": "solid", "color": "black"}
-        g.edge(junction, dst, _wrap(list(lines)), **style)
+        else:  # the leg says what is its own; the shared words follow once, on the joined arrow
+            g.edge(e.src, leg.join.node, _wrap(leg.lines), arrowhead="none", **style)
+    for j in dict.fromkeys(leg.join for leg in legs.values()):
+        g.node(j.node, "", shape="point", width="0.08")
+        # Heavy, so the trunk runs straight on from the point and the legs bend instead.
+        g.edge(j.node, j.dst, _wrap(list(j.lines)), weight="8", **_move_style(j.by_guard))
     notes = False
     if ov.any_moves or ov.any_stays:
         notes = True
@@ -237,7 +238,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         for e in sh.moves:
             g.edge(sh.node, into(e.dst, sh.node), _wrap(e.lines()), **_note_style(e.by_guard))
     kinds = legend(spec, ov)
-    assert kinds.notes == notes and kinds.joined == bool(joined) and kinds.again == (again is not None)
+    assert kinds.notes == notes and kinds.joined == bool(legs) and kinds.again == (again is not None)
     g.attr(label=_title_with_legend(title, kinds), labeljust="l" if tall else "c")
     return g
 
@@ -273,6 +274,11 @@ RETURNS = "the runs that end come back here; the same state as the one at the to
 RETURNING = 4
 
 
+def _move_style(by_guard: bool) -> dict[str, str]:
+    """A move between states: dashed blue when a guard decides it, solid black when the feed does."""
+    return {"style": "dashed", "color": GUARD_COLOR} if by_guard else {"style": "solid", "color": "black"}
+
+
 def _note_style(by_guard: bool) -> dict[str, str]:
     """A move drawn from a note: grey (it stands for several states), dashed when a guard decides it."""
     return {"style": "dashed" if by_guard else "solid", "color": NOTE_COLOR, "fontcolor": "#444444"}
@@ -284,18 +290,70 @@ def _again(spec: Spec, ov: Overview) -> str | None:
     return spec.initial if len(back) >= RETURNING else None
 
 
-def _joined(moves: list[Edge], into: Any) -> dict[tuple[str, tuple[str, ...]], str]:
-    """Junction points for arrows from several states into one that say the same words: drawn once.
+@dataclass(frozen=True)
+class Join:
+    """A point where arrows into one state meet, and the one arrow on from it with the words they share."""
+
+    node: str
+    dst: str
+    lines: tuple[str, ...]
+    by_guard: bool
+
+
+@dataclass(frozen=True)
+class Leg:
+    """An arrow drawn to a :class:`Join` instead of its state: its feeds, and its own words before the shared."""
+
+    join: Join
+    lines: list[str]
+
+
+def _joined(moves: list[Edge], into: Any) -> dict[int, Leg]:
+    """Arrows from several states into one that say the same words, or end with the same words: drawn once.
 
     agent_loop's ``final_answer: output checks hold`` from planning and from
     observing_result was written twice; the two lines now meet at a point and
-    one labelled arrow goes on.
+    one labelled arrow goes on.  router_run's three dashed arrows into
+    AwaitingEncrypt ended alike (``decided, completed, encrypted``, ``results,
+    completed, encrypted``, ``completed, encrypted``) and their arrowheads sat on
+    one another: they meet at a point and ``completed, encrypted`` is drawn once.
+    Only arrows of one style meet (a point has one), and only single-line ones by
+    their ending.  Keys are indices into ``moves``.
     """
-    seen: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for e in moves:
-        seen.setdefault((into(e.dst, e.src), tuple(e.lines())), []).append(e.src)
-    many = [key for key, srcs in seen.items() if len(srcs) > 1 and key[1]]
-    return {key: f"__join{i + 1}__" for i, key in enumerate(many)}
+    legs: dict[int, Leg] = {}
+    joins: list[Join] = []
+
+    def join(dst: str, lines: tuple[str, ...], members: list[int], own: dict[int, list[str]]) -> None:
+        j = Join(f"__join{len(joins) + 1}__", dst, lines, any(moves[i].by_guard for i in members))
+        joins.append(j)
+        for i in members:
+            legs[i] = Leg(j, own[i])
+
+    same: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    for i, e in enumerate(moves):
+        same.setdefault((into(e.dst, e.src), tuple(e.lines())), []).append(i)
+    for (dst, lines), members in same.items():
+        if len(members) > 1 and lines:
+            join(dst, lines, members, {i: [", ".join(moves[i].feeds)] for i in members})
+    ending: dict[tuple[str, bool], list[int]] = {}
+    for i, e in enumerate(moves):
+        if i not in legs and len(e.groups()) == 1 and e.groups()[0][1]:
+            ending.setdefault((into(e.dst, e.src), e.by_guard), []).append(i)
+    for (dst, _), members in ending.items():
+        clauses = {i: moves[i].groups()[0][1].split(", ") for i in members}
+        for k in range(max(len(c) for c in clauses.values()), 0, -1):
+            alike: dict[tuple[str, ...], list[int]] = {}
+            for i in members:
+                if i not in legs and len(clauses[i]) >= k:
+                    alike.setdefault(tuple(clauses[i][-k:]), []).append(i)
+            for tail, group in alike.items():
+                if len(group) > 1:
+                    own = {}
+                    for i in group:
+                        feeds, rest = ", ".join(moves[i].feeds), ", ".join(clauses[i][:-k])
+                        own[i] = [f"{feeds}: {rest}" if rest else feeds]
+                    join(dst, (", ".join(tail),), group, own)
+    return legs
 
 
 @dataclass(frozen=True)
@@ -332,7 +390,7 @@ class Legend:
                 )
             )
         if self.joined:
-            out.append(("\u25cf", "black", "arrows that say the same meet and go on as one"))
+            out.append(("\u25cf", "black", "arrows that end alike meet; the words after the dot hold for each"))
         if self.stays:
             out.append(("stays on", "#555555", "feeds a state accepts without moving"))
         if self.terminal:

@@ -295,11 +295,30 @@ def test_arrows_that_say_the_same_into_one_state_are_labelled_once():
     assert re.search(r"observing_result -> __join\d+__ \[label=\"final_answer\\l\" arrowhead=none", source)
 
 
+def test_arrows_that_end_alike_meet_and_say_the_ending_once():
+    """router_run's three dashed arrows into AwaitingEncrypt each ended "completed, encrypted", and their heads
+    sat on one another; the solid one from Idle is another kind of arrow and stays apart."""
+    source = dot.state_graph(spec("router_run")).source
+    (trunk,) = re.findall(r"^\t(__join\d+__) -> AwaitingEncrypt \[label=\"completed, encrypted\\l\"", source, re.M)
+    legs = dict(re.findall(rf"^\t(\w+) -> {trunk} \[label=\"([^\"]*)\" arrowhead=none", source, re.M))
+    assert legs == {
+        "AwaitingDecrypt": "decrypted\\l",
+        "AwaitingApproval": "approval_decisions: decided\\l",
+        "AwaitingTool": "tool_results: results\\l",
+    }
+    assert re.findall(r"^\t(\w+) -> AwaitingEncrypt ", source, re.M) == ["Idle", trunk]
+    assert source.count("completed, encrypted") == 2  # the trunk's, and Idle's own arrow
+    sheet = dot.legend(spec("router_run"))
+    assert sheet.joined and any("end alike" in meaning for _, _, meaning in sheet.rows())
+
+
 def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
     source = dot.state_graph(spec("router_run")).source
     assert re.findall(r"^\t(\w+) -> Idle\b", source, re.M) == ["__start__"]
     into_again = re.findall(r"^\t(\w+) -> __again__", source, re.M)
-    assert {"AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"} <= set(into_again)
+    legs = {j: re.findall(rf"^\t(\w+) -> {j} ", source, re.M) for j in into_again if j.startswith("__join")}
+    ends = {s for j in into_again for s in legs.get(j, [j])}
+    assert {"AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"} <= ends
     layout = _layout(source)
     y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
     assert y[dot.AGAIN] < min(y[s] for s in spec("router_run").states)  # at the foot of the page
