@@ -49,6 +49,7 @@ _ERRORS_ELSEWHERE = {
     "GraphvizMissing": "loopfsm.rendering.errors",
     "RenderError": "loopfsm.rendering.errors",
     "ReviewError": "loopfsm.verification.errors",
+    "ReviewSiteError": "loopfsm.review_site.errors",
 }
 
 
@@ -92,6 +93,7 @@ __all__ = [
     "RegistryError",
     "RenderError",
     "ReviewError",
+    "ReviewSiteError",
     "GraphvizMissing",
     "ScriptError",
     "SealError",

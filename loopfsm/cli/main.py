@@ -19,6 +19,7 @@ from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
 from loopfsm.rendering.errors import GraphvizMissing, RenderError
 from loopfsm.cli import table_commands
 from loopfsm.cli import verify_commands
+from loopfsm.cli import review_commands
 from loopfsm.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
@@ -586,6 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify_commands.add_commands(sub, regs)
     table_commands.add_commands(sub, regs)
+    review_commands.add_commands(sub, regs)
 
     s = sub.add_parser("run", help="drive a machine through a scripted run and print its trace")
     s.add_argument("machine", help="machine to drive (engine_brain, agent_loop, router_run, stream_assembly)")

@@ -47,7 +47,7 @@ class Trace:
     note: str = ""  # what the trace shows (a counterexample names its invariant); a comment in the file
 
 
-def _converted(compiled: Any, step: Step, way: str) -> dict[str, Any]:
+def converted(compiled: Any, step: Step, way: str) -> dict[str, Any]:
     """``step``'s arguments through their codecs (``to_json`` or ``from_json``): a registry's types as JSON."""
     ev = compiled.spec.events.get(step.feed)
     out = {}
@@ -73,7 +73,7 @@ def dump(trace: Trace, compiled: Any = None) -> str:
 
     doc: dict[str, Any] = {"machine": trace.machine, "policy": trace.policy, "start": trace.start, "steps": []}
     for ts in trace.steps:
-        args = _converted(compiled, ts.step, "to_json") if compiled is not None else ts.step.kwargs()
+        args = converted(compiled, ts.step, "to_json") if compiled is not None else ts.step.kwargs()
         item: dict[str, Any] = {"feed": ts.step.feed, "args": args}
         if ts.refused:
             item["refused"] = True
@@ -84,19 +84,24 @@ def dump(trace: Trace, compiled: Any = None) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
 
 
-def _bad(path: Path, why: str) -> ReviewError:
+def _bad(path: Path | str, why: str) -> ReviewError:
     return ReviewError(f"{path}: not a trace file: {why}")
 
 
 def load(path: Path) -> Trace:
     """Read a trace file, or raise :class:`ReviewError` saying what is wrong with it (no content echoed)."""
-    import yaml  # noqa: PLC0415
-
     try:
         with path.open("rb") as fh:
             raw = fh.read(MAX_TRACE_BYTES + 1)
     except OSError as err:
         raise ReviewError(f"{path}: cannot read it: {err.strerror or type(err).__name__}") from None
+    return loads(raw, path)
+
+
+def loads(raw: bytes, path: Path | str) -> Trace:
+    """A trace file's bytes (named ``path`` in errors) as a :class:`Trace`, or :class:`ReviewError`."""
+    import yaml  # noqa: PLC0415
+
     if len(raw) > MAX_TRACE_BYTES:
         raise _bad(path, f"larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB")
     try:
@@ -174,7 +179,7 @@ def replay(compiled: Any, trace: Trace, out: TextIO | None = None, judge: Any = 
         if judge is not None:
             armed = judge.armed(inst, ts.step)
             was = compiled.restore(inst.snapshot()) if armed else None
-        args = _converted(compiled, ts.step, "from_json")  # a value its codec refuses: a bad trace
+        args = converted(compiled, ts.step, "from_json")  # a value its codec refuses: a bad trace
         try:
             inst.feed(ts.step.feed, policy=policy, **args)
             refusal = None

@@ -15,6 +15,7 @@ from loopfsm.machines import errors as machine_errors
 from loopfsm.rendering import errors as rendering_errors
 from loopfsm.verification import errors as verification_errors
 from loopfsm.router import errors as router_errors
+from loopfsm.review_site import errors as review_site_errors
 from loopfsm.machines.engine_values import LoopError
 
 SECTION = page("docs/errors.md").split("# Errors\n\n", 1)[1]
@@ -22,7 +23,7 @@ FIRST = SECTION.split("\n\n", 1)[0]
 
 
 #: Each layer's own errors module: the only places an error class is defined.
-ERROR_MODULES = (errors, machine_errors, router_errors, verification_errors, rendering_errors)
+ERROR_MODULES = (errors, machine_errors, router_errors, verification_errors, rendering_errors, review_site_errors)
 
 
 def error_classes() -> dict[str, type]:

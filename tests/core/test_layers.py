@@ -9,6 +9,7 @@ first use) or under ``TYPE_CHECKING``.  The layers, lowest first:
 - ``loopfsm.drivers``: ``loopfsm run MACHINE --script`` for the brain, the agent loop and the router run;
 - ``loopfsm.verification``: ``verify``, ``paths``, the trace files ``replay`` reads, coverage;
 - ``loopfsm.rendering``: diagrams, review sheets, exports, typed policy stubs and ``diff``;
+- ``loopfsm.review_site``: the review site's pages and simulator (``loopfsm review``);
 - ``loopfsm.cli``: the command line, the project's settings, ``loopfsm new``;
 - ``loopfsm.pytest_plugin``: the pytest plugin (coverage of the table's rows, saved-run checks).
 
@@ -25,7 +26,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "loopfsm"
-LAYERS = ("core", "machines", "router", "drivers", "verification", "rendering", "cli", "pytest_plugin")
+LAYERS = ("core", "machines", "router", "drivers", "verification", "rendering", "review_site", "cli", "pytest_plugin")
 MAX_LINES = 700
 
 

@@ -1,0 +1,98 @@
+"""``loopfsm review``: the review site of :mod:`loopfsm.review_site`, served on the loopback interface or written
+as static pages."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+from loopfsm.cli.common import EXIT_OK, _UsageError
+from loopfsm.cli.verify_commands import compiled_machines
+
+MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
+
+
+def _start(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_SNAPSHOT_BYTES + 1)
+    except OSError as err:
+        raise _UsageError(f"--from {path}: cannot read it: {err.strerror or type(err).__name__}") from None
+    if len(raw) > MAX_SNAPSHOT_BYTES:
+        raise _UsageError(f"--from {path}: larger than 16 MiB")
+    try:
+        snap = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise _UsageError(f"--from {path}: not a JSON snapshot") from None
+    if not isinstance(snap, dict) or not isinstance(snap.get("machine"), str):
+        raise _UsageError(f"--from {path}: not a snapshot (a JSON object naming its machine)")
+    return snap
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    """Serve the review site until interrupted, or write it under ``--static``; exit 2 on bad input."""
+    try:
+        from loopfsm.review_site.pages import SiteMachine  # noqa: PLC0415
+    except ImportError as err:  # the `review` extra is not installed
+        raise _UsageError(f"needs the review extra (pip install 'loopfsm[review]'): {err.name} is missing") from None
+    machines = [SiteMachine(Path(c.spec.file), c) for c in compiled_machines(args)]
+    if not machines:
+        raise _UsageError("no machine files found")
+    start = _start(args.start)
+    if start is not None:
+        names = [m.name for m in machines]
+        if start["machine"] not in names:
+            raise _UsageError(f"--from: the snapshot is of machine {start['machine'][:60]!r}, not one of {names}")
+        from loopfsm.review_site.simulator import Simulation  # noqa: PLC0415
+        from loopfsm.core.errors import LoopFsmError  # noqa: PLC0415
+
+        try:
+            Simulation(next(m for m in machines if m.name == start["machine"]).compiled, start)
+        except LoopFsmError as err:
+            raise _UsageError(f"--from {args.start}: {err}") from None
+    if args.static is not None:
+        from loopfsm.review_site.app import write_static  # noqa: PLC0415
+
+        written = write_static(machines, Path(args.static))
+        print(f"wrote {len(written)} files under {args.static} (open index.html)")
+        return EXIT_OK
+    try:
+        import uvicorn  # noqa: PLC0415
+
+        from loopfsm.review_site.app import create_app  # noqa: PLC0415
+    except ImportError as err:
+        raise _UsageError(f"needs the review extra (pip install 'loopfsm[review]'): {err.name} is missing") from None
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as err:
+        raise _UsageError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}") from None
+    port = sock.getsockname()[1]
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    print(f"review site: http://{host}:{port}/  ({len(machines)} machines; ctrl-C stops it)", flush=True)
+    config = uvicorn.Config(create_app(machines, start), log_level="warning", lifespan="off")
+    uvicorn.Server(config).run(sockets=[sock])
+    return EXIT_OK
+
+
+def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
+    """Add ``review`` to the ``loopfsm`` parser's subcommands."""
+    s = sub.add_parser(
+        "review",
+        parents=[regs],
+        help="serve the review site: each machine's diagram and sheet, and a simulator on the compiled machine",
+        description="Serve a review site on 127.0.0.1 (a free port unless --port), one page per machine: its "
+        "diagram, legend and review sheet, branches shown on a click, and a simulator that feeds the real "
+        "compiled machine. --static writes the pages without the simulator. Uses no network but its own socket.",
+    )
+    s.add_argument("paths", nargs="*", help="files or directories (default: the project's machines/*.yaml)")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1, this machine only)")
+    s.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one, printed)")
+    s.add_argument("--static", metavar="DIR", help="write the pages (without the simulator) under DIR and exit")
+    s.add_argument("--from", dest="start", metavar="SNAPSHOT", help="a snapshot file its machine's runs start from")
+    s.set_defaults(func=cmd_review)

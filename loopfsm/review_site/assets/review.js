@@ -1,0 +1,206 @@
+// The review page: branches of a clicked state or arrow, and the simulator on the server's compiled machine.
+"use strict";
+
+(function () {
+  const table = JSON.parse(document.getElementById("table")?.textContent || "null");
+  if (!table) return;
+  const live = document.body.dataset.mode === "live";
+  const machine = table.machine;
+  const details = document.getElementById("details");
+  const el = (tag, attrs, ...kids) => {
+    const node = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") node.className = v; else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+      else node.setAttribute(k, v);
+    }
+    for (const kid of kids) if (kid !== null && kid !== undefined) node.append(kid);
+    return node;
+  };
+  const json = (v) => JSON.stringify(v);
+
+  // -- details of a state or an arrow ---------------------------------------------------------------
+  const stateOf = (node) => (node === "__again__" ? table.initial : node);
+  function trunkOf(join) {
+    for (const g of document.querySelectorAll("g.edge")) {
+      const [a, b] = edgeEnds(g);
+      if (a === join) return stateOf(b);
+    }
+    return null;
+  }
+  function edgeEnds(g) {
+    const t = g.querySelector("title")?.textContent || "";
+    return t.split("->");
+  }
+  function branchItem(b) {
+    const where = b.refuse !== null ? "refused: " + b.refuse : b.to === null ? "stays" : "to " + b.to;
+    return el("li", {},
+      el("code", {}, b.name), " ", el("strong", {}, b.feed), b.when.length ? " if " + b.when.join(" and ") : "",
+      ": ", where, b.actions.length ? " / " + b.actions.join(", ") : "",
+      b.description ? el("div", { class: "why" }, b.description) : null,
+      el("a", { href: "../source/" + machine + ".html#L" + b.line }, (b.shared ? "first: " : "") + "line " + b.line));
+  }
+  function show(title, branches, note) {
+    details.replaceChildren(el("h2", {}, title));
+    if (note) details.append(el("p", {}, note));
+    if (!branches.length) { details.append(el("p", {}, "No branch.")); return; }
+    details.append(el("ol", { class: "branches" }, ...branches.map(branchItem)));
+  }
+  function showState(name) {
+    const s = table.states[name];
+    if (!s) return;
+    show(name + (s.terminal ? " (final)" : ""), table.branches[name] || [], s.description);
+  }
+  function showEdge(a, b) {
+    let dst = stateOf(b);
+    if (b.startsWith("__join")) dst = trunkOf(b);
+    if (a.startsWith("__join")) {
+      const into = Object.keys(table.branches).flatMap((s) => table.branches[s].filter((x) => x.to === dst).map((x) => ({ s, x })));
+      show("into " + dst, into.map((p) => p.x), "Arrows meeting at the dot, from each state.");
+      return;
+    }
+    if (!(a in table.states)) {
+      const all = Object.values(table.branches).flat().filter((x) => x.to === dst);
+      show("from several states into " + dst, all, "The note stands for several states that take these feeds alike.");
+      return;
+    }
+    const list = (table.branches[a] || []).filter((x) => x.to === dst);
+    show(a + " \u2192 " + dst, list, null);
+  }
+  for (const g of document.querySelectorAll("figure.diagram g.node, figure.diagram g.edge")) {
+    const isNode = g.classList.contains("node");
+    const title = g.querySelector("title")?.textContent || "";
+    if (isNode && !(stateOf(title) in table.states)) continue;
+    g.setAttribute("tabindex", "0");
+    g.setAttribute("role", "button");
+    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + title.replace("->", " to "));
+    const act = () => (isNode ? showState(stateOf(title)) : showEdge(...edgeEnds(g)));
+    g.addEventListener("click", act);
+    g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); act(); } });
+  }
+
+  if (!live) return;
+
+  // -- the simulator ---------------------------------------------------------------------------------
+  const api = (path) => "../api/" + encodeURIComponent(machine) + "/" + path;
+  const status = document.getElementById("sim-status");
+  const controls = document.getElementById("sim-controls");
+  const feeds = document.getElementById("sim-feeds");
+  const steps = document.getElementById("sim-steps");
+
+  async function call(path, options) {
+    const response = await fetch(api(path), options);
+    const body = await response.json();
+    if (!response.ok) throw new Error(body.error || response.statusText);
+    return body;
+  }
+  function say(text, bad) {
+    status.replaceChildren(el("p", { class: bad ? "error" : "ok" }, text));
+  }
+  function highlight(state) {
+    for (const g of document.querySelectorAll("figure.diagram g.node")) {
+      const t = stateOf(g.querySelector("title")?.textContent || "");
+      g.classList.toggle("current", t === state);
+    }
+  }
+  function input(feed, arg) {
+    const id = "arg-" + feed + "-" + arg.name;
+    let field;
+    const choices = arg.enum || (arg.type === "boolean" && !arg.list ? [true, false] : null);
+    if (choices && !arg.list) {
+      field = el("select", { id, name: arg.name, "data-kind": "choice" },
+        ...(arg.nullable ? [null] : []).concat(choices).map((c) => el("option", { value: json(c) }, c === null ? "null" : String(c))));
+      if (!arg.required) field.value = json(arg.default);
+    } else if ((arg.type === "integer" || arg.type === "number") && !arg.list) {
+      field = el("input", { id, name: arg.name, type: "text", inputmode: "numeric", "data-kind": arg.type });
+      if (!arg.required && arg.default !== null) field.value = String(arg.default);
+    } else if (arg.type === "string" && !arg.list) {
+      field = el("input", { id, name: arg.name, type: "text", "data-kind": "string" });
+      if (!arg.required && arg.default !== null) field.value = arg.default;
+    } else {
+      field = el("textarea", { id, name: arg.name, rows: "2", "data-kind": "json" });
+      field.value = arg.required ? "" : json(arg.default);
+    }
+    if (!arg.required && arg.nullable) field.dataset.nullable = "1";
+    const hint = arg.type + (arg.list ? " list" : "") + (arg.nullable ? ", may be null" : "") + (arg.required ? ", required" : "");
+    return el("label", { for: id }, el("span", { class: "arg" }, arg.name), field, el("small", {}, hint));
+  }
+  function value(field) {
+    const text = field.value;
+    switch (field.dataset.kind) {
+      case "choice": return JSON.parse(text);
+      case "integer": case "number": {
+        if (text.trim() === "" && field.dataset.nullable) return null;
+        const n = Number(text);
+        return text.trim() === "" || Number.isNaN(n) ? text : n;
+      }
+      case "string": return text === "" && field.dataset.nullable ? null : text;
+      default:
+        if (text.trim() === "") return null;
+        try { return JSON.parse(text); } catch { return text; }
+    }
+  }
+  function render(view) {
+    highlight(view.state);
+    const facts = el("dl", { class: "facts" },
+      el("dt", {}, "state"), el("dd", {}, el("strong", { id: "sim-state" }, view.state), view.terminal ? " (final)" : ""),
+      el("dt", {}, "state data"), el("dd", {}, el("code", {}, json(view.state_data))),
+      el("dt", {}, "data"), el("dd", {}, el("code", { id: "sim-data" }, json(view.data))),
+      el("dt", {}, "policy"), el("dd", {}, el("code", {}, json(view.policy))));
+    controls.replaceChildren(facts,
+      el("div", { class: "buttons" },
+        el("button", { type: "button", onclick: () => run("new", { method: "POST", body: "{}" }) }, "New run"),
+        el("button", { type: "button", id: "sim-back", onclick: () => run("back", { method: "POST" }) }, "Step back"),
+        el("a", { href: api("snapshot.json"), download: machine + ".snapshot.json" }, "Download snapshot"),
+        el("a", { href: api("trace.yaml"), download: machine + ".trace.yaml" }, "Download trace"),
+        el("label", { class: "file" }, "Start from a snapshot ",
+          el("input", { type: "file", id: "sim-snapshot", accept: ".json,application/json", onchange: loadSnapshot })),
+        el("label", { class: "file" }, "Play a trace file ",
+          el("input", { type: "file", id: "sim-trace", accept: ".yaml,.yml,.trace", onchange: loadTrace }))));
+    feeds.replaceChildren(el("h3", {}, "Feeds in " + view.state),
+      ...view.feeds.filter((f) => f.allowed).map((f) => {
+        const form = el("form", { class: "feed", "data-feed": f.name },
+          el("h4", {}, f.name), el("p", { class: "why" }, f.description), ...f.args.map((a) => input(f.name, a)),
+          el("button", { type: "submit" }, "Feed " + f.name));
+        form.addEventListener("submit", (e) => {
+          e.preventDefault();
+          const args = {};
+          for (const field of form.querySelectorAll("[name]")) args[field.name] = value(field);
+          run("feed", { method: "POST", body: json({ feed: f.name, args }) });
+        });
+        return form;
+      }),
+      el("p", { class: "hint" }, "Not taken in this state: " + (view.feeds.filter((f) => !f.allowed).map((f) => f.name).join(", ") || "none")));
+    steps.replaceChildren(...view.steps.map((s) => el("li", { class: s.error ? "refused" : "taken" },
+      el("code", {}, s.feed + "(" + Object.entries(s.args).map(([k, v]) => k + "=" + json(v)).join(", ") + ")"), " ",
+      s.error ? el("span", { class: "error" }, s.error) : (s.from + " \u2192 " + s.to + " by " + s.branch),
+      s.returned ? el("div", { class: "why" }, "returned " + s.returned) : null,
+      s.record ? el("div", { class: "record" }, el("code", {}, json(s.record))) : null)));
+  }
+  async function run(path, options) {
+    try {
+      const body = await call(path, { headers: { "Content-Type": "application/json" }, ...options });
+      const view = body.view || body;
+      render(view);
+      if (body.outcome) {
+        const o = body.outcome;
+        say(o.error ? o.feed + " refused: " + o.error : o.feed + ": " + o.from + " \u2192 " + o.to + " by " + o.branch, !!o.error);
+        if (o.branch) { const b = (table.branches[o.from] || []).find((x) => x.name === o.branch); if (b) show("Taken: " + o.branch, [b], null); }
+      } else say("State: " + view.state, false);
+    } catch (err) {
+      say(err.message, true);
+    }
+  }
+  async function loadSnapshot(e) {
+    const file = e.target.files[0];
+    if (!file) return;
+    let snapshot;
+    try { snapshot = JSON.parse(await file.text()); } catch { say("That file is not a JSON snapshot.", true); return; }
+    run("new", { method: "POST", body: json({ snapshot }) });
+  }
+  async function loadTrace(e) {
+    const file = e.target.files[0];
+    if (!file) return;
+    run("trace", { method: "POST", body: await file.text(), headers: { "Content-Type": "application/yaml" } });
+  }
+  run("state", { method: "GET" });
+})();

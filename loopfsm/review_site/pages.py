@@ -1,0 +1,198 @@
+"""The review site's pages as HTML text: the index, one page per machine, and each machine file with line anchors.
+
+A machine's page is its diagram (the same layout as ``diagrams/``), its legend,
+the review sheet's sections (rendered from the same Markdown ``loopfsm build``
+writes) and, embedded as JSON, every branch of the table with its guards,
+actions, description and YAML line, which the page's script shows when a state
+or an arrow is clicked.  ``static`` pages leave the simulator out, for CI
+artifacts and previews.  Every script and style is the package's own: no CDN.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from markdown_it import MarkdownIt
+
+from loopfsm.core.spec import Branch, Spec
+from loopfsm.rendering import dot
+from loopfsm.rendering.errors import GraphvizMissing, RenderError
+from loopfsm.rendering.labels import condition_label, guards_label, ref_label
+from loopfsm.rendering.matrix import review_sheet
+from loopfsm.core.tracing import branch_name
+
+
+@dataclass(frozen=True)
+class SiteMachine:
+    """A machine the site shows: its file, and the machine compiled with its registry."""
+
+    path: Path
+    compiled: Any
+
+    @property
+    def name(self) -> str:
+        return str(self.compiled.name)
+
+    @property
+    def spec(self) -> Spec:
+        spec: Spec = self.compiled.spec
+        return spec
+
+
+_MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+
+#: The review sheet's sections the page shows beside the diagram, in this order.
+SECTIONS = ("Design review", "Policy", "Traced", "Invariants")
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _page(title: str, body: str, *, root: str, static: bool) -> str:
+    mode = "static" if static else "live"
+    return (
+        "<!doctype html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<title>{_esc(title)}</title><link rel="icon" href="data:,">'
+        f'<link rel="stylesheet" href="{root}assets/review.css">'
+        f'<script defer src="{root}assets/review.js"></script>'
+        f'</head><body data-mode="{mode}">'
+        f'<header><a href="{root}index.html" class="home">loopfsm review</a></header>'
+        f"<main>{body}</main></body></html>\n"
+    )
+
+
+def index_page(machines: list[SiteMachine], *, static: bool) -> str:
+    items = "".join(
+        f'<li><a href="machines/{_esc(m.name)}.html">{_esc(m.name)}</a> '
+        f'<span class="counts">{len(m.spec.states)} states, {len(m.spec.events)} feeds</span>'
+        f"<p>{_esc(_first_sentence(m.spec.description))}</p></li>"
+        for m in machines
+    )
+    body = f'<h1>Machines</h1><ul class="machines">{items}</ul>'
+    return _page("loopfsm review", body, root="", static=static)
+
+
+def _first_sentence(text: str) -> str:
+    flat = " ".join(text.split())
+    end = flat.find(". ")
+    return flat if end < 0 else flat[: end + 1]
+
+
+def _sheet_sections(spec: Spec) -> str:
+    """The review sheet's sections the page shows, each from its ``## `` heading to the next."""
+    parts: dict[str, str] = {}
+    for chunk in review_sheet(spec).split("\n## ")[1:]:
+        title, _, text = chunk.partition("\n")
+        parts[title.strip()] = text
+    out = []
+    for title in SECTIONS:
+        found = next((t for t in parts if t.startswith(title)), None)
+        if found is not None:
+            out.append(f'<section class="sheet"><h2>{_esc(found)}</h2>{_MD.render(parts[found])}</section>')
+    return "".join(out)
+
+
+def _branch_json(spec: Spec, feed: str, b: Branch) -> dict[str, Any]:
+    line = spec.source.locate(b.path)[0]
+    guards = [condition_label(spec, b)] if b.when else []
+    if b.guards:
+        guards.append(guards_label(spec, b.guards))
+    return {
+        "name": branch_name(feed, b.source, b.index, b.name),
+        "feed": feed,
+        "when": [g for g in guards if g],
+        "to": b.dest,
+        "refuse": b.refusal,
+        "actions": [ref_label(spec, a) for a in spec.actions_of(feed, b)],
+        "description": b.description,
+        "line": line,
+        "shared": b.shared,
+    }
+
+
+def table_json(spec: Spec) -> dict[str, Any]:
+    """Every state's branches, feed by feed in YAML order, as the page's script reads them."""
+    states: dict[str, list[dict[str, Any]]] = {name: [] for name in spec.states}
+    for feed, ev in spec.events.items():
+        for state, branches in spec.expanded_sources(ev).items():
+            states[state] += [_branch_json(spec, feed, b) for b in branches]
+    return {
+        "machine": spec.name,
+        "initial": spec.initial,
+        "states": {
+            name: {"description": s.description, "terminal": s.terminal, "line": spec.source.locate(s.path)[0]}
+            for name, s in spec.states.items()
+        },
+        "branches": states,
+    }
+
+
+def _diagram(spec: Spec) -> str:
+    """The state diagram as inline SVG (its legend is under its title), so its states and arrows can be clicked."""
+    try:
+        svg = dot.to_svg(dot.state_graph(spec))
+    except GraphvizMissing:
+        return (
+            '<p class="missing">The diagram needs Graphviz (its <code>dot</code> program), which is not installed '
+            f"here; everything else on this page works without it. What the diagram would mark:</p>{_legend(spec)}"
+        )
+    except RenderError as err:
+        return f'<p class="missing">The diagram could not be drawn: {_esc(str(err))}</p>'
+    start = svg.find("<svg")
+    return svg[start:] if start >= 0 else svg
+
+
+def _legend(spec: Spec) -> str:
+    rows = "".join(
+        f'<tr><td style="color:{_esc(color)}">{_esc(mark)}</td><td>{_esc(meaning)}</td></tr>'
+        for mark, color, meaning in dot.legend(spec).rows()
+    )
+    return f'<table class="legend" aria-label="legend">{rows}</table>'
+
+
+def machine_page(m: SiteMachine, *, static: bool) -> str:
+    spec = m.spec
+    sim = (
+        ""
+        if static
+        else '<section id="simulator" aria-label="simulator"><h2>Simulator</h2>'
+        '<p class="hint">Feeds go to the real compiled machine, one run per browser session.</p>'
+        '<div id="sim-status" role="status"></div><div id="sim-controls"></div>'
+        '<div id="sim-feeds"></div><h3>Steps</h3><ol id="sim-steps"></ol></section>'
+    )
+    body = (
+        f"<h1>{_esc(spec.name)}</h1>"
+        f'<p class="description">{_esc(_first_sentence(spec.description))} '
+        f'<a href="../source/{_esc(m.name)}.html">{_esc(m.path.name)}</a></p>'
+        '<div class="columns"><div class="left">'
+        f'<figure class="diagram" aria-label="state diagram">{_diagram(spec)}</figure>'
+        '<section id="details" aria-live="polite"><h2>Details</h2>'
+        "<p>Click a state or an arrow (or focus one and press Enter) to see its branches in order.</p></section>"
+        f"{sim}</div>"
+        f'<div class="right">{_sheet_sections(spec)}</div></div>'
+        f'<script type="application/json" id="table">{_json_for_script(table_json(spec))}</script>'
+    )
+    return _page(f"{spec.name}: loopfsm review", body, root="../", static=static)
+
+
+def source_page(m: SiteMachine) -> str:
+    """The machine file, each line anchored (``#L12``), which branch details link to."""
+    lines = m.path.read_text(encoding="utf-8").splitlines()
+    rows = "".join(
+        f'<tr id="L{i}"><td class="ln"><a href="#L{i}">{i}</a></td><td><code>{_esc(line)}</code></td></tr>'
+        for i, line in enumerate(lines, 1)
+    )
+    body = f'<h1>{_esc(m.path.name)}</h1><table class="source">{rows}</table>'
+    return _page(f"{m.path.name}: loopfsm review", body, root="../", static=True)
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON that cannot end its ``<script>`` element early (``</`` and ``<!--`` are escaped)."""
+    return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

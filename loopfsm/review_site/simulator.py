@@ -1,0 +1,191 @@
+"""One reviewer's run of a compiled machine: feeds in, what each did, step back, and the run as files.
+
+The page drives the real compiled machine (its registry's guards and actions),
+server side, one :class:`Simulation` per machine per browser session, so what
+a reviewer sees is what the code does.  Every value crossing to the page is
+JSON: arguments arrive as JSON and pass their codecs as a trace file's do, and
+the run downloads as a snapshot and as a trace file ``loopfsm replay`` accepts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopfsm.core import tracing
+from loopfsm.core.errors import FeedArgumentError, LoopFsmError
+from loopfsm.core.spec import MISSING, FieldDef
+from loopfsm.core.tracing import TransitionRecord
+from loopfsm.verification import tracefile
+from loopfsm.verification.tracefile import Trace, TraceStep
+from loopfsm.verification.verify_inputs import Step
+
+from loopfsm.review_site.errors import ReviewSiteError
+
+#: Steps kept per run; a page that feeds past it is told so (memory is bounded per session).
+MAX_STEPS = 2000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one feed did, in the words the page shows."""
+
+    feed: str
+    args: dict[str, Any]
+    from_state: str
+    to_state: str
+    branch: str | None  # the branch taken (None: refused, or no branch ran)
+    error: str | None  # the error the API raised, as it reads (None: accepted)
+    returned: str | None  # what the feed method returned, when it returns something
+    record: dict[str, Any] | None  # the trace record, as ``TransitionRecord.as_dict`` writes it
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "feed": self.feed,
+            "args": self.args,
+            "from": self.from_state,
+            "to": self.to_state,
+            "branch": self.branch,
+            "error": self.error,
+            "returned": self.returned,
+            "record": self.record,
+        }
+
+
+@dataclass
+class _Taken:
+    outcome: Outcome
+    before: dict[str, Any]  # the snapshot before the feed, for stepping back
+
+
+def field_json(f: FieldDef) -> dict[str, Any]:
+    """An argument as the page's form needs it: its type, choices, default and words."""
+    return {
+        "name": f.name,
+        "type": f.type,
+        "list": f.list,
+        "nullable": f.nullable,
+        "enum": list(f.enum) if f.enum is not None else None,
+        "default": None if f.default is MISSING else f.default,
+        "required": f.default is MISSING,
+        "minimum": f.minimum,
+        "maximum": f.maximum,
+        "description": f.description,
+    }
+
+
+def _shown(value: Any) -> str | None:
+    if value is None or value is True or value is False:
+        return None
+    text = repr(value)
+    return text if len(text) <= 400 else text[:400] + "..."
+
+
+@dataclass
+class Simulation:
+    """A run of ``compiled`` from ``start`` (a snapshot; None: a new instance) under ``policy`` (numbers by name)."""
+
+    compiled: Any
+    start: dict[str, Any] | None = None
+    policy: dict[str, Any] = field(default_factory=dict)
+    steps: list[_Taken] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        try:
+            self._policy = self.compiled.policy(self.policy)
+            self.instance = self.compiled.restore(self.start) if self.start is not None else self.compiled.new()
+        except LoopFsmError as err:
+            raise ReviewSiteError(str(err)) from None
+
+    def feed(self, feed: str, args: Any) -> Outcome:
+        """Feed ``feed`` with ``args`` (JSON, by name); a feed the API refuses is an outcome too, changing nothing."""
+        if feed not in self.compiled.spec.events:
+            raise ReviewSiteError(f"{self.compiled.name} has no feed {feed!r}"[:200])
+        if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+            raise ReviewSiteError("args must map argument names to values")
+        if len(self.steps) >= MAX_STEPS:
+            raise ReviewSiteError(f"a run here keeps at most {MAX_STEPS} steps: download it, or start again")
+        step = Step(feed, tuple(args.items()))
+        try:
+            converted = tracefile.converted(self.compiled, step, "from_json")
+        except LoopFsmError as err:
+            raise ReviewSiteError(str(err)) from None
+        before, from_state = self.instance.snapshot(), self.instance.state
+        records: list[TransitionRecord] = []
+        error = returned = None
+        with tracing.attached(self.instance, records.append):
+            try:
+                returned = _shown(self.instance.feed(feed, policy=self._policy, **converted))
+            except FeedArgumentError as err:  # the form's mistake, not the machine's answer: no step
+                raise ReviewSiteError(str(err), 422) from None
+            except LoopFsmError as err:
+                error = f"{type(err).__name__}: {err}"
+            except Exception as err:  # noqa: BLE001 - a guard or action crashed: the reviewer sees which
+                error = f"{type(err).__name__} raised by the machine's code: {err}"
+        record = records[-1] if records else None
+        outcome = Outcome(
+            feed,
+            dict(args),
+            from_state,
+            self.instance.state,
+            record.branch if record is not None and error is None else None,
+            error,
+            returned,
+            record.as_dict() if record is not None and error is None else None,
+        )
+        self.steps.append(_Taken(outcome, before))
+        return outcome
+
+    def back(self) -> None:
+        """Undo the last step: the instance is restored from the snapshot taken before it."""
+        if not self.steps:
+            raise ReviewSiteError("nothing to step back from: the run is at its start")
+        taken = self.steps.pop()
+        self.instance = self.compiled.restore(taken.before)
+
+    def view(self) -> dict[str, Any]:
+        """The run as the page shows it: the state, its data, the feeds on offer and the steps so far."""
+        snap = self.instance.snapshot()
+        spec = self.compiled.spec
+        allowed = set(self.instance.allowed_feeds())
+        return {
+            "machine": self.compiled.name,
+            "state": snap["state"],
+            "terminal": self.instance.is_terminal(),
+            "state_data": snap["state_data"],
+            "data": snap["data"],
+            "policy": {name: getattr(self._policy, name) for name in spec.policy},
+            "feeds": [
+                {
+                    "name": name,
+                    "description": ev.description,
+                    "allowed": name in allowed,
+                    "args": [field_json(f) for f in ev.args.values()],
+                }
+                for name, ev in spec.events.items()
+            ],
+            "steps": [t.outcome.as_json() for t in self.steps],
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return dict(self.instance.snapshot())
+
+    def trace(self) -> str:
+        """The run as a trace file: each feed with its arguments, the state after it, and the refused ones marked."""
+        steps = tuple(
+            TraceStep(
+                Step(t.outcome.feed, tuple(t.outcome.args.items())), t.outcome.to_state, t.outcome.error is not None
+            )
+            for t in self.steps
+        )
+        note = f"a run of {self.compiled.name} made on the review page"
+        return tracefile.dump(Trace(self.compiled.name, dict(self.policy), self.start, steps, note))
+
+    def play(self, trace: Trace) -> list[Outcome]:
+        """Feed every step of ``trace`` from its start, as ``loopfsm replay`` does; the outcomes in order."""
+        if trace.machine != self.compiled.name:
+            raise ReviewSiteError(f"the trace is of machine {trace.machine!r}, not {self.compiled.name}"[:200])
+        fresh = Simulation(self.compiled, trace.start, dict(trace.policy))
+        self.start, self.policy, self.steps = fresh.start, fresh.policy, []
+        self._policy, self.instance = fresh._policy, fresh.instance
+        return [self.feed(ts.step.feed, ts.step.kwargs()) for ts in trace.steps]

@@ -1,0 +1,145 @@
+"""The review site in a real browser: Debian's Chromium (no browser download) driven by Playwright, against
+``loopfsm review`` started as a user starts it.  Screenshots at 1,280 px go to ``LOOPFSM_SCREENSHOTS`` when set."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+HASH = "sha256:" + "b" * 64
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "loopfsm", "review"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield found.group(0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.errors = []  # type: ignore[attr-defined]
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    yield page
+    context.close()
+
+
+def shot(page: Any, name: str) -> None:
+    folder = os.environ.get("LOOPFSM_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / f"{name}.png"), full_page=True)
+
+
+def submit(page: Any, feed: str, **values: str) -> None:
+    form = page.locator(f'form[data-feed="{feed}"]')
+    for name, value in values.items():
+        field = form.locator(f'[name="{name}"]')
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+    form.locator("button[type=submit]").click()
+
+
+def test_an_agent_loop_approval_path_clicked_through_in_chromium(site, page):
+    page.goto(site)
+    page.click("text=agent_loop")
+    page.wait_for_selector("#sim-state >> text=planning")
+    shot(page, "agent_loop")
+    submit(page, "tool_proposed", tool="pay", arguments_hash=HASH, idempotent="false", now="1")
+    page.wait_for_selector("#sim-state >> text=awaiting_tool")
+    submit(page, "approval_required", approver="ann", expires_at="100", policy_reason="money", now="2")
+    page.wait_for_selector("#sim-state >> text=awaiting_approval")
+    assert page.locator("figure.diagram g.node.current title").text_content() == "awaiting_approval"
+    submit(page, "approval_decided", outcome='"approve"', approver="ann", arguments_hash=HASH, now="3")
+    page.wait_for_selector("#sim-state >> text=executing_tool")
+    assert "approval_decided: awaiting_approval → executing_tool by approved" in page.text_content("#sim-status")
+    assert page.locator("#sim-steps li").count() == 3
+    shot(page, "agent_loop_approved")
+    page.click("#sim-back")
+    page.wait_for_selector("#sim-state >> text=awaiting_approval")
+    assert page.locator("#sim-steps li").count() == 2
+    assert page.errors == []
+
+
+def test_a_wrong_argument_is_said_on_the_page_and_nothing_moves(site, page):
+    page.goto(site + "machines/turnstile.html")
+    page.wait_for_selector("#sim-state >> text=locked")
+    page.click("text=New run")
+    submit(page, "coin")
+    page.wait_for_selector("#sim-state >> text=unlocked")
+    page.goto(site + "machines/agent_loop.html")
+    page.click("text=New run")
+    page.wait_for_selector("#sim-state >> text=planning")
+    submit(page, "tool_proposed", tool="pay", arguments_hash=HASH, idempotent="false", now="soon")
+    page.wait_for_selector("#sim-status .error")
+    assert "argument 'now'" in page.text_content("#sim-status")
+    assert page.text_content("#sim-state") == "planning"
+    assert [e for e in page.errors if "422" not in e] == []  # the refused request is the console's only line
+
+
+def test_a_state_and_an_arrow_show_their_branches_by_click_and_by_keyboard(site, page):
+    page.goto(site + "machines/tool_breaker.html")
+    page.wait_for_selector("#sim-state")
+    page.locator("figure.diagram g.node", has=page.locator("title", has_text=re.compile("^HalfOpen$"))).click()
+    details = page.text_content("#details")
+    assert "HalfOpen" in details and "record/HalfOpen[0]" in details and "line " in details
+    arrow = page.locator("figure.diagram g.edge", has=page.locator("title", has_text=re.compile("^Closed->Open$")))
+    arrow.focus()
+    page.keyboard.press("Enter")
+    assert page.text_content("#details h2") == "Closed → Open"
+    assert "consecutive_failures_reach" in page.text_content("#details")
+    page.click("#details a >> nth=0")
+    assert re.search(r"/source/tool_breaker\.html#L\d+$", page.url)
+    shot(page, "tool_breaker_source")
+    assert page.errors == []
+
+
+def test_at_200_percent_zoom_the_page_reflows_without_a_sideways_scroll(site, browser):
+    context = browser.new_context(viewport={"width": 640, "height": 900}, device_scale_factor=2)
+    page = context.new_page()
+    page.goto(site + "machines/router_run.html")
+    page.wait_for_selector("#sim-state")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    shot(page, "router_run_zoomed")
+    context.close()
+    assert overflow <= 0

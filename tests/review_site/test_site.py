@@ -1,0 +1,223 @@
+"""The review site over real HTTP requests (Starlette's test client): pages, the simulator on the compiled
+machine, the run as files ``replay`` accepts, sessions kept apart, and bad input refused with a 4xx."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from starlette.testclient import TestClient
+
+from loopfsm import compile_spec, load
+from loopfsm.cli.main import main
+from loopfsm.core.registries import registry_named
+from loopfsm.review_site.app import MAX_JSON_BYTES, create_app, write_static
+from loopfsm.review_site.pages import SiteMachine, table_json
+
+ROOT = Path(__file__).resolve().parents[2]
+HASH = "sha256:" + "a" * 64
+
+
+def site_machine(name: str) -> SiteMachine:
+    path = ROOT / "machines" / f"{name}.yaml"
+    spec = load(path)
+    return SiteMachine(path, compile_spec(spec, registry_named(spec.registry)))
+
+
+@pytest.fixture(scope="module")
+def machines() -> list[SiteMachine]:
+    return [site_machine("agent_loop"), site_machine("turnstile")]
+
+
+@pytest.fixture
+def client(machines: list[SiteMachine]) -> TestClient:
+    return TestClient(create_app(machines))
+
+
+def feed(client: TestClient, name: str, feed: str, **args: Any) -> dict[str, Any]:
+    response = client.post(f"/api/{name}/feed", json={"feed": feed, "args": args})
+    assert response.status_code == 200, response.text
+    outcome: dict[str, Any] = response.json()["outcome"]
+    return outcome
+
+
+def approval_path(client: TestClient) -> None:
+    feed(client, "agent_loop", "tool_proposed", tool="pay", arguments_hash=HASH, idempotent=False, now=1)
+    feed(client, "agent_loop", "approval_required", approver="ann", expires_at=100, policy_reason="money", now=2)
+    feed(client, "agent_loop", "approval_decided", outcome="approve", approver="ann", arguments_hash=HASH, now=3)
+
+
+def test_the_index_links_every_machine_and_each_page_has_its_diagram_and_sheet(client):
+    index = client.get("/").text
+    assert 'href="machines/agent_loop.html"' in index and 'href="machines/turnstile.html"' in index
+    page = client.get("/machines/agent_loop.html").text
+    assert "<svg" in page and "taken when a guard holds" in page  # the diagram with its legend
+    for section in ("Design review", "Policy", "Traced", "Invariants"):
+        assert f"<h2>{section}" in page, section
+    assert 'id="simulator"' in page and "https://" not in page.split("<svg", 1)[0]  # no CDN, no network
+
+
+def test_each_branch_the_page_shows_names_its_yaml_line(machines):
+    agent_loop = machines[0]
+    table = table_json(agent_loop.spec)
+    lines = agent_loop.path.read_text().splitlines()
+    for branches in table["branches"].values():
+        for b in branches:
+            at = lines[b["line"] - 1].strip()
+            assert at.startswith("- "), (b["name"], b["line"], at)
+    # dispatch's `first: [*deadline]` links to where the alias's branch is written, as check's errors do
+    shared = {b["line"] for b in table["branches"]["recovering"] if b["feed"] == "dispatch" and b["name"] == "deadline"}
+    assert [lines[n - 1].strip() for n in shared] == ["- &deadline"]
+
+
+def test_an_approval_path_through_the_simulator_is_the_compiled_machines(client):
+    assert client.get("/api/agent_loop/state").json()["state"] == "planning"
+    approval_path(client)
+    done = feed(client, "agent_loop", "tool_succeeded", now=4)
+    assert (done["from"], done["to"], done["branch"]) == ("executing_tool", "observing_result", "result_in")
+    assert done["record"]["attributes"]["gen_ai.tool.name"] == "pay"
+    view = client.get("/api/agent_loop/state").json()
+    assert view["state"] == "observing_result" and view["data"]["tool"] == "pay"
+    assert [s["to"] for s in view["steps"]] == [
+        "awaiting_tool",
+        "awaiting_approval",
+        "executing_tool",
+        "observing_result",
+    ]
+    offered = {f["name"] for f in view["feeds"] if f["allowed"]}
+    assert "result_accepted" in offered and "dispatch" not in offered
+
+
+def test_a_refused_feed_shows_the_apis_error_and_changes_nothing(client):
+    approval_path(client)
+    before = client.get("/api/agent_loop/snapshot.json").json()
+    refused = feed(
+        client, "agent_loop", "approval_decided", outcome="approve", approver="ann", arguments_hash=HASH, now=4
+    )
+    assert refused["branch"] is None and refused["error"].startswith("IllegalFeed")
+    assert client.get("/api/agent_loop/snapshot.json").json() == before
+
+
+def test_step_back_restores_the_run_before_the_last_feed(client):
+    approval_path(client)
+    client.post("/api/agent_loop/back")
+    view = client.get("/api/agent_loop/state").json()
+    assert view["state"] == "awaiting_approval" and len(view["steps"]) == 2
+    assert client.post("/api/turnstile/back").status_code == 400  # nothing to undo there
+
+
+def test_the_downloaded_trace_replays_and_the_snapshot_restores(client, tmp_path, capsys):
+    approval_path(client)
+    feed(client, "agent_loop", "approval_decided", outcome="deny", approver="ann", arguments_hash=HASH, now=4)
+    trace = client.get("/api/agent_loop/trace.yaml")
+    assert trace.headers["content-disposition"] == 'attachment; filename="agent_loop.trace.yaml"'
+    (tmp_path / "run.trace.yaml").write_text(trace.text)
+    path = ROOT / "machines" / "agent_loop.yaml"
+    assert main(["replay", str(path), str(tmp_path / "run.trace.yaml")]) == 0
+    assert "refused" in capsys.readouterr().out  # the refused decision is in the trace, and refused again
+    snap = client.get("/api/agent_loop/snapshot.json").json()
+    restored = site_machine("agent_loop").compiled.restore(snap)
+    assert restored.state == "executing_tool" and restored.snapshot() == snap
+
+
+def test_a_run_starts_from_an_uploaded_snapshot_or_a_played_trace(client):
+    approval_path(client)
+    snap = client.get("/api/agent_loop/snapshot.json").json()
+    trace = client.get("/api/agent_loop/trace.yaml").text
+    client.post("/api/agent_loop/new", json={})
+    assert client.get("/api/agent_loop/state").json()["state"] == "planning"
+    assert client.post("/api/agent_loop/new", json={"snapshot": snap}).json()["state"] == "executing_tool"
+    played = client.post("/api/agent_loop/trace", content=trace.encode()).json()
+    assert played["state"] == "executing_tool" and len(played["steps"]) == 3
+
+
+def test_sessions_share_nothing(machines):
+    one, two = TestClient(create_app(machines)), None
+    app = one.app
+    two = TestClient(app)
+    feed(one, "turnstile", "coin")
+    assert one.get("/api/turnstile/state").json()["state"] == "unlocked"
+    assert two.get("/api/turnstile/state").json()["state"] == "locked"
+    assert one.cookies.get("loopfsm_review") != two.cookies.get("loopfsm_review")
+
+
+def test_a_policy_given_for_a_run_is_the_one_it_feeds_under(client):
+    view = client.post("/api/turnstile/new", json={"policy": {"fare": 2}}).json()
+    assert view["policy"] == {"fare": 2}
+    assert feed(client, "turnstile", "coin")["to"] == "locked"
+    assert feed(client, "turnstile", "coin")["to"] == "unlocked"
+    refused = client.post("/api/turnstile/new", json={"policy": {"fare": 0}})
+    assert refused.status_code == 400 and "fare" in refused.json()["error"]
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "body", "status", "words"),
+    [
+        ("post", "/api/agent_loop/feed", b"{not json", 400, "not JSON"),
+        ("post", "/api/agent_loop/feed", b'{"feed": 3}', 400, "expected {feed"),
+        ("post", "/api/agent_loop/feed", b'{"feed": "warp", "args": {}}', 400, "no feed"),
+        ("post", "/api/agent_loop/feed", b'{"feed": "tool_proposed", "args": {"tool": 5}}', 422, "argument"),
+        ("post", "/api/agent_loop/feed", b'{"feed": "tool_proposed", "args": [1]}', 400, "args must map"),
+        ("post", "/api/agent_loop/new", b'{"snapshot": {"machine": "agent_loop"}}', 400, "snapshot"),
+        ("post", "/api/agent_loop/new", b'{"snapshot": [1]}', 400, "JSON object"),
+        ("post", "/api/agent_loop/trace", b"steps: [", 400, "not a trace file"),
+        ("post", "/api/agent_loop/trace", b"machine: turnstile\nsteps: []\n", 400, "not agent_loop"),
+        ("post", "/api/agent_loop/trace", b"a: &x [1]\nb: *x\n", 400, "aliases"),
+        ("get", "/api/nope/state", None, 404, "no such machine"),
+        ("get", "/machines/nope.html", None, 404, "no such machine"),
+        ("get", "/assets/pyproject.toml", None, 404, "no such file"),
+        ("get", "/assets/..%2F..%2Fpyproject.toml", None, 404, "no such page"),
+        ("get", "/source/..%2F..%2Fetc%2Fpasswd", None, 404, "no such page"),
+    ],
+)
+def test_bad_input_gets_a_message_and_a_4xx_never_a_traceback(client, method, url, body, status, words):
+    response = getattr(client, method)(url, content=body) if body is not None else getattr(client, method)(url)
+    assert response.status_code == status, response.text
+    assert words in response.json()["error"] and "Traceback" not in response.text
+
+
+def test_a_huge_upload_is_refused_before_it_is_read_whole(client):
+    response = client.post("/api/agent_loop/feed", content=b"[" * (MAX_JSON_BYTES + 1))
+    assert response.status_code == 413 and "larger than" in response.json()["error"]
+
+
+def test_static_pages_have_no_simulator_and_need_no_server(machines, tmp_path):
+    written = write_static(machines, tmp_path)
+    assert {p.relative_to(tmp_path).as_posix() for p in written} >= {
+        "index.html",
+        "machines/agent_loop.html",
+        "source/agent_loop.html",
+        "assets/review.js",
+    }
+    page = (tmp_path / "machines" / "agent_loop.html").read_text()
+    assert 'data-mode="static"' in page and 'id="simulator"' not in page and "<svg" in page
+    source = (tmp_path / "source" / "agent_loop.html").read_text()
+    assert 'id="L208"' in source
+
+
+def test_the_command_writes_static_pages_and_refuses_a_bad_start(tmp_path, capsys):
+    path = str(ROOT / "machines" / "turnstile.yaml")
+    assert main(["review", path, "--static", str(tmp_path / "site")]) == 0
+    assert re.search(r"wrote \d+ files", capsys.readouterr().out)
+    (tmp_path / "bad.json").write_text(json.dumps({"machine": "turnstile", "state": "flying"}))
+    assert main(["review", path, "--from", str(tmp_path / "bad.json")]) == 2
+    assert "--from" in capsys.readouterr().err
+    assert main(["review", path, "--from", str(tmp_path / "missing.json")]) == 2
+
+
+def test_a_script_in_a_description_stays_text(tmp_path):
+    text = (ROOT / "machines" / "turnstile.yaml").read_text()
+    hostile = text.replace(
+        "description: The arm is locked", "description: </script><script>alert(1)</script> locked", 1
+    )
+    assert hostile != text
+    (tmp_path / "turnstile.yaml").write_text(hostile)
+    spec = load(tmp_path / "turnstile.yaml")
+    m = SiteMachine(tmp_path / "turnstile.yaml", compile_spec(spec, registry_named(spec.registry)))
+    page = TestClient(create_app([m])).get("/machines/turnstile.html").text
+    assert "<script>alert(1)" not in page
+    assert yaml.safe_load(hostile)["machine"] == "turnstile"
