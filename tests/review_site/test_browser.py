@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package; no download
 HASH = "sha256:" + "b" * 64
 
 
@@ -104,7 +104,12 @@ def test_an_agent_loop_approval_path_clicked_through_in_chromium(site, page):
 def test_a_wrong_argument_is_said_on_the_page_and_nothing_moves(site, page):
     page.goto(site + "machines/turnstile.html")
     page.wait_for_selector("#sim-state >> text=locked")
-    page.click("text=New run")
+    page.fill("#policy-fare", "2")
+    page.click("text=New run under this policy")
+    page.wait_for_selector("#policy-fare[value='2']")
+    submit(page, "coin")
+    page.wait_for_selector("#sim-steps li")
+    assert page.text_content("#sim-state") == "locked"  # one coin of a fare of two
     submit(page, "coin")
     page.wait_for_selector("#sim-state >> text=unlocked")
     page.goto(site + "machines/agent_loop.html")

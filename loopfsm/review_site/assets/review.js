@@ -156,6 +156,19 @@
           el("input", { type: "file", id: "sim-snapshot", accept: ".json,application/json", onchange: loadSnapshot })),
         el("label", { class: "file" }, "Play a trace file ",
           el("input", { type: "file", id: "sim-trace", accept: ".yaml,.yml,.trace", onchange: loadTrace }))));
+    const policyForm = el("form", { class: "feed", id: "sim-policy" }, el("h4", {}, "Policy of a new run"),
+      ...Object.entries(view.policy).map(([k, v]) => el("label", { for: "policy-" + k },
+        el("span", { class: "arg" }, k), el("input", { id: "policy-" + k, name: k, type: "text", value: json(v) }))),
+      el("button", { type: "submit" }, "New run under this policy"));
+    policyForm.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const policy = {};
+      for (const field of policyForm.querySelectorAll("[name]")) {
+        try { policy[field.name] = JSON.parse(field.value); } catch { policy[field.name] = field.value; }
+      }
+      run("new", { method: "POST", body: json({ policy }) });
+    });
+    if (Object.keys(view.policy).length) controls.append(policyForm);
     feeds.replaceChildren(el("h3", {}, "Feeds in " + view.state),
       ...view.feeds.filter((f) => f.allowed).map((f) => {
         const form = el("form", { class: "feed", "data-feed": f.name },
