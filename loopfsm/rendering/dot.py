@@ -160,7 +160,8 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             "label": title,
             "labelloc": "t",
             "nodesep": "0.35" if tall else "0.4",
-            "ranksep": "0.6",
+            # Top to bottom, rows further apart leave room for labels beside the arrows they name.
+            "ranksep": "0.9" if tall else "0.6",
             # More crossing-minimisation passes: router_run's junctions came out with four crossings, three with it.
             "mclimit": "4",
         },
@@ -201,6 +202,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     moves = [e for e in ov.edges if not e.loop]
     pairs = {(e.src, into(e.dst, e.src)) for e in moves}
     legs = _joined(moves, into)
+    both = _both_ways(spec, moves, legs) if tall else {}
     for i, e in enumerate(moves):
         # Between two states with moves both ways the two labels sit side by side between
         # the two edges: each names where it goes ("to X:"). Underlining each onto its
@@ -208,7 +210,16 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         back = (into(e.dst, e.src), e.src) in pairs
         style = _move_style(e.by_guard)
         leg = legs.get(i)
-        if leg is None:
+        if i in both:
+            other = both[i]
+            if other > i:  # drawn once, from the first of the two, with both labels
+                words = _wrap([f"to {e.dst}:"] + e.lines()) + _wrap([f"to {e.src}:"] + moves[other].lines())
+                g.edge(e.src, e.dst, words, dir="both", **style)
+                with g.subgraph() as row:
+                    row.attr(rank="same")
+                    row.node(e.src)
+                    row.node(e.dst)
+        elif leg is None:
             g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
         else:  # the leg says what is its own; the shared words follow once, on the joined arrow
             g.edge(e.src, leg.join.node, _wrap(leg.lines), arrowhead="none", **style)
@@ -239,6 +250,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             g.edge(sh.node, into(e.dst, sh.node), _wrap(e.lines()), **_note_style(e.by_guard))
     kinds = legend(spec, ov)
     assert kinds.notes == notes and kinds.joined == bool(legs) and kinds.again == (again is not None)
+    assert kinds.both_ways == bool(both)
     g.attr(label=_title_with_legend(title, kinds), labeljust="l" if tall else "c")
     return g
 
@@ -262,6 +274,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
         stays=any(e.loop for e in ov.edges),
         terminal=bool(spec.terminal_states),
         again=again is not None,
+        both_ways=tall and bool(_both_ways(spec, moves, _joined(moves, into))),
     )
 
 
@@ -272,6 +285,38 @@ RETURNS = "the runs that end come back here; the same state as the one at the to
 #: The initial state is drawn a second time, at the foot, when this many moves from other states
 #: return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
 RETURNING = 4
+
+
+def _both_ways(spec: Spec, moves: list[Edge], legs: dict[int, Leg]) -> dict[int, int]:
+    """Moves between two states both ways, drawn as one two-headed arrow with the two side by side.
+
+    router_run's AwaitingApproval and AwaitingTool hand a run back and forth; drawn one above the other,
+    the arrow from Idle into the lower one wrapped round the upper one and crossed three others.  Only
+    two live, non-initial states, each in no other such pair, whose two moves are of one style (the
+    arrow has one) and meet at no dot, entered from the same other states (siblings: agent_loop's
+    recovering follows executing_tool, and stays below it).  Keys and values are indices into ``moves``,
+    each pointing at the other.
+    """
+    at = {(e.src, e.dst): i for i, e in enumerate(moves) if i not in legs}
+    found: dict[int, int] = {}
+    for (a, b), i in at.items():
+        j = at.get((b, a))
+        if j is None or i == j or moves[i].by_guard != moves[j].by_guard:
+            continue
+        if any(spec.states[s].initial or spec.states[s].terminal for s in (a, b)):
+            continue
+        if _entered_from(moves, a, b) != _entered_from(moves, b, a):  # one follows the other: keep it below
+            continue
+        found[i] = j
+    count: dict[str, int] = {}
+    for i in found:
+        count[moves[i].src] = count.get(moves[i].src, 0) + 1
+    return {i: j for i, j in found.items() if count[moves[i].src] == 1 and count[moves[j].src] == 1}
+
+
+def _entered_from(moves: list[Edge], state: str, other: str) -> set[str]:
+    """The states other than ``other`` that move into ``state``."""
+    return {e.src for e in moves if e.dst == state and e.src != other}
 
 
 def _move_style(by_guard: bool) -> dict[str, str]:
@@ -367,6 +412,7 @@ class Legend:
     stays: bool
     terminal: bool
     again: bool
+    both_ways: bool = False
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(mark, its colour, what it means) for each kind drawn."""
@@ -391,6 +437,10 @@ class Legend:
             )
         if self.joined:
             out.append(("\u25cf", "black", "arrows that end alike meet; the words after the dot hold for each"))
+        if self.both_ways:
+            out.append(
+                ("\u25c0\u2500\u25b6", "black", "moves both ways between two states; each label says where it goes")
+            )
         if self.stays:
             out.append(("stays on", "#555555", "feeds a state accepts without moving"))
         if self.terminal:
@@ -406,6 +456,7 @@ class Legend:
             "- - \u25b6": "a dashed blue arrow",
             "grey": "a grey arrow",
             "\u25cf": "a dot",
+            "\u25c0\u2500\u25b6": "a two-headed arrow",
             "stays on": "*stays on ...* in a state's box",
         }
         return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]

@@ -312,6 +312,22 @@ def test_arrows_that_end_alike_meet_and_say_the_ending_once():
     assert sheet.joined and any("end alike" in meaning for _, _, meaning in sheet.rows())
 
 
+def test_siblings_with_moves_both_ways_sit_side_by_side_under_one_two_headed_arrow():
+    """router_run's AwaitingApproval and AwaitingTool are both entered from Idle and AwaitingDecrypt and hand a
+    run back and forth; agent_loop's recovering follows executing_tool, so stays below it."""
+    source = dot.state_graph(spec("router_run")).source
+    (both,) = [line for line in source.splitlines() if "dir=both" in line]
+    assert both.startswith("\tAwaitingApproval -> AwaitingTool ")
+    assert "to AwaitingTool:" in both and "to AwaitingApproval:" in both
+    assert not re.search(r"^\tAwaitingTool -> AwaitingApproval ", source, re.M)
+    layout = _layout(source)
+    y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
+    assert y["AwaitingApproval"] == y["AwaitingTool"]
+    assert any("both ways" in meaning for _, _, meaning in dot.legend(spec("router_run")).rows())
+    agent_loop = dot.state_graph(spec("agent_loop")).source
+    assert "dir=both" not in agent_loop and not dot.legend(spec("agent_loop")).both_ways
+
+
 def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
     source = dot.state_graph(spec("router_run")).source
     assert re.findall(r"^\t(\w+) -> Idle\b", source, re.M) == ["__start__"]
