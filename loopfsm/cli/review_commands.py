@@ -72,6 +72,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         sock.bind((args.host, args.port))
     except OSError as err:
         raise _UsageError(f"cannot listen on {args.host}:{args.port}: {err.strerror or err}") from None
+    sock.listen(128)  # connections wait in the backlog from the moment the address is printed
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
     print(f"review site: http://{host}:{port}/  ({len(machines)} machines; ctrl-C stops it)", flush=True)

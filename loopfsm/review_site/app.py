@@ -175,12 +175,17 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None)
         headers = {"Content-Disposition": f'attachment; filename="{name}.trace.yaml"'}
         return _with_cookie(PlainTextResponse(sim.trace(), media_type="application/yaml", headers=headers), token)
 
-    async def play(request: Request) -> Response:
+    async def load_trace(request: Request) -> Response:
         raw = await _body(request, tracefile.MAX_TRACE_BYTES)
         trace = tracefile.loads(raw, "the uploaded trace")
         token, sim = site.run(request, request.path_params["name"])
-        sim.play(trace)
+        sim.load(trace)
         return _with_cookie(JSONResponse(sim.view()), token)
+
+    async def next_step(request: Request) -> Response:
+        token, sim = site.run(request, request.path_params["name"])
+        outcome = sim.next()
+        return _with_cookie(JSONResponse({"outcome": outcome.as_json(), "view": sim.view()}), token)
 
     async def refused(request: Request, exc: Exception) -> Response:
         status = exc.status if isinstance(exc, ReviewSiteError) else 400
@@ -201,7 +206,8 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None)
         Route("/api/{name}/back", back, methods=["POST"]),
         Route("/api/{name}/snapshot.json", snapshot),
         Route("/api/{name}/trace.yaml", trace_file),
-        Route("/api/{name}/trace", play, methods=["POST"]),
+        Route("/api/{name}/trace", load_trace, methods=["POST"]),
+        Route("/api/{name}/next", next_step, methods=["POST"]),
     ]
     return Starlette(routes=routes, exception_handlers={LoopFsmError: refused, 404: not_found})
 

@@ -16,7 +16,9 @@ from loopfsm.core import tracing
 from loopfsm.core.errors import FeedArgumentError, LoopFsmError
 from loopfsm.core.spec import MISSING, FieldDef
 from loopfsm.core.tracing import TransitionRecord
+from loopfsm.core.invariants import compile_invariants
 from loopfsm.verification import tracefile
+from loopfsm.verification.verify import Judge
 from loopfsm.verification.tracefile import Trace, TraceStep
 from loopfsm.verification.verify_inputs import Step
 
@@ -38,9 +40,11 @@ class Outcome:
     error: str | None  # the error the API raised, as it reads (None: accepted)
     returned: str | None  # what the feed method returned, when it returns something
     record: dict[str, Any] | None  # the trace record, as ``TransitionRecord.as_dict`` writes it
+    broken: tuple[str, ...] = ()  # the invariants this step violates, each with why (as ``verify`` words it)
 
     def as_json(self) -> dict[str, Any]:
         return {
+            "broken": list(self.broken),
             "feed": self.feed,
             "args": self.args,
             "from": self.from_state,
@@ -96,6 +100,9 @@ class Simulation:
             self.instance = self.compiled.restore(self.start) if self.start is not None else self.compiled.new()
         except LoopFsmError as err:
             raise ReviewSiteError(str(err)) from None
+        spec, registry = self.compiled.spec, self.compiled.registry
+        self._judge = Judge(compile_invariants(spec, registry, self._policy), self._policy)
+        self.pending: list[Step] = []  # a trace's steps not fed yet, fed one at a time by `next`
 
     def feed(self, feed: str, args: Any) -> Outcome:
         """Feed ``feed`` with ``args`` (JSON, by name); a feed the API refuses is an outcome too, changing nothing."""
@@ -111,6 +118,8 @@ class Simulation:
         except LoopFsmError as err:
             raise ReviewSiteError(str(err)) from None
         before, from_state = self.instance.snapshot(), self.instance.state
+        armed = self._judge.armed(self.instance, Step(feed, tuple(converted.items())))
+        was = self.compiled.restore(before) if armed else None
         records: list[TransitionRecord] = []
         error = returned = None
         with tracing.attached(self.instance, records.append):
@@ -123,6 +132,12 @@ class Simulation:
             except Exception as err:  # noqa: BLE001 - a guard or action crashed: the reviewer sees which
                 error = f"{type(err).__name__} raised by the machine's code: {err}"
         record = records[-1] if records else None
+        broken: tuple[str, ...] = ()
+        if error is None:  # a refused feed changes nothing, so breaks nothing; replay judges the same way
+            found = self._judge.configuration(self.instance) + (
+                self._judge.step(armed, was, self.instance) if armed else []
+            )
+            broken = tuple(f"{b.invariant}: {b.why}" for b in found)
         outcome = Outcome(
             feed,
             dict(args),
@@ -132,6 +147,7 @@ class Simulation:
             error,
             returned,
             record.as_dict() if record is not None and error is None else None,
+            broken,
         )
         self.steps.append(_Taken(outcome, before))
         return outcome
@@ -165,6 +181,7 @@ class Simulation:
                 for name, ev in spec.events.items()
             ],
             "steps": [t.outcome.as_json() for t in self.steps],
+            "pending": [{"feed": p.feed, "args": p.kwargs()} for p in self.pending],
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -181,11 +198,22 @@ class Simulation:
         note = f"a run of {self.compiled.name} made on the review page"
         return tracefile.dump(Trace(self.compiled.name, dict(self.policy), self.start, steps, note))
 
-    def play(self, trace: Trace) -> list[Outcome]:
-        """Feed every step of ``trace`` from its start, as ``loopfsm replay`` does; the outcomes in order."""
+    def load(self, trace: Trace) -> None:
+        """Start again from ``trace``'s start under its policy, its steps waiting to be fed one by one (`next`)."""
         if trace.machine != self.compiled.name:
             raise ReviewSiteError(f"the trace is of machine {trace.machine!r}, not {self.compiled.name}"[:200])
+        if len(trace.steps) > MAX_STEPS:
+            raise ReviewSiteError(f"a run here keeps at most {MAX_STEPS} steps; the trace has {len(trace.steps)}")
         fresh = Simulation(self.compiled, trace.start, dict(trace.policy))
         self.start, self.policy, self.steps = fresh.start, fresh.policy, []
-        self._policy, self.instance = fresh._policy, fresh.instance
-        return [self.feed(ts.step.feed, ts.step.kwargs()) for ts in trace.steps]
+        self._policy, self.instance, self._judge = fresh._policy, fresh.instance, fresh._judge
+        self.pending = [ts.step for ts in trace.steps]
+
+    def next(self) -> Outcome:
+        """Feed the loaded trace's next step."""
+        if not self.pending:
+            raise ReviewSiteError("no step of a trace is waiting: load a trace file first")
+        step = self.pending[0]
+        outcome = self.feed(step.feed, step.kwargs())
+        self.pending.pop(0)
+        return outcome

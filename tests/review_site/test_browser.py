@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,11 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"  # Debian's package; 
 HASH = "sha256:" + "b" * 64
 
 
-@pytest.fixture(scope="module")
-def site() -> Iterator[str]:
+@contextmanager
+def serving(*paths: str) -> Iterator[str]:
+    """``loopfsm review PATHS`` started as a user starts it; the address it prints."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loopfsm", "review"],
+        [sys.executable, "-m", "loopfsm", "review", *paths],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -39,6 +41,12 @@ def site() -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[str]:
+    with serving() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +156,28 @@ def test_at_200_percent_zoom_the_page_reflows_without_a_sideways_scroll(site, br
     shot(page, "router_run_zoomed")
     context.close()
     assert overflow <= 0
+
+
+def test_a_counterexample_of_a_planted_fault_is_stepped_to_its_violation(page, tmp_path):
+    shipped = (ROOT / "machines" / "tool_breaker.yaml").read_text()
+    scope = "      - guard: stale\n        states: [Closed, Disabled]\n"
+    planted = tmp_path / "tool_breaker.yaml"
+    planted.write_text(shipped.replace(scope, scope.replace("Closed, ", ""), 1))
+    verify = [sys.executable, "-m", "loopfsm", "verify", str(planted), "--depth", "3", "--traces", str(tmp_path)]
+    assert subprocess.run(verify, capture_output=True, cwd=ROOT).returncode == 1
+    (trace,) = tmp_path.glob("*.trace.yaml")
+    with serving(str(planted)) as url:
+        page.goto(url + "machines/tool_breaker.html")
+        page.wait_for_selector("#sim-state >> text=Closed")
+        page.set_input_files("#sim-trace", str(trace))
+        page.wait_for_selector("#sim-next")
+        page.click("#sim-next")
+        page.wait_for_selector("#sim-steps li")
+        assert "violates" not in page.text_content("#sim-status")
+        page.click("#sim-next")
+        page.wait_for_selector("#sim-steps .broken")
+        assert "violates invariant stale_result_never_moves" in page.text_content("#sim-status")
+        assert page.text_content("#sim-state") == "Open"
+        assert page.locator("#sim-next").count() == 0
+        shot(page, "counterexample")
+    assert page.errors == []

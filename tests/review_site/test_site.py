@@ -131,8 +131,34 @@ def test_a_run_starts_from_an_uploaded_snapshot_or_a_played_trace(client):
     client.post("/api/agent_loop/new", json={})
     assert client.get("/api/agent_loop/state").json()["state"] == "planning"
     assert client.post("/api/agent_loop/new", json={"snapshot": snap}).json()["state"] == "executing_tool"
-    played = client.post("/api/agent_loop/trace", content=trace.encode()).json()
-    assert played["state"] == "executing_tool" and len(played["steps"]) == 3
+    loaded = client.post("/api/agent_loop/trace", content=trace.encode()).json()
+    assert loaded["state"] == "planning" and len(loaded["pending"]) == 3 and loaded["steps"] == []
+    for _ in range(3):
+        assert client.post("/api/agent_loop/next").status_code == 200
+    played = client.get("/api/agent_loop/state").json()
+    assert played["state"] == "executing_tool" and len(played["steps"]) == 3 and played["pending"] == []
+    assert client.post("/api/agent_loop/next").status_code == 400  # nothing left to feed
+
+
+def test_a_counterexample_of_a_planted_fault_steps_to_its_violation(tmp_path, capsys):
+    """The tool breaker with Closed's stale check taken out: verify's counterexample, stepped on the page."""
+    shipped = (ROOT / "machines" / "tool_breaker.yaml").read_text()
+    scope = "      - guard: stale\n        states: [Closed, Disabled]\n"
+    assert scope in shipped
+    (tmp_path / "tool_breaker.yaml").write_text(shipped.replace(scope, scope.replace("Closed, ", ""), 1))
+    assert main(["verify", str(tmp_path / "tool_breaker.yaml"), "--depth", "3", "--traces", str(tmp_path)]) == 1
+    capsys.readouterr()
+    (trace,) = tmp_path.glob("*.trace.yaml")
+    spec = load(tmp_path / "tool_breaker.yaml")
+    planted = SiteMachine(tmp_path / "tool_breaker.yaml", compile_spec(spec, registry_named(spec.registry)))
+    client = TestClient(create_app([planted]))
+    view = client.post("/api/tool_breaker/trace", content=trace.read_bytes()).json()
+    broken = []
+    while view["pending"]:
+        body = client.post("/api/tool_breaker/next").json()
+        view, broken = body["view"], broken + [body["outcome"]["broken"]]
+    assert broken[:-1] == [[]] * (len(broken) - 1)  # nothing breaks before the last step
+    assert broken[-1] == ["stale_result_never_moves: does not hold after record, Closed to Open"]
 
 
 def test_sessions_share_nothing(machines):

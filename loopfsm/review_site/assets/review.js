@@ -154,8 +154,11 @@
         el("a", { href: api("trace.yaml"), download: machine + ".trace.yaml" }, "Download trace"),
         el("label", { class: "file" }, "Start from a snapshot ",
           el("input", { type: "file", id: "sim-snapshot", accept: ".json,application/json", onchange: loadSnapshot })),
-        el("label", { class: "file" }, "Play a trace file ",
-          el("input", { type: "file", id: "sim-trace", accept: ".yaml,.yml,.trace", onchange: loadTrace }))));
+        el("label", { class: "file" }, "Step through a trace file ",
+          el("input", { type: "file", id: "sim-trace", accept: ".yaml,.yml,.trace", onchange: loadTrace }))),
+      el("div", { class: "buttons" }, view.pending.length ?
+        el("button", { type: "button", id: "sim-next", onclick: () => run("next", { method: "POST" }) },
+          "Next step of the trace: " + view.pending[0].feed + " (" + view.pending.length + " left)") : null));
     const policyForm = el("form", { class: "feed", id: "sim-policy" }, el("h4", {}, "Policy of a new run"),
       ...Object.entries(view.policy).map(([k, v]) => el("label", { for: "policy-" + k },
         el("span", { class: "arg" }, k), el("input", { id: "policy-" + k, name: k, type: "text", value: json(v) }))),
@@ -186,6 +189,7 @@
     steps.replaceChildren(...view.steps.map((s) => el("li", { class: s.error ? "refused" : "taken" },
       el("code", {}, s.feed + "(" + Object.entries(s.args).map(([k, v]) => k + "=" + json(v)).join(", ") + ")"), " ",
       s.error ? el("span", { class: "error" }, s.error) : (s.from + " \u2192 " + s.to + " by " + s.branch),
+      ...(s.broken || []).map((b) => el("div", { class: "error broken" }, "invariant " + b)),
       s.returned ? el("div", { class: "why" }, "returned " + s.returned) : null,
       s.record ? el("div", { class: "record" }, el("code", {}, json(s.record))) : null)));
   }
@@ -196,7 +200,9 @@
       render(view);
       if (body.outcome) {
         const o = body.outcome;
-        say(o.error ? o.feed + " refused: " + o.error : o.feed + ": " + o.from + " \u2192 " + o.to + " by " + o.branch, !!o.error);
+        const moved = o.feed + ": " + o.from + " \u2192 " + o.to + " by " + o.branch;
+        if (o.broken.length) say(moved + "; violates invariant " + o.broken.join("; "), true);
+        else say(o.error ? o.feed + " refused: " + o.error : moved, !!o.error);
         if (o.branch) { const b = (table.branches[o.from] || []).find((x) => x.name === o.branch); if (b) show("Taken: " + o.branch, [b], null); }
       } else say("State: " + view.state, false);
     } catch (err) {
