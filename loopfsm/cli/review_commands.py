@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,14 +36,45 @@ def _start(path: str | None) -> dict[str, Any] | None:
     return snap
 
 
+def _side(text: str, tmp: Path, name: str) -> tuple[str, str]:
+    """A machine file for one side of ``--diff``: a path, or ``REV:PATH`` read with ``git show``; (file, label)."""
+    if Path(text).is_file() or ":" not in text:
+        return text, text
+    try:
+        shown = subprocess.run(["git", "show", text], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise _UsageError(f"--diff {text}: git could not be run ({type(err).__name__})") from None
+    if shown.returncode != 0 or len(shown.stdout) > MAX_SNAPSHOT_BYTES:
+        raise _UsageError(f"--diff {text}: not a file, and git has no such REV:PATH")
+    path = tmp / name / Path(text.split(":", 1)[1]).name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(shown.stdout)
+    return str(path), text
+
+
+def _diff_page(pair: list[str]) -> str:
+    from loopfsm.core.errors import SpecError  # noqa: PLC0415
+    from loopfsm.rendering.diff import diff_specs, load_for_diff  # noqa: PLC0415
+    from loopfsm.review_site.pages import diff_page  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = [_side(text, Path(tmp), side) for text, side in zip(pair, ("old", "new"), strict=True)]
+        try:
+            old, new = (load_for_diff(path) for path, _ in sides)
+        except SpecError as err:
+            raise _UsageError(f"--diff: a side cannot be compared: {err}") from None
+        return diff_page(diff_specs(old, new), sides[0][1], sides[1][1])
+
+
 def cmd_review(args: argparse.Namespace) -> int:
     """Serve the review site until interrupted, or write it under ``--static``; exit 2 on bad input."""
     try:
         from loopfsm.review_site.pages import SiteMachine  # noqa: PLC0415
     except ImportError as err:  # the `review` extra is not installed
         raise _UsageError(f"needs the review extra (pip install 'loopfsm[review]'): {err.name} is missing") from None
-    machines = [SiteMachine(Path(c.spec.file), c) for c in compiled_machines(args)]
-    if not machines:
+    diff = _diff_page(args.diff) if args.diff else None
+    machines = [] if diff is not None else [SiteMachine(Path(c.spec.file), c) for c in compiled_machines(args)]
+    if not machines and diff is None:
         raise _UsageError("no machine files found")
     start = _start(args.start)
     if start is not None:
@@ -58,7 +91,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.static is not None:
         from loopfsm.review_site.app import write_static  # noqa: PLC0415
 
-        written = write_static(machines, Path(args.static))
+        written = write_static(machines, Path(args.static), diff)
         print(f"wrote {len(written)} files under {args.static} (open index.html)")
         return EXIT_OK
     try:
@@ -75,8 +108,9 @@ def cmd_review(args: argparse.Namespace) -> int:
     sock.listen(128)  # connections wait in the backlog from the moment the address is printed
     port = sock.getsockname()[1]
     host = f"[{args.host}]" if ":" in args.host else args.host
-    print(f"review site: http://{host}:{port}/  ({len(machines)} machines; ctrl-C stops it)", flush=True)
-    config = uvicorn.Config(create_app(machines, start), log_level="warning", lifespan="off")
+    what = f"{len(machines)} machines" if diff is None else "the diff"
+    print(f"review site: http://{host}:{port}/  ({what}; ctrl-C stops it)", flush=True)
+    config = uvicorn.Config(create_app(machines, start, diff), log_level="warning", lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     return EXIT_OK
 
@@ -96,4 +130,11 @@ def add_commands(sub: Any, regs: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=0, help="port to listen on (default: a free one, printed)")
     s.add_argument("--static", metavar="DIR", help="write the pages (without the simulator) under DIR and exit")
     s.add_argument("--from", dest="start", metavar="SNAPSHOT", help="a snapshot file its machine's runs start from")
+    s.add_argument(
+        "--diff",
+        nargs=2,
+        metavar=("OLD", "NEW"),
+        help="a page of what changed between two versions of a machine file (each a path or a git REV:PATH): "
+        "the new diagram with added and changed arrows marked, and loopfsm diff's words",
+    )
     s.set_defaults(func=cmd_review)

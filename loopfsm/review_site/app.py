@@ -37,9 +37,9 @@ def asset(name: str) -> str:
     return resources.files("loopfsm.review_site").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def write_static(machines: list[SiteMachine], out: Path) -> list[Path]:
-    """The site's pages without the simulator, written under ``out``; the files written."""
-    files = {Path("index.html"): index_page(machines, static=True)}
+def write_static(machines: list[SiteMachine], out: Path, diff: str | None = None) -> list[Path]:
+    """The site's pages without the simulator (or ``diff``, a diff page, alone), written under ``out``."""
+    files = {Path("index.html"): index_page(machines, static=True) if diff is None else diff}
     for m in machines:
         files[Path("machines") / f"{m.name}.html"] = machine_page(m, static=True)
         files[Path("source") / f"{m.name}.html"] = source_page(m)
@@ -111,13 +111,14 @@ def _with_cookie(response: Response, token: str) -> Response:
     return response
 
 
-def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None) -> Starlette:
-    """The ASGI app serving ``machines``; ``start`` (a snapshot) is where a run of its machine begins."""
+def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None, diff: str | None = None) -> Starlette:
+    """The ASGI app serving ``machines``; ``start`` (a snapshot) is where a run of its machine begins; ``diff``
+    (a diff page) is served as the index instead."""
     site = Site(machines, start)
     ordered = list(site.machines.values())
 
     async def index(request: Request) -> Response:
-        return HTMLResponse(index_page(ordered, static=False))
+        return HTMLResponse(diff if diff is not None else index_page(ordered, static=False))
 
     async def page(request: Request) -> Response:
         return HTMLResponse(machine_page(site.machine(_html_name(request)), static=False))

@@ -22,7 +22,9 @@ from loopfsm.core.spec import Branch, Spec
 from loopfsm.rendering import dot
 from loopfsm.rendering.errors import GraphvizMissing, RenderError
 from loopfsm.rendering.labels import condition_label, guards_label, ref_label
+from loopfsm.rendering.diff import MachineDiff
 from loopfsm.rendering.matrix import review_sheet
+from loopfsm.rendering.overview import overview
 from loopfsm.core.tracing import branch_name
 
 
@@ -196,3 +198,49 @@ def source_page(m: SiteMachine) -> str:
 def _json_for_script(value: Any) -> str:
     """JSON that cannot end its ``<script>`` element early (``</`` and ``<!--`` are escaped)."""
     return json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _moves(spec: Spec) -> dict[tuple[str, str], tuple[str, ...]]:
+    """Each arrow of the overview picture between two states, with its words."""
+    return {(e.src, e.dst): tuple(e.lines()) for e in overview(spec).edges if not e.loop}
+
+
+def diff_json(old: Spec, new: Spec) -> dict[str, list[list[str]]]:
+    """The arrows NEW adds, the ones whose words changed, and the ones it removed (state to state)."""
+    a, b = _moves(old), _moves(new)
+    return {
+        "added": [[s, d] for (s, d) in b if (s, d) not in a],
+        "changed": [[s, d] for (s, d), words in b.items() if (s, d) in a and a[(s, d)] != words],
+        "removed": [[s, d] for (s, d) in a if (s, d) not in b],
+    }
+
+
+def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
+    """A policy change on the picture: NEW's diagram with added and changed arrows marked, and ``loopfsm diff``'s
+    words (the changes, the policy numbers changed, and what a deploy does to saved runs)."""
+    marks = {"*": "behaviour", "!": "proof", "~": "wording"}
+    changes = "".join(f'<li class="{marks[c.mark]}"><code>{c.mark}</code> {_esc(c.text)}</li>' for c in d.changes)
+    changes = changes or "<li>none</li>"
+    policy = [c.text for c in d.changes if c.text.startswith("policy ")]
+    arrows = diff_json(d.old, d.new)
+    removed = "".join(
+        f"<li>{_esc(s)} \u2192 {_esc(t)}: {_esc('; '.join(_moves(d.old)[(s, t)]))}</li>" for s, t in arrows["removed"]
+    )
+    body = (
+        f"<h1>{_esc(d.new.name)}: {_esc(old_label)} \u2192 {_esc(new_label)}</h1>"
+        f'<p class="verdict"><strong>{_esc(d.lines()[0].split(": ", 1)[1])}</strong></p>'
+        f'<p class="saved-runs"><strong>Saved runs:</strong> {_esc(d.snapshot_note())}</p>'
+        '<div class="columns"><div class="left">'
+        f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new)}</figure>'
+        '<table class="legend diff-legend"><tr><td class="added">green</td><td>an arrow the new table adds</td></tr>'
+        '<tr><td class="changed">orange</td><td>an arrow whose words changed</td></tr></table>'
+        f"<h2>Arrows removed</h2><ul>{removed or '<li>none</li>'}</ul></div>"
+        f'<div class="right"><h2>Policy numbers changed</h2><ul>'
+        f"{''.join(f'<li>{_esc(p)}</li>' for p in policy) or '<li>none</li>'}</ul>"
+        "<h2>Every change, as <code>loopfsm diff</code> says it</h2>"
+        f'<ul class="changes">{changes}</ul>'
+        "</div></div>"
+        f'<script type="application/json" id="table">{_json_for_script(table_json(d.new))}</script>'
+        f'<script type="application/json" id="diff">{_json_for_script(arrows)}</script>'
+    )
+    return _page(f"{d.new.name}: what changed", body, root="", static=True)

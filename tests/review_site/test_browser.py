@@ -181,3 +181,18 @@ def test_a_counterexample_of_a_planted_fault_is_stepped_to_its_violation(page, t
         assert page.locator("#sim-next").count() == 0
         shot(page, "counterexample")
     assert page.errors == []
+
+
+def test_a_policy_change_on_the_picture(page, tmp_path):
+    from tests.review_site.test_site import edited_breaker  # noqa: PLC0415
+
+    new = edited_breaker(tmp_path)
+    with serving("--diff", str(ROOT / "machines" / "tool_breaker.yaml"), str(new)) as url:
+        page.goto(url)
+        page.wait_for_selector("figure.diagram svg")
+        changed = page.locator("figure.diagram g.edge.changed title")
+        assert changed.all_text_contents() == ["Open->HalfOpen"]
+        assert "default 5 -> 3" in page.text_content(".right")
+        assert "saved runs restore as they are" in page.text_content(".saved-runs")
+        shot(page, "diff")
+    assert page.errors == []

@@ -3,6 +3,7 @@ machine, the run as files ``replay`` accepts, sessions kept apart, and bad input
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -247,3 +248,49 @@ def test_a_script_in_a_description_stays_text(tmp_path):
     page = TestClient(create_app([m])).get("/machines/turnstile.html").text
     assert "<script>alert(1)" not in page
     assert yaml.safe_load(hostile)["machine"] == "turnstile"
+
+
+NUDGE = """  nudge:
+    description: An operator lets a probe through now.
+    args:
+      now: {type: integer, description: time in ms}
+    from:
+      Open:
+        - to: HalfOpen
+          actions: [enter_half_open]
+          description: an operator's nudge
+  reset:
+"""
+
+
+def edited_breaker(tmp_path: Path) -> Path:
+    """The tool breaker with trip_after 5 -> 3, an arrow reworded and a feed added: a policy change under review."""
+    text = (ROOT / "machines" / "tool_breaker.yaml").read_text()
+    text = text.replace(
+        "  trip_after:\n    type: integer\n    default: 5", "  trip_after:\n    type: integer\n    default: 3", 1
+    )
+    text = text.replace("  reset:\n", NUDGE, 1)
+    (tmp_path / "new.yaml").write_text(text)
+    return tmp_path / "new.yaml"
+
+
+def test_the_diff_page_marks_the_new_arrows_and_says_what_loopfsm_diff_says(tmp_path, capsys):
+    old, new = ROOT / "machines" / "tool_breaker.yaml", edited_breaker(tmp_path)
+    assert main(["diff", str(old), str(new)]) == 1
+    said = capsys.readouterr().out.splitlines()[1:]
+    assert main(["review", "--diff", str(old), str(new), "--static", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "index.html").read_text()
+    for line in said[1:-1]:  # each change, in loopfsm diff's words
+        assert html.escape(line.strip()[2:]) in page, line
+    assert "saved runs restore as they are" in page and said[-1].strip() == "saved runs restore as they are"
+    assert "<li>policy trip_after (read by record from Closed): default 5 -&gt; 3</li>" in page
+    arrows = json.loads(page.split('<script type="application/json" id="diff">', 1)[1].split("</script>", 1)[0])
+    assert arrows == {"added": [], "changed": [["Open", "HalfOpen"]], "removed": []}
+
+
+def test_the_diff_takes_git_revisions(tmp_path, capsys):
+    at = "HEAD:machines/turnstile.yaml"
+    assert main(["review", "--diff", at, str(ROOT / "machines" / "turnstile.yaml"), "--static", str(tmp_path)]) == 0
+    assert "turnstile: HEAD:machines/turnstile.yaml" in (tmp_path / "index.html").read_text()
+    assert main(["review", "--diff", "NOPE:machines/turnstile.yaml", "x.yaml", "--static", str(tmp_path)]) == 2
+    assert "git has no such REV:PATH" in capsys.readouterr().err

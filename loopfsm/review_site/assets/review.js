@@ -78,6 +78,21 @@
     g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); act(); } });
   }
 
+  // -- a diff page: the new table's added and changed arrows marked on its diagram --------------------
+  const diff = JSON.parse(document.getElementById("diff")?.textContent || "null");
+  if (diff) {
+    const key = (a, b) => a + "->" + b;
+    const added = new Set(diff.added.map(([a, b]) => key(a, b)));
+    const changed = new Set(diff.changed.map(([a, b]) => key(a, b)));
+    for (const g of document.querySelectorAll("figure.diagram g.edge")) {
+      let [a, b] = edgeEnds(g);
+      if (b.startsWith("__join")) b = trunkOf(b);
+      b = stateOf(b);
+      if (added.has(key(a, b))) g.classList.add("added");
+      else if (changed.has(key(a, b))) g.classList.add("changed");
+    }
+  }
+
   if (!live) return;
 
   // -- the simulator ---------------------------------------------------------------------------------
