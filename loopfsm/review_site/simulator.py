@@ -41,10 +41,12 @@ class Outcome:
     returned: str | None  # what the feed method returned, when it returns something
     record: dict[str, Any] | None  # the trace record, as ``TransitionRecord.as_dict`` writes it
     broken: tuple[str, ...] = ()  # the invariants this step violates, each with why (as ``verify`` words it)
+    asked: tuple[tuple[str, bool], ...] = ()  # each branch tried, in order, and whether its guards held
 
     def as_json(self) -> dict[str, Any]:
         return {
             "broken": list(self.broken),
+            "asked": [{"branch": name, "held": held} for name, held in self.asked],
             "feed": self.feed,
             "args": self.args,
             "from": self.from_state,
@@ -119,6 +121,7 @@ class Simulation:
             raise ReviewSiteError(str(err)) from None
         before, from_state = self.instance.snapshot(), self.instance.state
         armed = self._judge.armed(self.instance, Step(feed, tuple(converted.items())))
+        asked = self._asked(feed, converted)
         was = self.compiled.restore(before) if armed else None
         records: list[TransitionRecord] = []
         error = returned = None
@@ -148,9 +151,19 @@ class Simulation:
             returned,
             record.as_dict() if record is not None and error is None else None,
             broken,
+            asked if error is None or error.startswith("FeedRefused") else (),
         )
         self.steps.append(_Taken(outcome, before))
         return outcome
+
+    def _asked(self, feed: str, args: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
+        """The branches the feed's guards take or pass over, asked on a copy before feeding (guards are pure)."""
+        try:
+            bound = self.compiled.binders[feed]((), args)
+            copy = self.compiled.restore(self.instance.snapshot(), engine="interpreter")
+            return tuple(self.compiled.events[feed].asked(copy, bound, self._policy))
+        except Exception:  # noqa: BLE001 - the feed itself then reports what is wrong, in the API's words
+            return ()
 
     def back(self) -> None:
         """Undo the last step: the instance is restored from the snapshot taken before it."""

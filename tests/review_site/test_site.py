@@ -80,6 +80,7 @@ def test_an_approval_path_through_the_simulator_is_the_compiled_machines(client)
     approval_path(client)
     done = feed(client, "agent_loop", "tool_succeeded", now=4)
     assert (done["from"], done["to"], done["branch"]) == ("executing_tool", "observing_result", "result_in")
+    assert done["asked"] == [{"branch": "deadline", "held": False}, {"branch": "result_in", "held": True}]
     assert done["record"]["attributes"]["gen_ai.tool.name"] == "pay"
     view = client.get("/api/agent_loop/state").json()
     assert view["state"] == "observing_result" and view["data"]["tool"] == "pay"
@@ -177,6 +178,12 @@ def test_a_policy_given_for_a_run_is_the_one_it_feeds_under(client):
     assert view["policy"] == {"fare": 2}
     assert feed(client, "turnstile", "coin")["to"] == "locked"
     assert feed(client, "turnstile", "coin")["to"] == "unlocked"
+    first = client.post("/api/turnstile/new", json={"policy": {"fare": 2}}).json()
+    asked = feed(client, "turnstile", "coin")["asked"]
+    assert first["state"] == "locked" and asked == [
+        {"branch": "coin/locked[0]", "held": False},  # fare_paid: one coin of two
+        {"branch": "coin/locked[1]", "held": True},
+    ]
     refused = client.post("/api/turnstile/new", json={"policy": {"fare": 0}})
     assert refused.status_code == 400 and "fare" in refused.json()["error"]
 

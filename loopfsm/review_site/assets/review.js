@@ -205,6 +205,8 @@
       el("code", {}, s.feed + "(" + Object.entries(s.args).map(([k, v]) => k + "=" + json(v)).join(", ") + ")"), " ",
       s.error ? el("span", { class: "error" }, s.error) : (s.from + " \u2192 " + s.to + " by " + s.branch),
       ...(s.broken || []).map((b) => el("div", { class: "error broken" }, "invariant " + b)),
+      s.asked && s.asked.length ? el("div", { class: "why asked" }, "guards asked: " +
+        s.asked.map((a) => a.branch + (a.held ? " held" : " did not hold")).join(", ")) : null,
       s.returned ? el("div", { class: "why" }, "returned " + s.returned) : null,
       s.record ? el("div", { class: "record" }, el("code", {}, json(s.record))) : null)));
   }
