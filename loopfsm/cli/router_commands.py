@@ -220,10 +220,14 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_client)
 
 
-PROVIDERS = ("scripted", "anthropic", "openai")
+PROVIDERS = ("scripted", "anthropic", "openai", "openai-responses")
 #: Where each API's key is read from: the environment only (a flag would land in shell history and
 #: process listings).  The SDKs read these variables themselves; the router only checks one is set.
-KEY_VARIABLES = {"anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"), "openai": ("OPENAI_API_KEY",)}
+KEY_VARIABLES = {
+    "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
+}
 
 
 def _provider(kind: str, model: str | None, script: str | None, role: str = "provider") -> Any:
@@ -253,6 +257,10 @@ def _provider(kind: str, model: str | None, script: str | None, role: str = "pro
             from loopfsm.router.providers.anthropic_api import AnthropicProvider
 
             return AnthropicProvider(max_retries=0)
+        if kind == "openai-responses":
+            from loopfsm.router.providers.openai_responses_api import OpenAIResponsesProvider
+
+            return OpenAIResponsesProvider(max_retries=0)
         from loopfsm.router.providers.openai_api import OpenAIProvider
 
         return OpenAIProvider(max_retries=0)

@@ -16,9 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopfsm.router.streams import assemble_anthropic, assemble_openai_chat
-from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks
+from loopfsm.router.streams.openai_responses import assemble_openai_responses
+from loopfsm.router.streams.synthetic import Block, Reply, anthropic_events, openai_chunks, openai_responses_events
 
-from tests.support.stream_oracles import anthropic_sdk, loads_or_none, openai_sdk
+from tests.support.stream_oracles import anthropic_sdk, loads_or_none, openai_responses_sdk, openai_sdk
 
 pytestmark = pytest.mark.slow  # hypothesis runs compared against both SDKs
 
@@ -226,3 +227,51 @@ def test_content_carried_in_message_start_is_kept_as_the_sdk_keeps_it(prefilled,
     cut_short = {p.call_id for p in ours.problems}
     assert ours_calls == [c for c in sdk_calls if c[0] not in cut_short]
     assert all(p.kind == "incomplete" and not p.call_id.startswith("toolu_pre") for p in ours.problems)
+
+
+@st.composite
+def responses_replies(draw) -> Reply:
+    stop = draw(st.sampled_from(["stop", "length", "content_filter"]))
+    blocks = []
+    for i in range(draw(st.integers(0, 6))):
+        lane = draw(st.sampled_from(["text", "tool", "thinking", "refusal"]))
+        if lane == "tool":
+            name = draw(st.sampled_from(["get_weather", "shell", "a"]))
+            blocks.append(Block("tool", draw(argument_texts(stop == "length")), f"call_{i}", name))
+        else:
+            blocks.append(Block(lane, draw(tricky_text)))
+    usage = {"input_tokens": draw(st.integers(0, 10**6)), "output_tokens": draw(st.integers(0, 10**6))}
+    usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+    return Reply(tuple(blocks), stop, usage, message_id="resp_1")
+
+
+@settings(max_examples=60, deadline=None)
+@given(responses_replies(), cuts())
+def test_openai_responses_agree_with_the_sdk(reply, cut):
+    events = list(openai_responses_events(reply, cut))
+    output, usage = openai_responses_sdk(events)
+    ours = assemble_openai_responses(events)
+
+    texts = [c.text for o in output if o.type == "message" for c in o.content if c.type == "output_text"]
+    refusals = [c.refusal for o in output if o.type == "message" for c in o.content if c.type == "refusal"]
+    summaries = [s.text for o in output if o.type == "reasoning" for s in o.summary if s.text]
+    assert ours.message.text == "".join(texts)
+    assert ours.refusal == "".join(refusals)
+    assert [(t.text, t.signature) for t in ours.message.thinking] == [(s, None) for s in summaries]
+    calls = [o for o in output if o.type == "function_call"]
+    if usage is not None:  # completed
+        assert ours.stop_reason == ("tool_calls" if calls else "stop")
+        assert ours.usage == usage.model_dump(exclude_none=True)
+    else:
+        assert ours.stop_reason == reply.stop_reason  # length or content_filter
+    ok, problems = iter(ours.message.tool_calls), iter(ours.problems)
+    for call in calls:
+        whole = loads_or_none(call.arguments)
+        if whole is not None:
+            got = next(ok)
+            assert (got.id, got.name, got.arguments) == (call.call_id, call.name, whole)
+        else:
+            p = next(problems)
+            assert (p.call_id, p.name, p.raw) == (call.call_id, call.name, call.arguments)
+            assert p.kind == "incomplete" and reply.stop_reason == "length"
+    assert next(ok, None) is None and next(problems, None) is None

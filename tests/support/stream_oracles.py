@@ -28,6 +28,23 @@ def openai_sdk(chunks: Iterable[dict[str, Any]]) -> Any:
     return state.current_completion_snapshot
 
 
+def openai_responses_sdk(events: Iterable[dict[str, Any]]) -> Any:
+    """The output items and usage the OpenAI SDK's ResponseStreamState accumulates (no usage when incomplete)."""
+    from openai import omit
+    from openai._models import construct_type
+    from openai.lib.streaming.responses._responses import ResponseStreamState
+    from openai.types.responses import ResponseStreamEvent
+
+    state = ResponseStreamState(input_tools=omit, text_format=omit)
+    for event in events:
+        state.handle_event(construct_type(type_=ResponseStreamEvent, value=event))
+    completed = state._completed_response
+    if completed is not None:
+        return completed.output, completed.usage
+    # An incomplete response: the SDK keeps each finished output item as its `output_item.done` carried it.
+    return [state._completed_output[i] for i in sorted(state._completed_output)], None
+
+
 def loads_or_none(text: str) -> Any:
     if not text.strip():
         return {}

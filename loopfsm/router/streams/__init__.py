@@ -9,5 +9,13 @@ from __future__ import annotations
 
 from .anthropic import AnthropicStream, assemble_anthropic
 from .openai_chat import OpenAIChatStream, assemble_openai_chat
+from .openai_responses import OpenAIResponsesStream, assemble_openai_responses
 
-__all__ = ["AnthropicStream", "assemble_anthropic", "OpenAIChatStream", "assemble_openai_chat"]
+__all__ = [
+    "AnthropicStream",
+    "assemble_anthropic",
+    "OpenAIChatStream",
+    "assemble_openai_chat",
+    "OpenAIResponsesStream",
+    "assemble_openai_responses",
+]

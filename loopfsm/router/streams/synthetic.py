@@ -167,3 +167,112 @@ def openai_chunks(
     yield chunk({}, reply.stop_reason)
     if include_usage:
         yield {**base, "choices": [], "usage": dict(reply.usage)}
+
+
+def openai_responses_events(reply: Reply, cut: Cut | None = None) -> Iterator[dict[str, Any]]:
+    """The Responses API stream of ``reply``: each block its own output item, in order.
+
+    Text and refusal blocks are message items with an ``output_text`` or
+    ``refusal`` part, tool blocks ``function_call`` items (the block's id is the
+    ``call_id``), thinking blocks ``reasoning`` items with one summary part.
+    ``stop_reason`` ``length`` or ``content_filter`` ends with
+    ``response.incomplete``, anything else with ``response.completed``.
+    """
+    cut = cut or every(16)
+    seq = iter(range(10**9))
+    response: dict[str, Any] = {
+        "id": reply.message_id,
+        "object": "response",
+        "created_at": 0,
+        "model": reply.model,
+        "status": "in_progress",
+        "output": [],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+    }
+    yield {"type": "response.created", "sequence_number": next(seq), "response": dict(response)}
+    yield {"type": "response.in_progress", "sequence_number": next(seq), "response": dict(response)}
+    output: list[dict[str, Any]] = []
+    for i, b in enumerate(reply.blocks):
+        item_id = f"item_{i}"
+        added: dict[str, Any]
+        if b.lane in ("text", "refusal"):
+            field_name = "text" if b.lane == "text" else "refusal"
+            part_type = "output_text" if b.lane == "text" else "refusal"
+            added = {"type": "message", "id": item_id, "status": "in_progress", "role": "assistant", "content": []}
+            yield {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": i, "item": added}
+            empty = {"type": part_type, field_name: "", **({"annotations": []} if b.lane == "text" else {})}
+            where = {"item_id": item_id, "output_index": i, "content_index": 0}
+            yield {"type": "response.content_part.added", "sequence_number": next(seq), **where, "part": empty}
+            kind = "response.output_text" if b.lane == "text" else "response.refusal"
+            extra: dict[str, Any] = {"logprobs": []} if b.lane == "text" else {}
+            for piece in cut(b.text):
+                yield {"type": f"{kind}.delta", "sequence_number": next(seq), **where, "delta": piece, **extra}
+            yield {"type": f"{kind}.done", "sequence_number": next(seq), **where, field_name: b.text, **extra}
+            part = {**empty, field_name: b.text}
+            yield {"type": "response.content_part.done", "sequence_number": next(seq), **where, "part": part}
+            item = {**added, "status": "completed", "content": [part]}
+        elif b.lane == "tool":
+            added = {
+                "type": "function_call",
+                "id": item_id,
+                "call_id": b.id,
+                "name": b.name,
+                "arguments": "",
+                "status": "in_progress",
+            }
+            yield {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": i, "item": added}
+            where = {"item_id": item_id, "output_index": i}
+            for piece in cut(b.text):
+                yield {
+                    "type": "response.function_call_arguments.delta",
+                    "sequence_number": next(seq),
+                    **where,
+                    "delta": piece,
+                }
+            yield {
+                "type": "response.function_call_arguments.done",
+                "sequence_number": next(seq),
+                **where,
+                "arguments": b.text,
+            }
+            item = {**added, "arguments": b.text, "status": "completed"}
+        elif b.lane == "thinking":
+            added = {"type": "reasoning", "id": item_id, "summary": []}
+            yield {"type": "response.output_item.added", "sequence_number": next(seq), "output_index": i, "item": added}
+            where = {"item_id": item_id, "output_index": i, "summary_index": 0}
+            empty = {"type": "summary_text", "text": ""}
+            yield {
+                "type": "response.reasoning_summary_part.added",
+                "sequence_number": next(seq),
+                **where,
+                "part": empty,
+            }
+            for piece in cut(b.text):
+                yield {
+                    "type": "response.reasoning_summary_text.delta",
+                    "sequence_number": next(seq),
+                    **where,
+                    "delta": piece,
+                }
+            yield {
+                "type": "response.reasoning_summary_text.done",
+                "sequence_number": next(seq),
+                **where,
+                "text": b.text,
+            }
+            part = {"type": "summary_text", "text": b.text}
+            yield {"type": "response.reasoning_summary_part.done", "sequence_number": next(seq), **where, "part": part}
+            item = {**added, "summary": [part]}
+        else:
+            raise ValueError(f"Responses API streams have no {b.lane} blocks")
+        yield {"type": "response.output_item.done", "sequence_number": next(seq), "output_index": i, "item": item}
+        output.append(item)
+    done = {**response, "output": output, "usage": dict(reply.usage) or None}
+    if reply.stop_reason in ("length", "content_filter"):
+        why = "max_output_tokens" if reply.stop_reason == "length" else "content_filter"
+        final = {**done, "status": "incomplete", "incomplete_details": {"reason": why}}
+        yield {"type": "response.incomplete", "sequence_number": next(seq), "response": final}
+    else:
+        yield {"type": "response.completed", "sequence_number": next(seq), "response": {**done, "status": "completed"}}
