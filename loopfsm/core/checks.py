@@ -12,7 +12,7 @@ from __future__ import annotations
 import keyword
 from collections import deque
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import Problem, did_you_mean
 from .fieldtypes import (
@@ -94,6 +94,7 @@ class _Checker:
         self.problems: list[Problem] = []
         self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set(), "generator": set()}
         self.unresolved = False  # a state name did not resolve: graph checks would only echo it
+        self.feed_args: dict[str, FieldDef] | None = None  # the arguments of the feed whose branches are checked
 
     def error(self, path: PathT, message: str, *, key: bool = False) -> None:
         self.problems.append(self.src.problem(path, message, key=key))
@@ -148,6 +149,9 @@ class _Checker:
                 misspelt = True
                 continue
             want = declared[pname].type
+            values_of = declared[pname].values_of
+            if values_of is not None:
+                self.argument_values(entry, pname, values_of, value, ppath)
             if want is DataField and isinstance(value, str) and value not in self.spec.data:
                 self.error(
                     ppath,
@@ -185,6 +189,29 @@ class _Checker:
         for pname, p in declared.items():
             if p.required and pname not in ref.params and not misspelt:
                 self.error(ref.path, f"{entry.kind} '{entry.name}' needs parameter '{pname}'")
+
+    def argument_values(self, entry: Entry, pname: str, arg: str, value: Any, ppath: PathT) -> None:
+        """A parameter annotated ``ValuesOf(arg)`` lists values of the feed's ``arg``: each must be in its enum."""
+        if self.feed_args is None:  # a decision rule's or an invariant's guard: no feed to hold it to
+            return
+        f = self.feed_args.get(arg)
+        if f is None:
+            self.error(
+                ppath,
+                f"parameter '{pname}' of {entry.kind} '{entry.name}' names values of argument "
+                f"'{arg}', which this feed does not take",
+            )
+            return
+        if f.enum is None:
+            return
+        for i, v in enumerate(value if isinstance(value, list) else [value]):
+            if v not in f.enum:
+                hint = did_you_mean(v, [str(x) for x in f.enum]) if isinstance(v, str) else ""
+                self.error(
+                    ppath + ((i,) if isinstance(value, list) else ()),
+                    f"parameter '{pname}' of {entry.kind} '{entry.name}' lists values of argument '{arg}', which "
+                    f"is never {yaml_shown(v)} (it is one of {', '.join(map(str, f.enum))}){hint}",
+                )
 
     # -- names that become Python ------------------------------------------
     def names(self) -> None:
@@ -294,6 +321,7 @@ class _Checker:
             for a in ev.before:
                 self.ref("action", a)
             self.first_scopes(ev)
+            self.feed_args = ev.args
             for state, branches in ev.sources.items():
                 if state != WILDCARD:
                     self.state_ref(state, ev.path + ("from", state), key=True)
@@ -337,6 +365,7 @@ class _Checker:
                         "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
                         key=True,
                     )
+        self.feed_args = None
 
     def first_scopes(self, ev: EventDef) -> None:
         """A ``states:`` scope belongs to a ``first:`` branch and names states the feed lists by name.

@@ -35,6 +35,7 @@ class Param:
     name: str
     type: Any  # a Python type, or Any when unannotated
     required: bool
+    values_of: str | None = None  # annotated ``Annotated[..., ValuesOf("arg")]``: names values of that feed argument
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,20 @@ class DataField(str):
     """
 
 
+@dataclass(frozen=True)
+class ValuesOf:
+    """Annotate a parameter ``Annotated[list[str], ValuesOf("lane")]`` when its YAML value lists values of the feed's
+    argument ``lane``.
+
+    The checker then holds each value to that argument's ``enum`` where the
+    guard is used, as it holds a ``when:``: a misspelt value is an error at its
+    own line when the file is loaded, instead of a comparison that silently
+    never matches.
+    """
+
+    arg: str
+
+
 class StateName(str):
     """Annotate a parameter ``state: StateName`` (or ``states: list[StateName]``) when its YAML value names
     states of the machine.
@@ -114,10 +129,16 @@ def _params_of(fn: Callable[..., Any], kind: str, name: str) -> dict[str, Param]
         hints = typing.get_type_hints(fn)
     except Exception:  # one unresolvable annotation (a TYPE_CHECKING-only import): the others still count
         hints = _hints_one_by_one(fn)
+    try:
+        extras = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - as above: without them, no parameter is held to an argument's values
+        extras = {}
     out: dict[str, Param] = {}
     for p in sig.parameters.values():
         if p.kind is p.KEYWORD_ONLY:
-            out[p.name] = Param(p.name, hints.get(p.name, Any), p.default is inspect.Parameter.empty)
+            marks = getattr(extras.get(p.name), "__metadata__", ())
+            values_of = next((m.arg for m in marks if isinstance(m, ValuesOf)), None)
+            out[p.name] = Param(p.name, hints.get(p.name, Any), p.default is inspect.Parameter.empty, values_of)
         elif p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
             raise _varargs_error(kind, name)
     return out

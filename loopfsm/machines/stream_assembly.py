@@ -8,11 +8,11 @@ machine (changing nothing) to say which protocol rule the event broke.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from loopfsm.core.errors import FeedArgumentError, IllegalFeed
 from loopfsm.machines.errors import StreamFailed, StreamProtocolError
-from loopfsm.core.registry import Registry
+from loopfsm.core.registry import Registry, ValuesOf
 from loopfsm.core.declared import DeclaredMachine
 from loopfsm.core.instance import PolicyArg
 from .stream_values import COMPACT_EVERY, LANES, SLOT_SCHEMA, ArgumentProblem, Slot, StreamResult, assemble
@@ -49,7 +49,7 @@ def next_index(m: Any, ctx: Any) -> bool:
 
 
 @REGISTRY.guard
-def header_fits_lane(m: Any, ctx: Any, *, headed: list[str]) -> bool:
+def header_fits_lane(m: Any, ctx: Any, *, headed: Annotated[list[str], ValuesOf("lane")]) -> bool:
     """A block of a lane in ``headed`` (the table names them) names its header, id and name; no other does."""
     a = ctx.args
     if a["lane"] in headed:

@@ -175,3 +175,22 @@ events:
     snap = machine.new().snapshot()
     with pytest.raises(RegistryError, match="the schema of codec 'cents' is not a valid JSON Schema"):
         machine.Instance.restore(snap)
+
+
+def test_a_parameter_listing_a_feed_arguments_values_is_held_to_its_enum_where_used(tmp_path):
+    """stream_assembly's header_fits_lane takes the lanes that carry a header; a misspelt lane in the table is an error
+    at its own line, with the near name, not a header silently refused at run time."""
+    from pathlib import Path
+
+    from loopfsm import SpecError, load
+
+    shipped = (Path(__file__).resolve().parents[2] / "machines" / "stream_assembly.yaml").read_text()
+    good = "headed: [tool, server_tool, server_result]"
+    assert shipped.count(good) == 1
+    (tmp_path / "stream_assembly.yaml").write_text(shipped.replace(good, "headed: [tool, server_tol, server_result]"))
+    with pytest.raises(SpecError) as err:
+        load(tmp_path / "stream_assembly.yaml")
+    (problem,) = err.value.problems
+    line = next(i for i, t in enumerate(shipped.splitlines(), 1) if good in t)
+    assert problem.line == line and problem.path.endswith("params.headed[1]")
+    assert "lists values of argument 'lane'" in problem.message and "did you mean 'server_tool'" in problem.message
