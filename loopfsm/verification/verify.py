@@ -19,6 +19,7 @@ import hashlib
 import json
 import pickle
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from loopfsm.core import tracing
 from loopfsm.core.errors import ActionError, LoopFsmError
 from loopfsm.core.invariants import CompiledInvariant, InvariantContext, compile_invariants
 
-from loopfsm.verification.coverage import MachineCoverage, rows_of
+from loopfsm.verification.coverage import MachineCoverage, Row, rows_of
 from loopfsm.verification.tracefile import Trace, TraceStep
 from loopfsm.verification.verify_inputs import Domains, Step
 
@@ -240,6 +241,23 @@ def _plain_fields(kind: type) -> tuple[str, ...]:
     return () if "__dict__" in slots or "__weakref__" in slots else tuple(dict.fromkeys(slots))
 
 
+#: id(spec) -> (a weak reference to it, its rows, their keys); an entry goes when its table does.
+_ROWS: dict[int, tuple[weakref.ref[Any], list[Row], set[tuple[str, str]]]] = {}
+
+
+def _coverage_rows(spec: Any) -> tuple[list[Row], set[tuple[str, str]]]:
+    """The table's coverage rows (with their lines) and their (kind, name) keys, worked out once per table:
+    a search of a small machine spent a tenth of its time reading them again."""
+    found = _ROWS.get(id(spec))
+    if found is None or found[0]() is not spec:
+        source = spec.source
+        rows = rows_of(source.doc, lambda path: source.locate(path)[0])
+        key = id(spec)
+        ref = weakref.ref(spec, lambda _: _ROWS.pop(key, None))
+        found = _ROWS[key] = (ref, rows, {(r.kind, r.name) for r in rows})
+    return found[1], found[2]
+
+
 def clone(inst: Any) -> Any:
     """An independent instance equal to ``inst``: what restoring its snapshot gives, without re-validating
     a snapshot the machine itself just took (the explorer feeds hundreds of copies of each configuration)."""
@@ -280,11 +298,19 @@ class _Fingerprints:
     does (copying uses the same ``__reduce_ex__``); a value that cannot be pickled is encoded every time.
     """
 
+    #: Fingerprints taken the canonical way before the shortcut is tried: in a search this small most feeds
+    #: find new configurations, and the pickle's digest is only a cost (the turnstile: 8 feeds, 5 configurations).
+    DIRECT = 64
+
     def __init__(self, forget: frozenset[str]):
         self.forget = forget
         self._by_raw: dict[bytes, Key] = {}
+        self._direct = self.DIRECT
 
     def of(self, inst: Any, clock: int) -> Key:
+        if self._direct:
+            self._direct -= 1
+            return _key(inst._encoded(), clock, self.forget)
         names = inst.compiled.data_encoders
         data = inst.data
         try:
@@ -495,8 +521,9 @@ class Explorer:
                         steps += self._once_each(before, clock, [f for f in feeds if f not in allowed])
                     self._sink.rows.clear()  # a generator may have asked a decision: that took no row here
                     for step in steps:
-                        armed = self.judge.armed(before, step, set(res.violations))
-                        res.exercised.update(inv.name for inv, _ in armed)  # a refused feed holds it too
+                        armed = self.judge.armed(before, step, res.violations.keys())
+                        if armed:
+                            res.exercised.update(inv.name for inv, _ in armed)  # a refused feed holds it too
                         # A feed the state does not accept raises or is ignored, and one its guards refuse raises
                         # before any action runs: neither changes anything, so neither needs a copy (most of the
                         # stream assembly's feeds are refused).
@@ -557,9 +584,7 @@ class Explorer:
         res.exercised.update(inv.name for inv in self.judge.always if any(inv.in_scope(s) for s in res.states_reached))
         for finding in [*res.violations.values(), *res.reached.values()]:
             finding.steps = self.path_to(finding.key) + ([finding.last] if finding.last is not None else [])
-        source = self.compiled.spec.source
-        rows = rows_of(source.doc, lambda path: source.locate(path)[0])
-        known = {(r.kind, r.name) for r in rows}
+        rows, known = _coverage_rows(self.compiled.spec)
         res.coverage = MachineCoverage(
             self.compiled.name, self.compiled.spec.file, rows, {row for row in self.first_taken if row in known}
         )

@@ -33,6 +33,7 @@ def test_the_raw_shortcut_gives_the_canonical_fingerprint():
 def test_values_that_pickle_differently_but_encode_alike_share_a_fingerprint():
     compiled = compile_file(ROOT / "machines" / "stream_assembly.yaml")
     prints = _Fingerprints(frozenset())
+    prints._direct = 0  # past the first fingerprints, which are taken the canonical way
     a, b = compiled.new(), compiled.new()
     a.data.usage = {"input_tokens": 1, "output_tokens": 2}
     b.data.usage = {"output_tokens": 2, "input_tokens": 1}  # the same, kept in another order: pickled differently
@@ -40,9 +41,20 @@ def test_values_that_pickle_differently_but_encode_alike_share_a_fingerprint():
     assert len(prints._by_raw) == 2
 
 
+def test_the_first_fingerprints_skip_the_shortcut_and_agree_with_it():
+    compiled = compile_file(ROOT / "machines" / "turnstile.yaml")
+    direct, shortcut = _Fingerprints(frozenset()), _Fingerprints(frozenset())
+    shortcut._direct = 0
+    inst = compiled.new()
+    assert direct.of(inst, 3) == shortcut.of(inst, 3) == _key(inst.snapshot(), 3)
+    assert direct._by_raw == {} and len(shortcut._by_raw) == 1
+    assert direct._direct == _Fingerprints.DIRECT - 1
+
+
 def test_a_value_pickle_refuses_is_fingerprinted_the_canonical_way(monkeypatch):
     compiled = compile_file(ROOT / "machines" / "turnstile.yaml")
     prints = _Fingerprints(frozenset())
+    prints._direct = 0
     inst = compiled.new()
     import loopfsm.verification.verify as verify
 

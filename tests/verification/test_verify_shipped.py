@@ -39,14 +39,7 @@ def test_the_tool_breaker_holds_every_invariant_to_its_bound(tmp_path, monkeypat
 
 HALF_OPEN_OVERDUE = "half_open_overdue, params: {max_ms: {policy: half_open_max_ms}}"
 PROBE_TTL = "grant_probe, params: {ttl_ms: {policy: probe_ttl_ms}}"
-STALE_IN_CLOSED = """        - guard: stale
-          stay: true
-          actions: [{name: count, params: {what: stale}}]
-          description: from before the last transition; stats only
-        - guard: {name: holds_permit, negate: true}
-          refuse: "no permit is outstanding for this call: it was recorded already, or never issued"
-          description: a permit is recorded at most once
-"""
+STALE_IN_CLOSED = "      - guard: stale\n        states: [Closed, Disabled]\n"  # record's first: list
 STALE_IN_HALF_OPEN = """        - guard: {any: [stale, {name: holds_lease, negate: true}]}
           stay: true
           actions: [{name: count, params: {what: stale}}]
@@ -69,16 +62,7 @@ FAULTS: list[tuple[str, tuple[str, str]] | tuple[str, tuple[str, str], list[str]
         # one call id gets one lease: a third probe needs a second id (4 feeds reach it)
         ["--values", 'call_id=["a", "b"]', "--depth", "4"],
     ),
-    (
-        "stale_result_never_moves",
-        (
-            STALE_IN_CLOSED,
-            STALE_IN_CLOSED.split("        - guard: {name: holds_permit")[0].replace(
-                "guard: stale", "guard: {name: stale, negate: true}"
-            )
-            + STALE_IN_CLOSED[STALE_IN_CLOSED.index("        - guard: {name: holds_permit") :],
-        ),
-    ),
+    ("stale_result_never_moves", (STALE_IN_CLOSED, STALE_IN_CLOSED.replace("Closed, ", ""))),
     ("stale_probe_result_never_moves", (STALE_IN_HALF_OPEN, "")),
     # a second lease for one call id needs room for two probes
     ("lease_call_ids_unique", (ONE_LEASE_PER_CALL, ""), ["--set", "max_probes=2"]),
@@ -121,15 +105,19 @@ def test_the_agent_loop_holds_every_invariant_to_its_bound(tmp_path, monkeypatch
 
 
 ATTEMPTS_LEFT = "{name: attempts_left, params: {max_attempts: {policy: max_attempts}}}"
-DISPATCH = "      awaiting_tool:\n        - *deadline\n        - name: run\n"
+DISPATCH = "    first: [*deadline]\n    from:\n      awaiting_tool:\n        - name: run\n"
 CHECKED_IN_OBSERVING = (
     "        - name: accepted\n          guard: *checks\n          to: completed\n"
     "          actions: [clamp_clock, clear_proposal]\n"
 )
-FAIL_FROM_ANYWHERE = '      "*":\n        - *deadline\n        - name: fail\n'
+FAIL_FROM_ANYWHERE = '    first: [*deadline]\n    from:\n      "*":\n        - name: fail\n'
 
 AGENT_FAULTS = [
-    ("live_only_before_the_deadline", (DISPATCH, "      awaiting_tool:\n        - name: run\n")),
+    # dispatch's deadline check tried from recovering only
+    (
+        "live_only_before_the_deadline",
+        (DISPATCH, DISPATCH.replace("[*deadline]", "[{<<: *deadline, states: [recovering]}]")),
+    ),
     ("attempts_bounded", (ATTEMPTS_LEFT, "{name: attempts_left, params: {max_attempts: 5}}")),
     ("no_retry_of_a_non_idempotent_call", ("guard: [transient, idempotent_call, ", "guard: [transient, ")),
     (
@@ -143,8 +131,10 @@ AGENT_FAULTS = [
         "terminals_are_forever",
         (
             FAIL_FROM_ANYWHERE,
-            "      failed:\n        - to: failed\n"
-            "          actions: [{name: fail_with, params: {error_class: tampered}}]\n" + FAIL_FROM_ANYWHERE,
+            # the deadline copied into the live states, and a terminal state that takes fail and changes
+            "    from:\n      failed:\n        - to: failed\n"
+            "          actions: [{name: fail_with, params: {error_class: tampered}}]\n"
+            '      "*":\n        - *deadline\n        - name: fail\n',
         ),
     ),
     ("completes", ("side_effects_resolved]}}", "side_effects_resolved, reviewed]}}")),
@@ -168,12 +158,7 @@ def test_a_planted_fault_in_the_agent_loop_is_caught_and_replayed(tmp_path, monk
 
 FALLBACK = ROOT / "machines" / "fallback_breaker.yaml"
 
-STALE_IN_FALLBACK = """      Fallback:
-        - *refuse_unheld
-        - guard: stale
-          stay: true
-          actions: [{name: count, params: {what: stale}}]
-"""
+STALE_IN_FALLBACK = "        states: [Primary, Fallback]  # Recovering checks the probe's lease first\n"
 EXPIRY_ON_RECORD = """        - guard: probe_expired
           to: Fallback
           actions: [{name: count, params: {what: late}}, {name: trip, params: *trip_params}]
@@ -190,7 +175,7 @@ FALLBACK_FAULTS = [
         ("grant_probe, params: {ttl_ms: {policy: probe_ttl_ms}}", "grant_probe, params: {ttl_ms: 50}"),
     ),
     ("cooldown_bounded", ("max_cooldown_ms: {policy: max_cooldown_ms}", "max_cooldown_ms: 100000")),
-    ("stale_result_never_moves", (STALE_IN_FALLBACK, "      Fallback:\n        - *refuse_unheld\n")),
+    ("stale_result_never_moves", (STALE_IN_FALLBACK, STALE_IN_FALLBACK.replace(", Fallback", ""))),
     ("probe_lease_unexpired", (EXPIRY_ON_RECORD, "")),
     ("stale_probe_result_never_moves", (STALE_IN_RECOVERING, ON_FALLBACK)),
 ]
