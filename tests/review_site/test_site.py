@@ -301,3 +301,15 @@ def test_the_diff_takes_git_revisions(tmp_path, capsys):
     assert "turnstile: HEAD:machines/turnstile.yaml" in (tmp_path / "index.html").read_text()
     assert main(["review", "--diff", "NOPE:machines/turnstile.yaml", "x.yaml", "--static", str(tmp_path)]) == 2
     assert "git has no such REV:PATH" in capsys.readouterr().err
+
+
+def test_without_graphviz_the_page_says_the_drawing_is_missing_and_shows_the_rest(machines, tmp_path, monkeypatch):
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))  # no `dot` on it, as on a machine without Graphviz
+    page = TestClient(create_app(machines)).get("/machines/turnstile.html")
+    assert page.status_code == 200
+    text = page.text
+    assert "<svg" not in text and "needs Graphviz" in text
+    assert "taken on that feed" in text  # the legend, in words
+    assert "<h2>Policy" in text and '<script type="application/json" id="table">' in text
