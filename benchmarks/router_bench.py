@@ -30,6 +30,9 @@ server that cannot be reached is reported and skipped).  How it measures:
 * 100 concurrent sessions: 100 clients at once on fresh connections, one
   execute each; wall time for all of them and server CPU per request; an
   answer that is not ``completed`` is counted and its message printed.
+* Last, where a turn's router CPU goes: ``router_turn_cpu.py --profile`` run for a plaintext and an
+  encrypted turn, its breakdown printed (the store, the machines, crypto, JSON and protocol checks, the
+  service layer).
 * Rounds alternate between router and baseline; latencies pool over rounds,
   rates and CPU keep each side's best round.  Each goal is printed beside
   its measurement, and the machine (CPU, cores, load when the run started,
@@ -569,6 +572,13 @@ def main() -> None:
     print("\ngoals (router):")
     for line in GOALS:
         print(f"  {line}")
+    print("\nwhere one turn's router CPU goes, in process (benchmarks/router_turn_cpu.py --profile):")
+    turns = ["--turns", "60"] if QUICK else []
+    for extra in ([], ["--encrypted"]):
+        here = Path(__file__).resolve().parent / "router_turn_cpu.py"
+        done = subprocess.run([sys.executable, str(here), "--profile", *turns, *extra], capture_output=True, text=True)
+        print(f"  {'encrypted' if extra else 'plaintext'} turns, SQLite:")
+        print("\n".join("    " + line for line in (done.stdout or done.stderr).splitlines()))
 
 
 if __name__ == "__main__":
