@@ -196,3 +196,15 @@ def test_a_policy_change_on_the_picture(page, tmp_path):
         assert "saved runs restore as they are" in page.text_content(".saved-runs")
         shot(page, "diff")
     assert page.errors == []
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "machines").glob("*.yaml")))
+def test_every_machines_page_loads_clean_and_offers_its_initial_feeds(site, page, name):
+    page.goto(site + f"machines/{name}.html")
+    page.wait_for_selector("#sim-state")
+    assert page.locator("figure.diagram svg").count() == 1
+    assert page.locator("form.feed[data-feed]").count() >= 1  # the feeds the initial state takes
+    state = page.text_content("#sim-state")
+    current = page.locator("figure.diagram g.node.current title").all_text_contents()
+    assert current and set(current) <= {state, "__again__"}  # router_run draws Idle again at the foot
+    assert page.errors == []
