@@ -14,6 +14,7 @@ from typing import Any
 from loopfsm.core.errors import ConfigError
 from loopfsm.router.errors import ProviderError
 from loopfsm.machines.messages import Message
+from loopfsm.machines.stream_values import StreamResult
 from loopfsm.router.streams.openai_chat import OpenAIChatStream
 from . import sse
 from . import import_sdk, token_count, FailureClass, ModelReply, ModelRequest, StopReason, status_class
@@ -132,17 +133,24 @@ class OpenAIProvider:
         if stream.machine.state == "Stopped":  # [DONE], or the body closed after the finish reason
             stream.finish()
         result = sse.assembled(self.name, stream, lambda kind: ERROR_CODES.get(kind, "transient"))
-        message, refusal = result.message, result.refusal
-        stop = FINISH.get(result.stop_reason or "stop", "end_turn")
-        if refusal:  # kept beside any text that came first, and said by the stop reason whatever the finish was
-            text = f"{message.text}\n\n{refusal}" if message.text else refusal
-            message, stop = Message.assistant(text, message.tool_calls, message.thinking), "refusal"
-        return ModelReply(
-            message,
-            stop,
-            token_count(result.usage.get("prompt_tokens")),
-            token_count(result.usage.get("completion_tokens")),
-            result.model,
-            refusal,
-            result.logprobs,
-        )
+        return reply_of(result, "prompt_tokens", "completion_tokens")
+
+
+def reply_of(result: StreamResult, input_key: str, output_key: str) -> ModelReply:
+    """An assembled OpenAI reply (chat completions or responses) as a :class:`ModelReply`, its usage read under
+    the API's names; a refusal is kept beside any text that came first and said by the stop reason, whatever the
+    finish was."""
+    message, refusal = result.message, result.refusal
+    stop = FINISH.get(result.stop_reason or "stop", "end_turn")
+    if refusal:
+        text = f"{message.text}\n\n{refusal}" if message.text else refusal
+        message, stop = Message.assistant(text, message.tool_calls, message.thinking), "refusal"
+    return ModelReply(
+        message,
+        stop,
+        token_count(result.usage.get(input_key)),
+        token_count(result.usage.get(output_key)),
+        result.model,
+        refusal,
+        result.logprobs,
+    )

@@ -22,8 +22,8 @@ from typing import Any
 from loopfsm.router.streams.openai_responses import OpenAIResponsesStream
 from loopfsm.machines.messages import Message
 from . import sse
-from . import import_sdk, token_count, ModelReply, ModelRequest
-from .openai_api import ERROR_CODES, FINISH, classify
+from . import import_sdk, ModelReply, ModelRequest
+from .openai_api import ERROR_CODES, classify, reply_of
 
 
 def to_input_items(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -92,16 +92,4 @@ class OpenAIResponsesProvider:
         if stream.machine.state == "Stopped":  # the body closed after the response completed
             stream.finish()
         result = sse.assembled(self.name, stream, lambda kind: ERROR_CODES.get(kind, "transient"))
-        message, refusal = result.message, result.refusal
-        stop = FINISH.get(result.stop_reason or "stop", "end_turn")
-        if refusal:  # kept beside any text that came first, and said by the stop reason, as for chat completions
-            text = f"{message.text}\n\n{refusal}" if message.text else refusal
-            message, stop = Message.assistant(text, message.tool_calls, message.thinking), "refusal"
-        return ModelReply(
-            message,
-            stop,
-            token_count(result.usage.get("input_tokens")),
-            token_count(result.usage.get("output_tokens")),
-            result.model,
-            refusal,
-        )
+        return reply_of(result, "input_tokens", "output_tokens")
