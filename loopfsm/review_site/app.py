@@ -29,6 +29,8 @@ from loopfsm.review_site.simulator import Simulation
 
 COOKIE = "loopfsm_review"
 MAX_SESSIONS = 64
+#: What every session's runs may keep together; past it the sessions used longest ago are dropped.
+MAX_SITE_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
 ASSETS = {"review.js": "text/javascript", "review.css": "text/css"}
 
@@ -77,6 +79,17 @@ class Site:
                 self.sessions.popitem(last=False)
         self.sessions.move_to_end(token)
         return token, self.sessions[token]
+
+    def trim(self, keep: str) -> None:
+        """Drop the sessions used longest ago (never ``keep``) while every run together keeps too much."""
+        while len(self.sessions) > 1 and self.held() > MAX_SITE_BYTES:
+            oldest = next(iter(self.sessions))
+            if oldest == keep:
+                break
+            del self.sessions[oldest]
+
+    def held(self) -> int:
+        return sum(sim.bytes for runs in self.sessions.values() for sim in runs.values())
 
     def run(self, request: Request, name: str) -> tuple[str, Simulation]:
         m = self.machine(name)
@@ -157,6 +170,7 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None,
             raise ReviewSiteError("expected {feed: name, args: {...}}")
         token, sim = site.run(request, request.path_params["name"])
         outcome = sim.feed(body["feed"], body.get("args") or {})
+        site.trim(token)
         return _with_cookie(JSONResponse({"outcome": outcome.as_json(), "view": sim.view()}), token)
 
     async def back(request: Request) -> Response:
@@ -186,6 +200,7 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None,
     async def next_step(request: Request) -> Response:
         token, sim = site.run(request, request.path_params["name"])
         outcome = sim.next()
+        site.trim(token)
         return _with_cookie(JSONResponse({"outcome": outcome.as_json(), "view": sim.view()}), token)
 
     async def refused(request: Request, exc: Exception) -> Response:

@@ -9,6 +9,7 @@ the run downloads as a snapshot and as a trace file ``loopfsm replay`` accepts.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,8 @@ from loopfsm.review_site.errors import ReviewSiteError
 
 #: Steps kept per run; a page that feeds past it is told so (memory is bounded per session).
 MAX_STEPS = 2000
+#: What the snapshots kept for stepping back may take per run, as JSON text; past it a feed is refused.
+MAX_RUN_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Outcome:
 class _Taken:
     outcome: Outcome
     before: dict[str, Any]  # the snapshot before the feed, for stepping back
+    size: int = 0  # its size as JSON text: what it costs to keep
 
 
 def field_json(f: FieldDef) -> dict[str, Any]:
@@ -120,6 +124,13 @@ class Simulation:
         except LoopFsmError as err:
             raise ReviewSiteError(str(err)) from None
         before, from_state = self.instance.snapshot(), self.instance.state
+        size = len(json.dumps(before))
+        if self.bytes + size > MAX_RUN_BYTES:
+            raise ReviewSiteError(
+                f"this run keeps {MAX_RUN_BYTES // 2**20} MiB of snapshots for stepping back: download it, or start "
+                "again",
+                413,
+            )
         armed = self._judge.armed(self.instance, Step(feed, tuple(converted.items())))
         asked = self._asked(feed, converted)
         was = self.compiled.restore(before) if armed else None
@@ -153,8 +164,13 @@ class Simulation:
             broken,
             asked if error is None or error.startswith("FeedRefused") else (),
         )
-        self.steps.append(_Taken(outcome, before))
+        self.steps.append(_Taken(outcome, before, size))
         return outcome
+
+    @property
+    def bytes(self) -> int:
+        """What this run's kept snapshots take, as JSON text."""
+        return sum(t.size for t in self.steps)
 
     def _asked(self, feed: str, args: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
         """The branches the feed's guards take or pass over, asked on a copy before feeding (guards are pure)."""

@@ -313,3 +313,28 @@ def test_without_graphviz_the_page_says_the_drawing_is_missing_and_shows_the_res
     assert "<svg" not in text and "needs Graphviz" in text
     assert "taken on that feed" in text  # the legend, in words
     assert "<h2>Policy" in text and '<script type="application/json" id="table">' in text
+
+
+def test_what_runs_keep_is_bounded_per_run_and_across_sessions(machines, monkeypatch):
+    from loopfsm.review_site import app, simulator
+
+    monkeypatch.setattr(simulator, "MAX_RUN_BYTES", 3000)
+    client = TestClient(create_app(machines))
+    for _ in range(3):
+        feed(client, "turnstile", "coin")
+    refused = None
+    for _ in range(40):
+        refused = client.post("/api/turnstile/feed", json={"feed": "push", "args": {}})
+        if refused.status_code != 200:
+            break
+    assert refused is not None and refused.status_code == 413 and "MiB of snapshots" in refused.json()["error"]
+    monkeypatch.setattr(simulator, "MAX_RUN_BYTES", 10**9)
+    monkeypatch.setattr(app, "MAX_SITE_BYTES", 4000)
+    site_app = create_app(machines)
+    first, second = TestClient(site_app), TestClient(site_app)
+    for _ in range(8):
+        feed(first, "turnstile", "coin")
+    for _ in range(8):
+        feed(second, "turnstile", "coin")  # together past the budget: the first session is dropped
+    assert first.get("/api/turnstile/state").json()["steps"] == []  # a new run: its session was dropped
+    assert len(second.get("/api/turnstile/state").json()["steps"]) == 8
