@@ -173,8 +173,8 @@ def machine_page(m: SiteMachine, *, static: bool) -> str:
         f"<h1>{_esc(spec.name)}</h1>"
         f'<p class="description">{_esc(_first_sentence(spec.description))} '
         f'<a href="../source/{_esc(m.name)}.html">{_esc(m.path.name)}</a></p>'
-        '<div class="columns"><div class="left">'
         f'<figure class="diagram" aria-label="state diagram">{_diagram(spec)}</figure>'
+        '<div class="columns"><div class="left">'
         '<section id="details" aria-live="polite"><h2>Details</h2>'
         "<p>Click a state or an arrow (or focus one and press Enter) to see its branches in order.</p></section>"
         f"{sim}</div>"
