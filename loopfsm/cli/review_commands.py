@@ -38,15 +38,18 @@ def _start(path: str | None) -> dict[str, Any] | None:
 
 def _side(text: str, tmp: Path, name: str) -> tuple[str, str]:
     """A machine file for one side of ``--diff``: a path, or ``REV:PATH`` read with ``git show``; (file, label)."""
+    if text.startswith("-"):  # never an option of git's (`--output=...` would write a file)
+        raise _UsageError(f"--diff {text[:60]!r}: a machine file or REV:PATH, not an option")
     if Path(text).is_file() or ":" not in text:
         return text, text
     try:
-        shown = subprocess.run(["git", "show", text], capture_output=True, timeout=30, check=False)
+        shown = subprocess.run(["git", "show", "--end-of-options", text], capture_output=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise _UsageError(f"--diff {text}: git could not be run ({type(err).__name__})") from None
     if shown.returncode != 0 or len(shown.stdout) > MAX_SNAPSHOT_BYTES:
         raise _UsageError(f"--diff {text}: not a file, and git has no such REV:PATH")
-    path = tmp / name / Path(text.split(":", 1)[1]).name
+    base = Path(text.split(":", 1)[1]).name
+    path = tmp / name / (base if base not in ("", ".", "..") else "machine.yaml")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(shown.stdout)
     return str(path), text
@@ -63,6 +66,8 @@ def _diff_page(pair: list[str]) -> str:
             old, new = (load_for_diff(path) for path, _ in sides)
         except SpecError as err:
             raise _UsageError(f"--diff: a side cannot be compared: {err}") from None
+        except OSError as err:  # a folder, a file that cannot be read
+            raise _UsageError(f"--diff: a side cannot be read ({err.strerror or type(err).__name__})") from None
         return diff_page(diff_specs(old, new), sides[0][1], sides[1][1])
 
 
@@ -72,10 +77,18 @@ def cmd_review(args: argparse.Namespace) -> int:
         from loopfsm.review_site.pages import SiteMachine  # noqa: PLC0415
     except ImportError as err:  # the `review` extra is not installed
         raise _UsageError(f"needs the review extra (pip install 'loopfsm[review]'): {err.name} is missing") from None
+    if args.diff and args.paths:
+        raise _UsageError("--diff OLD NEW takes no other paths")
+    if not 0 <= args.port <= 65535:
+        raise _UsageError(f"--port {args.port}: a port is 0 (a free one) to 65535")
     diff = _diff_page(args.diff) if args.diff else None
     machines = [] if diff is not None else [SiteMachine(Path(c.spec.file), c) for c in compiled_machines(args)]
     if not machines and diff is None:
         raise _UsageError("no machine files found")
+    names = [m.name for m in machines]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise _UsageError(f"two machine files hold machine {twice[0]!r}: a site shows each machine once")
     start = _start(args.start)
     if start is not None:
         names = [m.name for m in machines]
@@ -91,7 +104,12 @@ def cmd_review(args: argparse.Namespace) -> int:
     if args.static is not None:
         from loopfsm.review_site.app import write_static  # noqa: PLC0415
 
-        written = write_static(machines, Path(args.static), diff)
+        try:
+            written = write_static(machines, Path(args.static), diff)
+        except OSError as err:  # a file where the folder should be, a folder that cannot be written
+            raise _UsageError(
+                f"--static {args.static}: cannot write there ({err.strerror or type(err).__name__})"
+            ) from None
         print(f"wrote {len(written)} files under {args.static} (open index.html)")
         return EXIT_OK
     try:
@@ -110,7 +128,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     host = f"[{args.host}]" if ":" in args.host else args.host
     what = f"{len(machines)} machines" if diff is None else "the diff"
     print(f"review site: http://{host}:{port}/  ({what}; ctrl-C stops it)", flush=True)
-    config = uvicorn.Config(create_app(machines, start, diff), log_level="warning", lifespan="off")
+    config = uvicorn.Config(create_app(machines, start, diff, args.host), log_level="warning", lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
     return EXIT_OK
 

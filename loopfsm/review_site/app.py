@@ -14,8 +14,12 @@ from collections import OrderedDict
 from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -29,6 +33,8 @@ from loopfsm.review_site.simulator import Simulation
 
 COOKIE = "loopfsm_review"
 MAX_SESSIONS = 64
+#: A trace file uploaded to the page: verify's counterexamples are a few KiB; a run keeps at most 2,000 steps.
+MAX_TRACE_UPLOAD = 2 * 1024 * 1024
 #: What every session's runs may keep together; past it the sessions used longest ago are dropped.
 MAX_SITE_BYTES = 256 * 1024 * 1024
 MAX_JSON_BYTES = 1024 * 1024
@@ -114,9 +120,13 @@ async def _body(request: Request, limit: int) -> bytes:
 async def _json(request: Request) -> Any:
     raw = await _body(request, MAX_JSON_BYTES)
     try:
-        return json.loads(raw or b"{}")
+        value = json.loads(raw or b"{}")
     except (ValueError, RecursionError):
         raise ReviewSiteError("the request is not JSON") from None
+    problem = tracefile.not_json(value, "the request")  # NaN, half a surrogate pair: nothing JSON can answer with
+    if problem is not None:
+        raise ReviewSiteError(problem)
+    return value
 
 
 def _with_cookie(response: Response, token: str) -> Response:
@@ -124,9 +134,19 @@ def _with_cookie(response: Response, token: str) -> Response:
     return response
 
 
-def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None, diff: str | None = None) -> Starlette:
+#: Host names the site answers to besides the one it listens on: a page of another site that has its name
+#: resolve to 127.0.0.1 (DNS rebinding) names itself in the Host header and is refused.
+LOCAL_NAMES = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def create_app(
+    machines: list[SiteMachine],
+    start: dict[str, Any] | None = None,
+    diff: str | None = None,
+    host: str = "127.0.0.1",
+) -> Starlette:
     """The ASGI app serving ``machines``; ``start`` (a snapshot) is where a run of its machine begins; ``diff``
-    (a diff page) is served as the index instead."""
+    (a diff page) is served as the index instead; ``host`` is the address it listens on."""
     site = Site(machines, start)
     ordered = list(site.machines.values())
 
@@ -191,8 +211,9 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None,
         return _with_cookie(PlainTextResponse(sim.trace(), media_type="application/yaml", headers=headers), token)
 
     async def load_trace(request: Request) -> Response:
-        raw = await _body(request, tracefile.MAX_TRACE_BYTES)
-        trace = tracefile.loads(raw, "the uploaded trace")
+        raw = await _body(request, MAX_TRACE_UPLOAD)
+        # Read off the event loop: other reviewers' requests are answered meanwhile.
+        trace = await run_in_threadpool(tracefile.loads, raw, "the uploaded trace")
         token, sim = site.run(request, request.path_params["name"])
         sim.load(trace)
         return _with_cookie(JSONResponse(sim.view()), token)
@@ -225,7 +246,35 @@ def create_app(machines: list[SiteMachine], start: dict[str, Any] | None = None,
         Route("/api/{name}/trace", load_trace, methods=["POST"]),
         Route("/api/{name}/next", next_step, methods=["POST"]),
     ]
-    return Starlette(routes=routes, exception_handlers={LoopFsmError: refused, 404: not_found})
+    hosts = sorted({*LOCAL_NAMES, host, f"[{host}]"})
+    return Starlette(
+        routes=routes,
+        exception_handlers={LoopFsmError: refused, 404: not_found},
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts), Middleware(SameSite, hosts=hosts)],
+    )
+
+
+class SameSite:
+    """Refuses a POST another site's page could send: one naming another origin, or a body that is not JSON or
+    YAML (a form or text/plain POST needs no preflight, so any page could send one; a JSON one does)."""
+
+    def __init__(self, app: Any, hosts: list[str]) -> None:
+        self.app, self.hosts = app, set(hosts)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+            origin = headers.get("origin")
+            kind = headers.get("content-type", "").split(";")[0].strip().lower()
+            why = None
+            if origin is not None and (origin == "null" or urlsplit(origin).hostname not in self.hosts):
+                why = "a request from another site's page is refused", 403
+            elif kind not in ("application/json", "application/yaml"):
+                why = "a POST here carries JSON (or a trace file as application/yaml)", 415
+            if why is not None:
+                await JSONResponse({"error": why[0]}, status_code=why[1])(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _html_name(request: Request) -> str:

@@ -234,7 +234,9 @@ def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
         f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new)}</figure>'
         '<table class="legend diff-legend"><tr><td class="added">green</td><td>an arrow the new table adds</td></tr>'
         '<tr><td class="changed">orange</td><td>an arrow whose words changed</td></tr></table>'
-        f"<h2>Arrows removed</h2><ul>{removed or '<li>none</li>'}</ul></div>"
+        f"<h2>Arrows removed</h2><ul>{removed or '<li>none</li>'}</ul>"
+        '<section id="details" aria-live="polite"><h2>Details</h2>'
+        "<p>Click a state or an arrow of the new table to see its branches in order.</p></section></div>"
         f'<div class="right"><h2>Policy numbers changed</h2><ul>'
         f"{''.join(f'<li>{_esc(p)}</li>' for p in policy) or '<li>none</li>'}</ul>"
         "<h2>Every change, as <code>loopfsm diff</code> says it</h2>"

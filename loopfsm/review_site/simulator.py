@@ -29,6 +29,8 @@ from loopfsm.review_site.errors import ReviewSiteError
 MAX_STEPS = 2000
 #: What the snapshots kept for stepping back may take per run, as JSON text; past it a feed is refused.
 MAX_RUN_BYTES = 64 * 1024 * 1024
+#: Steps a view carries (the latest); the run keeps them all, and its trace file has every one.
+SHOWN_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,7 @@ class Simulation:
         spec, registry = self.compiled.spec, self.compiled.registry
         self._judge = Judge(compile_invariants(spec, registry, self._policy), self._policy)
         self.pending: list[Step] = []  # a trace's steps not fed yet, fed one at a time by `next`
+        self._pending_bytes = 0
 
     def feed(self, feed: str, args: Any) -> Outcome:
         """Feed ``feed`` with ``args`` (JSON, by name); a feed the API refuses is an outcome too, changing nothing."""
@@ -124,7 +127,7 @@ class Simulation:
         except LoopFsmError as err:
             raise ReviewSiteError(str(err)) from None
         before, from_state = self.instance.snapshot(), self.instance.state
-        size = len(json.dumps(before))
+        size = len(json.dumps(before)) + len(json.dumps(args))  # what keeping this step costs
         if self.bytes + size > MAX_RUN_BYTES:
             raise ReviewSiteError(
                 f"this run keeps {MAX_RUN_BYTES // 2**20} MiB of snapshots for stepping back: download it, or start "
@@ -169,8 +172,8 @@ class Simulation:
 
     @property
     def bytes(self) -> int:
-        """What this run's kept snapshots take, as JSON text."""
-        return sum(t.size for t in self.steps)
+        """What this run keeps (its steps' snapshots and arguments, a loaded trace's waiting steps), as JSON text."""
+        return sum(t.size for t in self.steps) + (self._pending_bytes if self.pending else 0)
 
     def _asked(self, feed: str, args: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
         """The branches the feed's guards take or pass over, asked on a copy before feeding (guards are pure)."""
@@ -209,8 +212,11 @@ class Simulation:
                 }
                 for name, ev in spec.events.items()
             ],
-            "steps": [t.outcome.as_json() for t in self.steps],
-            "pending": [{"feed": p.feed, "args": p.kwargs()} for p in self.pending],
+            # the latest steps only: a page refreshed after each feed must not grow with the square of the run
+            "steps": [t.outcome.as_json() for t in self.steps[-SHOWN_STEPS:]],
+            "earlier": max(0, len(self.steps) - SHOWN_STEPS),
+            "pending": [{"feed": p.feed} for p in self.pending[:1]],
+            "pending_count": len(self.pending),
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -233,16 +239,22 @@ class Simulation:
             raise ReviewSiteError(f"the trace is of machine {trace.machine!r}, not {self.compiled.name}"[:200])
         if len(trace.steps) > MAX_STEPS:
             raise ReviewSiteError(f"a run here keeps at most {MAX_STEPS} steps; the trace has {len(trace.steps)}")
+        for i, ts in enumerate(trace.steps, 1):  # every step must be one the machine can be fed, before any is
+            if ts.step.feed not in self.compiled.spec.events:
+                raise ReviewSiteError(f"step {i} feeds {ts.step.feed!r}, which {self.compiled.name} has not"[:200])
+            try:
+                tracefile.converted(self.compiled, ts.step, "from_json")
+            except LoopFsmError as err:
+                raise ReviewSiteError(f"step {i}: {err}") from None
         fresh = Simulation(self.compiled, trace.start, dict(trace.policy))
         self.start, self.policy, self.steps = fresh.start, fresh.policy, []
         self._policy, self.instance, self._judge = fresh._policy, fresh.instance, fresh._judge
         self.pending = [ts.step for ts in trace.steps]
+        self._pending_bytes = sum(len(json.dumps(ts.step.kwargs())) for ts in trace.steps)
 
     def next(self) -> Outcome:
         """Feed the loaded trace's next step."""
         if not self.pending:
             raise ReviewSiteError("no step of a trace is waiting: load a trace file first")
-        step = self.pending[0]
-        outcome = self.feed(step.feed, step.kwargs())
-        self.pending.pop(0)
-        return outcome
+        step = self.pending.pop(0)  # fed or refused, it is done: a step the API refuses is not asked again
+        return self.feed(step.feed, step.kwargs())

@@ -194,6 +194,10 @@ def test_a_policy_change_on_the_picture(page, tmp_path):
         assert changed.all_text_contents() == ["Open->HalfOpen"]
         assert "default 5 -> 3" in page.text_content(".right")
         assert "saved runs restore as they are" in page.text_content(".saved-runs")
+        page.locator("figure.diagram g.edge.changed").focus()
+        page.keyboard.press("Enter")
+        assert page.text_content("#details h2") == "Open → HalfOpen"
+        assert "an operator's nudge" in page.text_content("#details")
         shot(page, "diff")
     assert page.errors == []
 

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parents[2]
 HASH = "sha256:" + "a" * 64
 
 
+def site_client(app: Any) -> TestClient:
+    """A browser's view of the site: it asks for 127.0.0.1 and sends JSON, as the page's script does."""
+    return TestClient(app, base_url="http://127.0.0.1", headers={"content-type": "application/json"})
+
+
 def site_machine(name: str) -> SiteMachine:
     path = ROOT / "machines" / f"{name}.yaml"
     spec = load(path)
@@ -36,7 +41,7 @@ def machines() -> list[SiteMachine]:
 
 @pytest.fixture
 def client(machines: list[SiteMachine]) -> TestClient:
-    return TestClient(create_app(machines))
+    return site_client(create_app(machines))
 
 
 def feed(client: TestClient, name: str, feed: str, **args: Any) -> dict[str, Any]:
@@ -133,8 +138,11 @@ def test_a_run_starts_from_an_uploaded_snapshot_or_a_played_trace(client):
     client.post("/api/agent_loop/new", json={})
     assert client.get("/api/agent_loop/state").json()["state"] == "planning"
     assert client.post("/api/agent_loop/new", json={"snapshot": snap}).json()["state"] == "executing_tool"
-    loaded = client.post("/api/agent_loop/trace", content=trace.encode()).json()
-    assert loaded["state"] == "planning" and len(loaded["pending"]) == 3 and loaded["steps"] == []
+    loaded = client.post(
+        "/api/agent_loop/trace", content=trace.encode(), headers={"content-type": "application/yaml"}
+    ).json()
+    assert loaded["state"] == "planning" and loaded["pending_count"] == 3 and loaded["steps"] == []
+    assert loaded["pending"] == [{"feed": "tool_proposed"}]  # the next one is named
     for _ in range(3):
         assert client.post("/api/agent_loop/next").status_code == 200
     played = client.get("/api/agent_loop/state").json()
@@ -153,7 +161,7 @@ def test_a_counterexample_of_a_planted_fault_steps_to_its_violation(tmp_path, ca
     (trace,) = tmp_path.glob("*.trace.yaml")
     spec = load(tmp_path / "tool_breaker.yaml")
     planted = SiteMachine(tmp_path / "tool_breaker.yaml", compile_spec(spec, registry_named(spec.registry)))
-    client = TestClient(create_app([planted]))
+    client = site_client(create_app([planted]))
     view = client.post("/api/tool_breaker/trace", content=trace.read_bytes()).json()
     broken = []
     while view["pending"]:
@@ -164,9 +172,9 @@ def test_a_counterexample_of_a_planted_fault_steps_to_its_violation(tmp_path, ca
 
 
 def test_sessions_share_nothing(machines):
-    one, two = TestClient(create_app(machines)), None
+    one, two = site_client(create_app(machines)), None
     app = one.app
-    two = TestClient(app)
+    two = site_client(app)
     feed(one, "turnstile", "coin")
     assert one.get("/api/turnstile/state").json()["state"] == "unlocked"
     assert two.get("/api/turnstile/state").json()["state"] == "locked"
@@ -252,7 +260,7 @@ def test_a_script_in_a_description_stays_text(tmp_path):
     (tmp_path / "turnstile.yaml").write_text(hostile)
     spec = load(tmp_path / "turnstile.yaml")
     m = SiteMachine(tmp_path / "turnstile.yaml", compile_spec(spec, registry_named(spec.registry)))
-    page = TestClient(create_app([m])).get("/machines/turnstile.html").text
+    page = site_client(create_app([m])).get("/machines/turnstile.html").text
     assert "<script>alert(1)" not in page
     assert yaml.safe_load(hostile)["machine"] == "turnstile"
 
@@ -307,7 +315,7 @@ def test_without_graphviz_the_page_says_the_drawing_is_missing_and_shows_the_res
     empty = tmp_path / "bin"
     empty.mkdir()
     monkeypatch.setenv("PATH", str(empty))  # no `dot` on it, as on a machine without Graphviz
-    page = TestClient(create_app(machines)).get("/machines/turnstile.html")
+    page = site_client(create_app(machines)).get("/machines/turnstile.html")
     assert page.status_code == 200
     text = page.text
     assert "<svg" not in text and "needs Graphviz" in text
@@ -319,7 +327,7 @@ def test_what_runs_keep_is_bounded_per_run_and_across_sessions(machines, monkeyp
     from loopfsm.review_site import app, simulator
 
     monkeypatch.setattr(simulator, "MAX_RUN_BYTES", 3000)
-    client = TestClient(create_app(machines))
+    client = site_client(create_app(machines))
     for _ in range(3):
         feed(client, "turnstile", "coin")
     refused = None
@@ -331,10 +339,84 @@ def test_what_runs_keep_is_bounded_per_run_and_across_sessions(machines, monkeyp
     monkeypatch.setattr(simulator, "MAX_RUN_BYTES", 10**9)
     monkeypatch.setattr(app, "MAX_SITE_BYTES", 4000)
     site_app = create_app(machines)
-    first, second = TestClient(site_app), TestClient(site_app)
+    first, second = site_client(site_app), site_client(site_app)
     for _ in range(8):
         feed(first, "turnstile", "coin")
     for _ in range(8):
         feed(second, "turnstile", "coin")  # together past the budget: the first session is dropped
     assert first.get("/api/turnstile/state").json()["steps"] == []  # a new run: its session was dropped
     assert len(second.get("/api/turnstile/state").json()["steps"]) == 8
+
+
+# -- found by using it as an attacker would ------------------------------------------------------------------
+
+
+def test_a_page_of_another_site_is_refused_by_host_by_origin_and_by_content_type(machines):
+    app = create_app(machines)
+    rebound = TestClient(app, base_url="http://attacker.example")  # DNS rebinding: another name, our address
+    assert rebound.get("/api/turnstile/state").status_code == 400
+    ours = TestClient(app, base_url="http://127.0.0.1")
+    other = ours.post("/api/turnstile/feed", json={"feed": "coin"}, headers={"origin": "http://attacker.example"})
+    assert other.status_code == 403 and "another site" in other.json()["error"]
+    plain = ours.post("/api/turnstile/feed", content=b'{"feed": "coin"}', headers={"content-type": "text/plain"})
+    assert plain.status_code == 415
+    assert ours.get("/api/turnstile/state").json()["steps"] == []  # none of them fed anything
+    same = ours.post("/api/turnstile/feed", json={"feed": "coin"}, headers={"origin": "http://127.0.0.1:8000"})
+    assert same.status_code == 200
+
+
+def test_what_json_cannot_carry_is_refused_before_it_reaches_a_run(client):
+    surrogate = b'{"feed": "hand_off", "args": {"owner": "\\ud800", "now": 1}}'
+    refused = client.post("/api/agent_loop/feed", content=surrogate)
+    assert refused.status_code == 400 and "surrogate" in refused.json()["error"]
+    nan = client.post("/api/turnstile/new", content=b'{"policy": {"fare": NaN}}')
+    assert nan.status_code == 400 and "NaN" in nan.json()["error"] or "nan" in nan.json()["error"]
+    assert client.get("/api/agent_loop/state").status_code == 200  # the run is as it was
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["2001-01-01", ".nan", ".inf", "!!binary aGVsbG8=", "!!set {a}", "2001-01-01T00:00:00Z"],
+)
+def test_a_trace_holding_what_json_cannot_carry_is_refused_whole(client, value):
+    text = f"machine: turnstile\nsteps: [{{feed: coin, args: {{}}}}, {{feed: push, args: {{x: {value}}}}}]\n"
+    refused = client.post("/api/turnstile/trace", content=text.encode(), headers={"content-type": "application/yaml"})
+    assert refused.status_code == 400 and "JSON cannot carry" in refused.json()["error"]
+    view = client.get("/api/turnstile/state").json()
+    assert view["pending_count"] == 0 and view["steps"] == []
+
+
+def test_a_trace_step_the_machine_cannot_be_fed_is_refused_at_load_not_at_its_turn(client):
+    text = "machine: agent_loop\nsteps:\n- {feed: tick, args: {now: 1}}\n- {feed: warp, args: {}}\n"
+    refused = client.post("/api/agent_loop/trace", content=text.encode(), headers={"content-type": "application/yaml"})
+    assert refused.status_code == 400 and "step 2 feeds 'warp'" in refused.json()["error"]
+
+
+def test_a_long_run_is_shown_by_its_latest_steps(client, monkeypatch):
+    from loopfsm.review_site import simulator
+
+    monkeypatch.setattr(simulator, "SHOWN_STEPS", 5)
+    for _ in range(7):
+        feed(client, "turnstile", "push")
+    view = client.get("/api/turnstile/state").json()
+    assert len(view["steps"]) == 5 and view["earlier"] == 2
+    assert client.get("/api/turnstile/trace.yaml").text.count("feed: push") == 7  # the trace has every step
+
+
+def test_the_command_refuses_what_would_end_in_a_traceback_or_a_stray_file(tmp_path, capsys):
+    turnstile = str(ROOT / "machines" / "turnstile.yaml")
+    (tmp_path / "a-file").write_text("x")
+    stray = tmp_path / "git wrote this"
+    cases = [
+        (["review", turnstile, "--static", str(tmp_path / "a-file")], "cannot write there"),
+        (["review", turnstile, "--static", str(tmp_path / "a-file" / "sub")], "cannot write there"),
+        (["review", turnstile, "--port", "70000"], "a port is 0"),
+        (["review", "--diff", f"--output={stray}", turnstile, "--static", str(tmp_path / "d")], "not an option"),
+        (["review", "--diff", "HEAD:machines/..", turnstile, "--static", str(tmp_path / "d")], "--diff"),
+        (["review", turnstile, turnstile], "two machine files hold machine 'turnstile'"),
+        (["review", turnstile, "--diff", turnstile, turnstile], "takes no other paths"),
+    ]
+    for argv, words in cases:
+        assert main(argv) == 2, argv
+        assert words in capsys.readouterr().err, argv
+    assert not stray.exists()

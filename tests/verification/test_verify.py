@@ -314,3 +314,19 @@ def test_a_global_trace_sink_hears_verifys_runs(breaker, capsys):
     with tracing.global_sink(collector):
         assert main(["verify", str(breaker), "--depth", "3", *SMALL]) == 0
     assert ("branch", "acquire/Closed[0]") in collector.taken["tool_breaker"]
+
+
+def test_a_trace_file_too_deep_or_too_long_is_refused_within_a_second(tmp_path):
+    """A file of 200,000 nested brackets, or of millions of steps, is refused before PyYAML builds it."""
+    import time
+
+    from loopfsm.verification import tracefile
+    from loopfsm.verification.errors import ReviewError
+
+    deep = b"machine: turnstile\nsteps: []\nx: " + b"[" * 200_000 + b"]" * 200_000
+    long = b"machine: turnstile\nsteps:\n" + b"- {feed: coin, args: {}}\n" * 400_000
+    for raw, words in ((deep, "nested more than 64 deep"), (long, "more than 1,000,000 YAML values")):
+        began = time.process_time()
+        with pytest.raises(ReviewError, match=words):
+            tracefile.loads(raw, "t.yaml")
+        assert time.process_time() - began < 5  # a budget, not a benchmark: the full parse took minutes

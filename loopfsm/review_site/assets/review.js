@@ -40,6 +40,7 @@
       el("a", { href: "../source/" + machine + ".html#L" + b.line }, (b.shared ? "first: " : "") + "line " + b.line));
   }
   function show(title, branches, note) {
+    if (!details) return;
     details.replaceChildren(el("h2", {}, title));
     if (note) details.append(el("p", {}, note));
     if (!branches.length) { details.append(el("p", {}, "No branch.")); return; }
@@ -173,7 +174,7 @@
           el("input", { type: "file", id: "sim-trace", accept: ".yaml,.yml,.trace", onchange: loadTrace }))),
       el("div", { class: "buttons" }, view.pending.length ?
         el("button", { type: "button", id: "sim-next", onclick: () => run("next", { method: "POST" }) },
-          "Next step of the trace: " + view.pending[0].feed + " (" + view.pending.length + " left)") : null));
+          "Next step of the trace: " + view.pending[0].feed + " (" + view.pending_count + " left)") : null));
     const policyForm = el("form", { class: "feed", id: "sim-policy" }, el("h4", {}, "Policy of a new run"),
       ...Object.entries(view.policy).map(([k, v]) => el("label", { for: "policy-" + k },
         el("span", { class: "arg" }, k), el("input", { id: "policy-" + k, name: k, type: "text", value: json(v) }))),
@@ -201,6 +202,7 @@
         return form;
       }),
       el("p", { class: "hint" }, "Not taken in this state: " + (view.feeds.filter((f) => !f.allowed).map((f) => f.name).join(", ") || "none")));
+    if (view.earlier) steps.setAttribute("start", String(view.earlier + 1)); else steps.removeAttribute("start");
     steps.replaceChildren(...view.steps.map((s) => el("li", { class: s.error ? "refused" : "taken" },
       el("code", {}, s.feed + "(" + Object.entries(s.args).map(([k, v]) => k + "=" + json(v)).join(", ") + ")"), " ",
       s.error ? el("span", { class: "error" }, s.error) : (s.from + " \u2192 " + s.to + " by " + s.branch),
