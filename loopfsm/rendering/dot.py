@@ -31,6 +31,11 @@ def _wrap(lines: list[str], width: int = 30) -> str:
     return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
 
 
+def edge_label(lines: list[str]) -> str:
+    """Words for an arrow as the state diagram wraps them (for a picture drawn on top of it, as a diff page's)."""
+    return graphviz.nohtml(_wrap(lines))  # type: ignore[no-any-return]
+
+
 WRAP_AT = 4  # machines whose arrows chain this many states or more are drawn top to bottom (see state_graph)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,7 @@ class SiteMachine:
 
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
+REMOVED = "#b91c1c"  # a removed arrow on a diff page's picture
 
 #: The review sheet's sections the page shows beside the diagram, in this order.
 SECTIONS = ("Design review", "Policy", "Traced", "Invariants")
@@ -136,10 +138,15 @@ def table_json(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _diagram(spec: Spec) -> str:
-    """The state diagram as inline SVG (its legend is under its title), so its states and arrows can be clicked."""
+def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The state diagram as inline SVG (its legend is under its title), so its states and arrows can be clicked;
+    ``removed`` arrows (from, to, words) are drawn on it too, red and dotted, for a diff page."""
     try:
-        svg = dot.to_svg(dot.state_graph(spec))
+        graph = dot.state_graph(spec)
+        for src, dst, words in removed:
+            label = dot.edge_label([f"removed: {words}"])
+            graph.edge(src, dst, label, style="dotted", color=REMOVED, fontcolor=REMOVED, penwidth="2")
+        svg = dot.to_svg(graph)
     except GraphvizMissing:
         return (
             '<p class="missing">The diagram needs Graphviz (its <code>dot</code> program), which is not installed '
@@ -223,17 +230,21 @@ def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
     changes = changes or "<li>none</li>"
     policy = [c.text for c in d.changes if c.text.startswith("policy ")]
     arrows = diff_json(d.old, d.new)
+    old_moves = _moves(d.old)
     removed = "".join(
-        f"<li>{_esc(s)} \u2192 {_esc(t)}: {_esc('; '.join(_moves(d.old)[(s, t)]))}</li>" for s, t in arrows["removed"]
+        f"<li>{_esc(s)} \u2192 {_esc(t)}: {_esc('; '.join(old_moves[(s, t)]))}</li>" for s, t in arrows["removed"]
     )
+    # a removed arrow between states the new table still has is drawn on its picture
+    ghosts = [(s, t, "; ".join(old_moves[(s, t)])) for s, t in arrows["removed"] if {s, t} <= set(d.new.states)]
     body = (
         f"<h1>{_esc(d.new.name)}: {_esc(old_label)} \u2192 {_esc(new_label)}</h1>"
         f'<p class="verdict"><strong>{_esc(d.lines()[0].split(": ", 1)[1])}</strong></p>'
         f'<p class="saved-runs"><strong>Saved runs:</strong> {_esc(d.snapshot_note())}</p>'
         '<div class="columns"><div class="left">'
-        f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new)}</figure>'
+        f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new, ghosts)}</figure>'
         '<table class="legend diff-legend"><tr><td class="added">green</td><td>an arrow the new table adds</td></tr>'
-        '<tr><td class="changed">orange</td><td>an arrow whose words changed</td></tr></table>'
+        '<tr><td class="changed">orange</td><td>an arrow whose words changed</td></tr>'
+        '<tr><td class="removed">red, dotted</td><td>an arrow the new table removed</td></tr></table>'
         f"<h2>Arrows removed</h2><ul>{removed or '<li>none</li>'}</ul>"
         '<section id="details" aria-live="polite"><h2>Details</h2>'
         "<p>Click a state or an arrow of the new table to see its branches in order.</p></section></div>"

@@ -420,3 +420,19 @@ def test_the_command_refuses_what_would_end_in_a_traceback_or_a_stray_file(tmp_p
         assert main(argv) == 2, argv
         assert words in capsys.readouterr().err, argv
     assert not stray.exists()
+
+
+def test_a_removed_arrow_is_drawn_red_and_dotted_on_the_new_picture(tmp_path):
+    from loopfsm.rendering.diff import diff_specs, load_for_diff
+    from loopfsm.review_site.pages import diff_page
+
+    old = ROOT / "machines" / "turnstile.yaml"
+    text = old.read_text()
+    gone = "        - to: locked\n          actions: [count_passage]\n          description: one person passes, it re-locks\n"
+    new_text = text.replace(gone, "        - stay: true\n          description: jammed\n")
+    assert new_text != text
+    (tmp_path / "new.yaml").write_text(new_text)
+    page = diff_page(diff_specs(load_for_diff(str(old)), load_for_diff(str(tmp_path / "new.yaml"))), "old", "new")
+    arrows = json.loads(page.split('id="diff">', 1)[1].split("</script>", 1)[0])
+    assert arrows["removed"] == [["unlocked", "locked"]]
+    assert 'stroke="#b91c1c"' in page and "removed: push" in page
