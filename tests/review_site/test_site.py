@@ -428,7 +428,10 @@ def test_a_removed_arrow_is_drawn_red_and_dotted_on_the_new_picture(tmp_path):
 
     old = ROOT / "machines" / "turnstile.yaml"
     text = old.read_text()
-    gone = "        - to: locked\n          actions: [count_passage]\n          description: one person passes, it re-locks\n"
+    gone = (
+        "        - to: locked\n          actions: [count_passage]\n"
+        "          description: one person passes, it re-locks\n"
+    )
     new_text = text.replace(gone, "        - stay: true\n          description: jammed\n")
     assert new_text != text
     (tmp_path / "new.yaml").write_text(new_text)
