@@ -1,9 +1,12 @@
 """The review site over HTTP (an ASGI app), and the same pages written to a folder.
 
 Each browser session has a cookie naming its runs, one :class:`Simulation`
-per machine, kept in memory and dropped oldest first past ``MAX_SESSIONS``;
-nothing is shared between sessions.  Request bodies are read up to a limit, and
-every refusal is a 4xx with a one-line message the page shows, never a traceback.
+per machine, kept in memory and dropped oldest first past ``MAX_SESSIONS`` or
+``MAX_SITE_BYTES``; nothing is shared between sessions.  Request bodies are read
+up to a limit, every refusal is a 4xx with a one-line message the page shows,
+never a traceback, and only pages of the site itself are answered (its host
+names, its origin, JSON or YAML bodies): the site runs the project's code.
+A machine's page is drawn once (Graphviz runs once per machine, not per visit).
 """
 
 from __future__ import annotations
@@ -153,8 +156,13 @@ def create_app(
     async def index(request: Request) -> Response:
         return HTMLResponse(diff if diff is not None else index_page(ordered, static=False))
 
+    drawn: dict[str, str] = {}
+
     async def page(request: Request) -> Response:
-        return HTMLResponse(machine_page(site.machine(_html_name(request)), static=False))
+        m = site.machine(_html_name(request))
+        if m.name not in drawn:
+            drawn[m.name] = await run_in_threadpool(machine_page, m, static=False)
+        return HTMLResponse(drawn[m.name])
 
     async def source(request: Request) -> Response:
         return HTMLResponse(source_page(site.machine(_html_name(request))))
