@@ -325,7 +325,9 @@ def test_a_trace_file_too_deep_or_too_long_is_refused_within_a_second(tmp_path):
 
     deep = b"machine: turnstile\nsteps: []\nx: " + b"[" * 200_000 + b"]" * 200_000
     long = b"machine: turnstile\nsteps:\n" + b"- {feed: coin, args: {}}\n" * 400_000
-    for raw, words in ((deep, "nested more than 64 deep"), (long, "more than 1,000,000 YAML values")):
+    # libyaml builds may stop deep brackets first, with their own nesting limit: refused either way
+    deep_words = "nested more than 64 deep|not valid YAML"
+    for raw, words in ((deep, deep_words), (long, "more than 1,000,000 YAML values")):
         began = time.process_time()
         with pytest.raises(ReviewError, match=words):
             tracefile.loads(raw, "t.yaml")
