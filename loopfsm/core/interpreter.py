@@ -294,23 +294,5 @@ class Feed:
                 return row.branch.refusal is None
         return state not in self.otherwise_raise
 
-    def asked(self, model: Any, args: Mapping[str, Any], policy: Any) -> list[tuple[str, bool]]:
-        """Each branch's guards asked in order, as :meth:`run` asks them, up to the first that holds: (branch name,
-        whether its guards held).  Guards only, they are pure; a branch whose ``when:`` or ``reads=`` guards the
-        arguments already refuse is not asked, and not listed (the review site shows why a branch was taken)."""
-        state = model._state
-        rows = self.rows(state, args, policy)
-        out: list[tuple[str, bool]] = []
-        if rows is None:
-            return out
-        ctx = feed_data(self, model, args, policy, state)
-        for row in rows:
-            ctx.transition = row.branch
-            held = all_hold(row.guards, model, ctx)
-            out.append((row.branch.name, held))
-            if held:
-                break
-        return out
-
     def __repr__(self) -> str:
         return f"<Feed {self.machine}.{self.name}>"

@@ -15,8 +15,10 @@ from typing import Any
 
 from loopfsm.core import tracing
 from loopfsm.core.errors import FeedArgumentError, LoopFsmError
-from loopfsm.core.spec import MISSING, FieldDef
+from loopfsm.core.spec import MISSING, FieldDef, Ref, policy_ref
 from loopfsm.core.tracing import TransitionRecord
+from loopfsm.core.binding import bind_guard
+from loopfsm.core.interpreter import feed_data
 from loopfsm.core.invariants import compile_invariants
 from loopfsm.verification import tracefile
 from loopfsm.verification.verify import Judge
@@ -34,6 +36,16 @@ SHOWN_STEPS = 100
 
 
 @dataclass(frozen=True)
+class Asked:
+    """One branch tried for a feed: its name, whether it was taken, and each condition and guard asked with its
+    answer, in order, up to the first that did not hold."""
+
+    branch: str
+    held: bool
+    guards: tuple[tuple[str, bool], ...]
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What one feed did, in the words the page shows."""
 
@@ -46,12 +58,15 @@ class Outcome:
     returned: str | None  # what the feed method returned, when it returns something
     record: dict[str, Any] | None  # the trace record, as ``TransitionRecord.as_dict`` writes it
     broken: tuple[str, ...] = ()  # the invariants this step violates, each with why (as ``verify`` words it)
-    asked: tuple[tuple[str, bool], ...] = ()  # each branch tried, in order, and whether its guards held
+    asked: tuple[Asked, ...] = ()  # each branch tried, in order, and what its guards answered
 
     def as_json(self) -> dict[str, Any]:
         return {
             "broken": list(self.broken),
-            "asked": [{"branch": name, "held": held} for name, held in self.asked],
+            "asked": [
+                {"branch": a.branch, "held": a.held, "guards": [{"guard": g, "held": v} for g, v in a.guards]}
+                for a in self.asked
+            ],
             "feed": self.feed,
             "args": self.args,
             "from": self.from_state,
@@ -175,14 +190,47 @@ class Simulation:
         """What this run keeps (its steps' snapshots and arguments, a loaded trace's waiting steps), as JSON text."""
         return sum(t.size for t in self.steps) + (self._pending_bytes if self.pending else 0)
 
-    def _asked(self, feed: str, args: dict[str, Any]) -> tuple[tuple[str, bool], ...]:
-        """The branches the feed's guards take or pass over, asked on a copy before feeding (guards are pure)."""
+    def _asked(self, feed: str, args: dict[str, Any]) -> tuple[Asked, ...]:
+        """Each branch's conditions and guards, asked in order on a copy before feeding (guards are pure), as the
+        machine asks them: up to the first that does not hold, and no branch after the first that holds."""
         try:
             bound = self.compiled.binders[feed]((), args)
             copy = self.compiled.restore(self.instance.snapshot(), engine="interpreter")
-            return tuple(self.compiled.events[feed].asked(copy, bound, self._policy))
+            event = self.compiled.events[feed]
+            state = copy.state
+            compiled_branches = event.branches.get(state, ())
+            spec = self.compiled.spec
+            written = spec.expanded_sources(spec.events[feed]).get(state, ())
+            ctx = feed_data(event, copy, bound, self._policy, state)
+            out: list[Asked] = []
+            for made, said in zip(compiled_branches, written, strict=True):
+                ctx.transition = made
+                labels = [c.label() for c in said.when] + [self._words(g) for g in said.guards]
+                answers: list[tuple[str, bool]] = []
+                for guard, label in zip(made.guards, labels, strict=True):
+                    ask = bind_guard(guard, self._policy)
+                    answer = ask if isinstance(ask, bool) else bool(ask(copy, ctx))
+                    answers.append((label, answer))
+                    if not answer:
+                        break
+                held = all(a for _, a in answers)
+                out.append(Asked(made.name, held, tuple(answers)))
+                if held:
+                    break
+            return tuple(out)
         except Exception:  # noqa: BLE001 - the feed itself then reports what is wrong, in the API's words
             return ()
+
+    def _words(self, guard: Ref) -> str:
+        """A guard as the table names it, its policy numbers the run's own (``fare_paid(fare=2 (policy.fare))``)."""
+        if guard.options:
+            return "(" + " or ".join(" and ".join(self._words(g) for g in option) for option in guard.options) + ")"
+        params = []
+        for key, value in guard.params.items():
+            name = policy_ref(value)
+            shown = json.dumps(value) if name is None else f"{getattr(self._policy, name)!r} (policy.{name})"
+            params.append(f"{key}={shown}")
+        return ("not " if guard.negate else "") + guard.name + (f"({', '.join(params)})" if params else "")
 
     def back(self) -> None:
         """Undo the last step: the instance is restored from the snapshot taken before it."""

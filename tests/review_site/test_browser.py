@@ -101,11 +101,11 @@ def test_an_agent_loop_approval_path_clicked_through_in_chromium(site, page):
     submit(page, "approval_decided", outcome='"approve"', approver="ann", arguments_hash=HASH, now="3")
     page.wait_for_selector("#sim-state >> text=executing_tool")
     assert "approval_decided: awaiting_approval → executing_tool by approved" in page.text_content("#sim-status")
-    assert page.locator("#sim-steps li").count() == 3
+    assert page.locator("#sim-steps > li").count() == 3
     shot(page, "agent_loop_approved")
     page.click("#sim-back")
     page.wait_for_selector("#sim-state >> text=awaiting_approval")
-    assert page.locator("#sim-steps li").count() == 2
+    assert page.locator("#sim-steps > li").count() == 2
     assert page.errors == []
 
 
@@ -116,7 +116,7 @@ def test_a_wrong_argument_is_said_on_the_page_and_nothing_moves(site, page):
     page.click("text=New run under this policy")
     page.wait_for_selector("#policy-fare[value='2']")
     submit(page, "coin")
-    page.wait_for_selector("#sim-steps li")
+    page.wait_for_selector("#sim-steps > li")
     assert page.text_content("#sim-state") == "locked"  # one coin of a fare of two
     submit(page, "coin")
     page.wait_for_selector("#sim-state >> text=unlocked")
@@ -172,7 +172,7 @@ def test_a_counterexample_of_a_planted_fault_is_stepped_to_its_violation(page, t
         page.set_input_files("#sim-trace", str(trace))
         page.wait_for_selector("#sim-next")
         page.click("#sim-next")
-        page.wait_for_selector("#sim-steps li")
+        page.wait_for_selector("#sim-steps > li")
         assert "violates" not in page.text_content("#sim-status")
         page.click("#sim-next")
         page.wait_for_selector("#sim-steps .broken")

@@ -85,7 +85,10 @@ def test_an_approval_path_through_the_simulator_is_the_compiled_machines(client)
     approval_path(client)
     done = feed(client, "agent_loop", "tool_succeeded", now=4)
     assert (done["from"], done["to"], done["branch"]) == ("executing_tool", "observing_result", "result_in")
-    assert done["asked"] == [{"branch": "deadline", "held": False}, {"branch": "result_in", "held": True}]
+    assert done["asked"] == [
+        {"branch": "deadline", "held": False, "guards": [{"guard": "deadline_passed", "held": False}]},
+        {"branch": "result_in", "held": True, "guards": []},
+    ]
     assert done["record"]["attributes"]["gen_ai.tool.name"] == "pay"
     view = client.get("/api/agent_loop/state").json()
     assert view["state"] == "observing_result" and view["data"]["tool"] == "pay"
@@ -189,8 +192,12 @@ def test_a_policy_given_for_a_run_is_the_one_it_feeds_under(client):
     first = client.post("/api/turnstile/new", json={"policy": {"fare": 2}}).json()
     asked = feed(client, "turnstile", "coin")["asked"]
     assert first["state"] == "locked" and asked == [
-        {"branch": "coin/locked[0]", "held": False},  # fare_paid: one coin of two
-        {"branch": "coin/locked[1]", "held": True},
+        {  # one coin of a fare of two: the run's policy, not the YAML's default
+            "branch": "coin/locked[0]",
+            "held": False,
+            "guards": [{"guard": "fare_paid(fare=2 (policy.fare))", "held": False}],
+        },
+        {"branch": "coin/locked[1]", "held": True, "guards": []},
     ]
     refused = client.post("/api/turnstile/new", json={"policy": {"fare": 0}})
     assert refused.status_code == 400 and "fare" in refused.json()["error"]
@@ -439,3 +446,16 @@ def test_a_removed_arrow_is_drawn_red_and_dotted_on_the_new_picture(tmp_path):
     arrows = json.loads(page.split('id="diff">', 1)[1].split("</script>", 1)[0])
     assert arrows["removed"] == [["unlocked", "locked"]]
     assert 'stroke="#b91c1c"' in page and "removed: push" in page
+
+
+def test_each_guard_of_a_branch_is_shown_with_its_answer_up_to_the_first_that_fails():
+    """The tool breaker's record in Closed: conditions and guards asked in order, as the machine asks them."""
+    client = site_client(create_app([site_machine("tool_breaker")]))
+    feed(client, "tool_breaker", "acquire", now=0, call_id="a")
+    asked = feed(client, "tool_breaker", "record", now=0, call_id="a", outcome="failure", generation=0)["asked"]
+    assert [a["branch"] for a in asked] == [f"record/Closed[{i}]" for i in range(7)]
+    assert asked[0]["guards"] == [{"guard": "stale", "held": False}]
+    assert asked[3]["guards"] == [
+        {"guard": "consecutive_failures_reach(threshold=5 (policy.trip_after))", "held": False}
+    ]
+    assert asked[-1] == {"branch": "record/Closed[6]", "held": True, "guards": []}

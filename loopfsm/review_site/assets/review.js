@@ -207,8 +207,9 @@
       el("code", {}, s.feed + "(" + Object.entries(s.args).map(([k, v]) => k + "=" + json(v)).join(", ") + ")"), " ",
       s.error ? el("span", { class: "error" }, s.error) : (s.from + " \u2192 " + s.to + " by " + s.branch),
       ...(s.broken || []).map((b) => el("div", { class: "error broken" }, "invariant " + b)),
-      s.asked && s.asked.length ? el("div", { class: "why asked" }, "guards asked: " +
-        s.asked.map((a) => a.branch + (a.held ? " held" : " did not hold")).join(", ")) : null,
+      s.asked && s.asked.length ? el("ul", { class: "why asked", "aria-label": "guards asked" },
+        ...s.asked.map((a) => el("li", {}, el("code", {}, a.branch), a.held ? " taken" : " passed over",
+          a.guards.length ? ": " + a.guards.map((g) => g.guard + (g.held ? " holds" : " does not hold")).join(", ") : ": no guard"))) : null,
       s.returned ? el("div", { class: "why" }, "returned " + s.returned) : null,
       s.record ? el("div", { class: "record" }, el("code", {}, json(s.record))) : null)));
   }
