@@ -429,6 +429,12 @@ def _without_arg_values(entry: Any) -> Any:
     return {**entry, "args": args}
 
 
+def tried_in(branch: dict[str, Any], state: str) -> bool:
+    """Whether a feed's ``first:`` branch (as the YAML has it) is tried in ``state``: in every state the feed is
+    fed in, or in those its ``states:`` names.  The loader, the fingerprint and coverage rows all ask this."""
+    return state in (branch.get("states") or (state,))
+
+
 def _first_in_place(entry: Any) -> Any:
     """A feed's document with its ``first:`` branches copied into the states they are tried in, as a
     table that repeats them would say it."""
@@ -436,8 +442,7 @@ def _first_in_place(entry: Any) -> Any:
         return entry
     first = entry["first"]
     sources = {
-        state: [{k: v for k, v in b.items() if k != "states"} for b in first if state in b.get("states", (state,))]
-        + list(branches)
+        state: [{k: v for k, v in b.items() if k != "states"} for b in first if tried_in(b, state)] + list(branches)
         for state, branches in entry["from"].items()
     }
     return {**{k: v for k, v in entry.items() if k != "first"}, "from": sources}
@@ -566,9 +571,7 @@ def build_spec(src: Source) -> Spec:
         for state, branches in e["from"].items():
             # A `first:` branch is tried ahead of the state's own in every state its scope names
             # (all of them without one); each state gets its own copy, placed as traces name it.
-            rows: list[tuple[dict[str, Any], PathT]] = [
-                (b, p) for b, p in first if state in (b.get("states") or (state,))
-            ]
+            rows: list[tuple[dict[str, Any], PathT]] = [(b, p) for b, p in first if tried_in(b, state)]
             rows += [(b, ("events", name, "from", state, i)) for i, b in enumerate(branches)]
             sources[state] = tuple(_branch(b, p, state, i) for i, (b, p) in enumerate(rows))
         events[name] = EventDef(

@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopfsm.core.spec import tried_in
 from loopfsm.core.tracing import DECISION, FEED, REFUSAL, TransitionRecord, branch_name
 
 
@@ -84,7 +85,7 @@ def rows_of(doc: dict[str, Any], line_of: Any = None) -> list[Row]:
             own: list[tuple[dict[str, Any], tuple[Any, ...]]] = [
                 (b, ("events", feed, "from", source, i)) for i, b in enumerate(branches)
             ]
-            shared = [(b, p) for b, p in first if source in (b.get("states") or (source,))]
+            shared = [(b, p) for b, p in first if tried_in(b, source)]
             for i, (b, p) in enumerate(shared + own):
                 rows.append(Row("branch", branch_name(feed, source, i, b.get("name")), line(p), b.get("untested")))
     for dname, d in (doc.get("decisions") or {}).items():
