@@ -194,3 +194,20 @@ def test_a_parameter_listing_a_feed_arguments_values_is_held_to_its_enum_where_u
     line = next(i for i, t in enumerate(shipped.splitlines(), 1) if good in t)
     assert problem.line == line and problem.path.endswith("params.headed[1]")
     assert "lists values of argument 'lane'" in problem.message and "did you mean 'server_tool'" in problem.message
+
+
+def test_values_of_an_argument_the_feed_does_not_take_is_an_error_at_the_parameter(tmp_path):
+    from pathlib import Path
+
+    from loopfsm import SpecError, load
+
+    shipped = (Path(__file__).resolve().parents[2] / "machines" / "stream_assembly.yaml").read_text()
+    lane = "      lane: {type: string, enum:"
+    assert shipped.count(lane) == 1
+    (tmp_path / "stream_assembly.yaml").write_text(shipped.replace(lane, "      kind: {type: string, enum:"))
+    with pytest.raises(SpecError) as err:
+        load(tmp_path / "stream_assembly.yaml")
+    said = [p.message for p in err.value.problems if "values of argument 'lane'" in p.message]
+    assert said == [
+        "parameter 'headed' of guard 'header_fits_lane' names values of argument 'lane', which this feed does not take"
+    ]

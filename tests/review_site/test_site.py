@@ -459,3 +459,22 @@ def test_each_guard_of_a_branch_is_shown_with_its_answer_up_to_the_first_that_fa
         {"guard": "consecutive_failures_reach(threshold=5 (policy.trip_after))", "held": False}
     ]
     assert asked[-1] == {"branch": "record/Closed[6]", "held": True, "guards": []}
+
+
+def test_a_trace_upload_over_its_limit_is_refused_unread_and_sessions_past_the_limit_drop_the_oldest(
+    machines, monkeypatch
+):
+    from loopfsm.review_site import app
+
+    client = site_client(create_app(machines))
+    big = b"machine: turnstile\nsteps: []\n#" + b"x" * app.MAX_TRACE_UPLOAD
+    refused = client.post("/api/turnstile/trace", content=big, headers={"content-type": "application/yaml"})
+    assert refused.status_code == 413 and "larger than 2048 KiB" in refused.json()["error"]
+    monkeypatch.setattr(app, "MAX_SESSIONS", 2)
+    shared = create_app(machines)
+    first, second, third = (site_client(shared) for _ in range(3))
+    feed(first, "turnstile", "coin")
+    feed(second, "turnstile", "coin")
+    feed(third, "turnstile", "coin")  # a third session: the one used longest ago goes
+    assert first.get("/api/turnstile/state").json()["steps"] == []
+    assert len(third.get("/api/turnstile/state").json()["steps"]) == 1

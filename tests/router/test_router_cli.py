@@ -192,3 +192,12 @@ def test_what_the_readme_demo_leaves_in_the_clone_is_ignored(tmp_path, monkeypat
     finally:
         store.close()
     assert status.splitlines() == ["?? .gitignore"], status
+
+
+def test_the_responses_api_provider_needs_a_model_and_its_key_before_serving(tmp_path, capsys, monkeypatch):
+    store = f"sqlite:///{tmp_path / 'r.db'}"
+    assert main(["router", "serve", "--store", store, "--provider", "openai-responses"]) != 0
+    assert "--provider openai-responses needs --model" in capsys.readouterr().err
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["router", "serve", "--store", store, "--provider", "openai-responses", "--model", "m"]) != 0
+    assert "--provider openai-responses needs OPENAI_API_KEY" in capsys.readouterr().err
