@@ -478,3 +478,23 @@ def test_a_trace_upload_over_its_limit_is_refused_unread_and_sessions_past_the_l
     feed(third, "turnstile", "coin")  # a third session: the one used longest ago goes
     assert first.get("/api/turnstile/state").json()["steps"] == []
     assert len(third.get("/api/turnstile/state").json()["steps"]) == 1
+
+
+def test_the_limits_docs_review_md_names_are_the_sites():
+    from tests.support.docs_pages import page
+
+    from loopfsm.review_site import app, simulator
+    from loopfsm.verification import tracefile
+
+    text = " ".join(page("docs/review.md").split())
+    said = {
+        f"the {app.MAX_SESSIONS} sessions used last": True,
+        f"a run up to {simulator.MAX_STEPS:,} steps": True,
+        f"{simulator.MAX_RUN_BYTES // 2**20} MiB of the snapshots": True,
+        f"every run together {app.MAX_SITE_BYTES // 2**20} MiB": True,
+        f"({app.MAX_JSON_BYTES // 2**20} MiB of JSON, {app.MAX_TRACE_UPLOAD // 2**20} MiB of trace)": True,
+        f"nested more than {tracefile.MAX_TRACE_DEPTH} deep": True,
+        f"shown by the latest {simulator.SHOWN_STEPS}": True,
+    }
+    assert {claim: claim in text for claim in said} == said
+    assert tracefile.MAX_TRACE_EVENTS == 1_000_000 and "more than a million YAML values" in text
