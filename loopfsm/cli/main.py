@@ -418,7 +418,8 @@ def _retention_days(text: str) -> int:
 
 
 def cmd_store(args: argparse.Namespace) -> int:
-    """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row;
+    """``store init URL`` creates (or checks) the schema; ``store show URL SESSION`` prints a saved row and
+    ``store trace URL SESSION`` its run as a trace file (:mod:`loopfsm.router.store.phase_feeds`);
     ``store sweep --store URL`` ends what nobody will come back for (see :mod:`loopfsm.router.store.sweep`).
 
     Every action takes the store's URL as its first argument or as ``--store URL`` (as ``router serve`` does), once.
@@ -441,6 +442,8 @@ def cmd_store(args: argparse.Namespace) -> int:
         with open_store(url, prefix=args.prefix, create=True) as store:
             print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
         return EXIT_OK
+    if args.store_command == "trace":
+        return _store_trace(url, args)
     with open_store(url, prefix=args.prefix) as store:
         rec = store.load(args.session)
         if rec is None:
@@ -451,6 +454,28 @@ def cmd_store(args: argparse.Namespace) -> int:
             f"session {rec.session_id}: phase {rec.phase}, version {rec.version}, fence {rec.fence}, lock {lock}, "
             f"{len(store.rows(args.session))} rows"
         )
+    return EXIT_OK
+
+
+def _store_trace(url: str, args: argparse.Namespace) -> int:
+    """``store trace``: the session's kept router_run feeds as a trace file, checked against its saved state first."""
+    from loopfsm.machines.router_run import ROUTER_RUN
+    from loopfsm.router.store import open_store
+    from loopfsm.router.store.phase_feeds import session_trace
+    from loopfsm.verification import tracefile
+
+    with open_store(url, prefix=args.prefix) as store:
+        rec = store.load(args.session)
+        if rec is None:
+            print(f"no run state for session {args.session[:200]!r}", file=sys.stderr)
+            return EXIT_INVALID
+        trace = session_trace(rec.session_id, rec.snapshot, store.rows(rec.session_id, "trace"))
+    text = tracefile.dump(trace, ROUTER_RUN)
+    if args.output is None:
+        sys.stdout.write(text)
+    else:
+        write_file(Path(args.output), text)
+        print(f"wrote {args.output}: {len(trace.steps)} router_run feeds of session {rec.session_id}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -563,6 +588,15 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("session", help="session id")
     t.add_argument("--store", dest="store_url", metavar="URL", help="the store to read")
     t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t = store_sub.add_parser(
+        "trace",
+        help="write a session's router_run feeds as a trace file (for loopfsm replay and the review site)",
+    )
+    t.add_argument("url", nargs="?", help="sqlite:///runs.db or postgresql://user@host/db (or --store)")
+    t.add_argument("session", help="session id")
+    t.add_argument("--store", dest="store_url", metavar="URL", help="the store to read")
+    t.add_argument("--prefix", default="loopfsm_", help="table name prefix (default: loopfsm_)")
+    t.add_argument("-o", "--output", metavar="FILE", help="write the trace file here (default: standard output)")
     t = store_sub.add_parser(
         "sweep",
         help="free expired leases and end paused runs whose pause expired (emptying their clear bundle); "

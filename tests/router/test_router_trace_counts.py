@@ -34,7 +34,9 @@ TOOLS_SCRIPT = [
 
 def traced(router: Any, session: str) -> Counter[str]:
     return Counter(
-        r.meta["event"] for r in router.store().rows(session, "trace") if r.meta["event"] != "approval.record"
+        r.meta["event"]
+        for r in router.store().rows(session, "trace")
+        if r.meta["event"] not in ("approval.record", "phase.fed")  # records, not facts: pinned elsewhere
     )
 
 

@@ -20,6 +20,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invar
 from loopfsm import FencedOut, LoopFsmError
 from loopfsm.router.store import open_store
 from loopfsm.router.store.serve import Outcome, feed_phase
+from loopfsm.router.store.phase_feeds import PhaseFeeds
 
 from tests.support.router_helpers import pause_for
 from tests.support.store_support import PG_URL, need_pg
@@ -132,7 +133,7 @@ class StoreModel(RuleBasedStateMachine):
             nxt = model_next(phase.state, request, outcome, enc)
             try:
                 feed_phase(
-                    phase,
+                    PhaseFeeds(phase),
                     "s",
                     request,
                     rid,

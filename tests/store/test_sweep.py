@@ -48,7 +48,8 @@ def abandon(store, sid, phase="AwaitingTool", *, now=1000, secret="the-clear-sec
 
 
 def events(store, sid):
-    return [r.meta["event"] for r in store.rows(sid, "trace")]
+    """The step's trace events, without the phase's kept feeds (tests/store/test_phase_feeds.py reads those)."""
+    return [r.meta["event"] for r in store.rows(sid, "trace") if r.meta["event"] != "phase.fed"]
 
 
 @pytest.mark.parametrize("phase", LIVE)

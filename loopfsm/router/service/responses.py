@@ -3,9 +3,10 @@
 Everything a request wrote waits in its :class:`~.context.Ctx` until here:
 the rows, the session's history row when a run ends, the bundle row (the
 live run's, sealed in an encrypted session, or emptied when the run ended),
-the trace, and the response the store keeps for a re-sent request_id.  An
-encrypted session's stored response is a content-free stub pointing at the
-sealed bundle, which holds the real one.
+the trace (its events, and the phase's feeds as
+:mod:`~loopfsm.router.store.phase_feeds` keeps them), and the response the
+store keeps for a re-sent request_id.  An encrypted session's stored response
+is a content-free stub pointing at the sealed bundle, which holds the real one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopfsm.router.store import Row
+from loopfsm.router.store.phase_feeds import PhaseFeeds
 from loopfsm.router.store.serve import Outcome as StoreOutcome, feed_phase
 from .. import protocol as P
 from .context import Ctx, Outcome
@@ -21,20 +23,20 @@ from .context import Ctx, Outcome
 _ENDED = {"broken": "user", "failed": "failed", "expired": "expired"}
 
 
-def _feed(ctx: Ctx, out: Outcome) -> tuple[list[str], str | None]:
-    """Feed router_run the outcome; the events it traced and why the run ended (None: it did not)."""
+def _feed(ctx: Ctx, out: Outcome, feed: PhaseFeeds) -> tuple[list[str], str | None]:
+    """Feed router_run the outcome (kept by ``feed``); the events it traced and why the run ended (None: it did not)."""
     phase, req = ctx.phase, ctx.req
     if out.kind in _ENDED:
         reason = _ENDED[out.kind]
         if phase.state != "Idle":
-            return list(phase.break_run(ctx.now, reason) or []), reason
+            return feed("break_run", now=ctx.now, reason=reason), reason
         return (["run.broken"] if out.kind == "broken" else []), reason
     if out.kind == "aborted":
-        return list(phase.approval_decisions("completed", ctx.now, aborted=True) or []), "aborted"
+        return feed("approval_decisions", outcome="completed", now=ctx.now, aborted=True), "aborted"
     if out.kind == "sealed":
-        return list(phase.sealed(ctx.now) or []), None
+        return feed("sealed", now=ctx.now), None
     outcome = StoreOutcome(outcome=out.kind, encrypted=ctx.encrypted, pause=out.pause)
-    fed = feed_phase(phase, ctx.session_id, req.type, req.request_id, outcome, ctx.now)
+    fed = feed_phase(feed, ctx.session_id, req.type, req.request_id, outcome, ctx.now)
     return fed, phase.data.ended if phase.state == "Idle" else None
 
 
@@ -59,7 +61,8 @@ def finish(ctx: Ctx, out: Outcome) -> dict[str, Any]:
     """Checkpoint the step (rows, phase, response, trace, lock released) and return the response."""
     phase, req = ctx.phase, ctx.req
     was_idle = phase.state == "Idle"
-    fed, ended = _feed(ctx, out)
+    feed = PhaseFeeds(phase)
+    fed, ended = _feed(ctx, out, feed)
     run_ended = phase.state == "Idle"
     run_id = ctx.run_id or phase.data.run_id or phase.data.last_run_id
     rows = list(ctx.rows)
@@ -88,7 +91,7 @@ def finish(ctx: Ctx, out: Outcome) -> dict[str, Any]:
             stub = {"run_id": run_id, "replay_bundle": f"b-{run_id}"}
             stored = P.envelope(decided["status"], stub, decided["allowed_continuations"])
         rows.append(ctx.services.sealed_state.bundle_row(ctx.session_id, run_id, bundle, encrypted=ctx.encrypted))
-    trace = ctx.events + fed + ["lock.released"]
+    trace = [*ctx.events, *fed, "lock.released", *(f.meta() for f in feed.fed)]
     ctx.services.store().checkpoint(
         ctx.lease, phase, request_id=req.request_id, response=stored, rows=rows, trace=trace, run_id=run_id
     )

@@ -17,6 +17,7 @@ from typing import Any
 from loopfsm.machines.errors import FencedOut
 from loopfsm.core.errors import LoopFsmError
 from . import ids
+from .phase_feeds import PhaseFeeds
 from .runstore import Admission, Lease, Row, RunStore
 
 
@@ -48,21 +49,22 @@ def error_response(code: str, allowed: list[str], *, retry_after_ms: int | None 
     return {"status": "error", "data": data, "allowed_continuations": allowed}
 
 
-def feed_phase(phase: Any, session_id: str, request: str, request_id: str, out: Outcome, now: int) -> list[str]:
-    """Feed router_run the request and its outcome; returns the trace events it recorded."""
+def _pause(pause: dict[str, Any] | None) -> dict[str, Any]:
+    return {} if pause is None else pause
+
+
+def feed_phase(feed: PhaseFeeds, session_id: str, request: str, request_id: str, out: Outcome, now: int) -> list[str]:
+    """Feed router_run the request and its outcome (kept by ``feed``); returns the trace events it recorded."""
     if request in ("execute", "inject"):
         run = ids.run_id(session_id, request_id)
-        return list(
-            phase.feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now, pause=out.pause)
-            or []
-        )
+        return feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now, pause=_pause(out.pause))
     if request == "break":
-        return list(phase.break_run(now=now, reason=out.reason) or [])
+        return feed("break_run", now=now, reason=out.reason)
     if request == "sealed":
-        return list(phase.sealed(now) or [])
+        return feed("sealed", now=now)
     if request == "approval_decisions":
-        return list(phase.approval_decisions(outcome=out.outcome, now=now, pause=out.pause, aborted=out.aborted) or [])
-    return list(phase.feed(request, outcome=out.outcome, now=now, pause=out.pause) or [])
+        return feed("approval_decisions", outcome=out.outcome, now=now, pause=_pause(out.pause), aborted=out.aborted)
+    return feed(request, outcome=out.outcome, now=now, pause=_pause(out.pause))
 
 
 def serve(
@@ -89,15 +91,16 @@ def serve(
     lease = adm.lease
     assert lease is not None
     phase = adm.record.phase_machine()
+    feed = PhaseFeeds(phase)
     try:
         out = process(lease) if callable(process) else process
         now = store.now(now_ms)
         if adm.answer == "expire":
-            fed = list(phase.break_run(now=now, reason="expired") or [])
+            fed = feed("break_run", now=now, reason="expired")
         elif request == "break" and phase.state == "Idle":
             fed = ["run.broken"]  # it preempted a turn that never reached a checkpoint: nothing else to undo
         else:
-            fed = feed_phase(phase, session_id, request, request_id, out, now)
+            fed = feed_phase(feed, session_id, request, request_id, out, now)
     except FencedOut:
         raise
     except LoopFsmError as err:
@@ -124,7 +127,7 @@ def serve(
         request_id=request_id,
         response=response,
         rows=out.rows,
-        trace=events,
+        trace=[*events, *(f.meta() for f in feed.fed)],
         now_ms=now_ms,
         replayable=not phase.data.encrypted,
     )

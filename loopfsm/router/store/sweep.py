@@ -31,9 +31,10 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from loopfsm.core.errors import SnapshotError
+from .phase_feeds import PhaseFeeds
 from .records import Row, RunRecord, wall_clock_ms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -148,8 +149,9 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
     )
     run_id = phase.data.run_id or phase.data.last_run_id or ""
     run_expired = answer == "expire"
+    feed = PhaseFeeds(phase)
     if run_expired:
-        events += ["run.expired"] + list(phase.break_run(now, "expired") or [])
+        events += ["run.expired", *feed("break_run", now=now, reason="expired")]
     if not events:
         return _Done()
     only_if_free = " AND (holder IS NULL OR lease_expires_at <= ?)"
@@ -180,8 +182,9 @@ def _sweep_one(store: RunStore, rec: RunRecord, now: int) -> _Done:
                 store.put_row(rec.session_id, run_id, step, order, gone, rec.fence)
                 order += 1
                 emptied += 1
-        for i, event in enumerate(events):
-            store.put_row(rec.session_id, run_id, step, order, Row("trace", f"trace/{i}", {"event": event}), rec.fence)
+        traced: list[dict[str, Any]] = [{"event": e} for e in events] + [f.meta() for f in feed.fed]
+        for i, meta in enumerate(traced):
+            store.put_row(rec.session_id, run_id, step, order, Row("trace", f"trace/{i}", meta), rec.fence)
             order += 1
     return _Done(lease_freed=lock == "expired", run_expired=run_expired, emptied=emptied)
 
