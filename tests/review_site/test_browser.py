@@ -212,3 +212,34 @@ def test_every_machines_page_loads_clean_and_offers_its_initial_feeds(site, page
     current = page.locator("figure.diagram g.node.current title").all_text_contents()
     assert current and set(current) <= {state, "__again__"}  # router_run draws Idle again at the foot
     assert page.errors == []
+
+
+def test_a_router_sessions_own_run_is_stepped_through_on_its_diagram(page, tmp_path):
+    """A session served by the router on SQLite, read back with ``loopfsm store trace``, stepped to its end."""
+    from tests.support.router_support import TOOLS_SCRIPT, client, make  # noqa: PLC0415
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert subprocess.run([sys.executable, "-m", "loopfsm", "store", "init", url], capture_output=True).returncode == 0
+    router, tc = make(url, "loopfsm_", TOOLS_SCRIPT)
+    assert client(tc, "s1", tmp_path).run("tidy up")["status"] == "completed"
+    router.close()
+    trace = tmp_path / "s1.trace.yaml"
+    written = subprocess.run(
+        [sys.executable, "-m", "loopfsm", "store", "trace", url, "s1", "-o", str(trace)], capture_output=True
+    )
+    assert written.returncode == 0, written.stderr
+    with serving(str(ROOT / "machines" / "router_run.yaml")) as site_url:
+        page.goto(site_url + "machines/router_run.html")
+        page.wait_for_selector("#sim-state >> text=Idle")
+        page.set_input_files("#sim-trace", str(trace))
+        page.wait_for_selector("#sim-next")
+        states = []
+        while page.locator("#sim-next").count():
+            count = page.locator("#sim-steps > li").count()
+            page.click("#sim-next")
+            page.wait_for_function(f"document.querySelectorAll('#sim-steps > li').length > {count}")
+            states.append(page.text_content("#sim-state"))
+        assert states == ["AwaitingTool", "AwaitingTool", "Idle"]
+        assert page.locator("#sim-steps .broken").count() == 0
+        shot(page, "router-trace")
+    assert page.errors == []
