@@ -26,6 +26,10 @@ class StoreError(LoopFsmError):
     """The run-state store cannot be opened or used (bad URL, unreachable server, schema version mismatch)."""
 
 
+class SessionTraceError(StoreError):
+    """A session's kept feeds do not read back whole (steps written before feeds were kept, or rows edited)."""
+
+
 class HolderClaimed(StoreError):
     """Another live process serves under the holder id asked for (:mod:`loopfsm.router.store.claims`)."""
 

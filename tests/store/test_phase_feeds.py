@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from loopfsm.cli.main import main
+from loopfsm.cli.store_commands import session_trace
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.store import open_store, sweep
-from loopfsm.router.store.phase_feeds import FED, SessionTraceError, session_trace
+from loopfsm.router.errors import SessionTraceError
+from loopfsm.router.store.phase_feeds import FED, session_run
 from loopfsm.router.store.serve import Outcome, serve
 from loopfsm.verification import tracefile
 
@@ -30,8 +32,8 @@ ROUTER_RUN_FILE = Path(__file__).resolve().parents[2] / "machines" / "router_run
 
 
 def read_back(store: Any, session: str) -> tracefile.Trace:
-    rec = store.load(session)
-    return session_trace(session, rec.snapshot, store.rows(session, "trace"))
+    trace: tracefile.Trace = session_trace(store, session)
+    return trace
 
 
 def replays(trace: tracefile.Trace) -> bool:
@@ -106,7 +108,7 @@ def test_kept_feeds_that_end_elsewhere_than_the_saved_state_are_refused(store_ur
         rec = store.load("s")
         other = dict(rec.snapshot, data=dict(rec.snapshot["data"], last_run_id="not-this-run"))
         with pytest.raises(SessionTraceError, match="not where the store has it"):
-            session_trace("s", other, store.rows("s", "trace"))
+            session_run("s", other, store.rows("s", "trace"))
 
 
 def test_store_trace_writes_a_file_replay_accepts_and_refuses_in_one_line(store_url, tmp_path, capsys):  # noqa: F811

@@ -10,9 +10,9 @@ an outcome, a flag, the clock and the pause's refs, hashes and approval kinds,
 which the saved snapshot holds too; never a message, a tool's arguments or its
 result, so an encrypted session's trace rows carry no content either.
 
-:func:`session_trace` reads a session's rows back as a trace file
-(:mod:`loopfsm.verification.tracefile`) that ``loopfsm replay`` and the review
-site's "Step through a trace file" take: ``loopfsm store trace URL SESSION``.
+:func:`session_run` reads a session's feeds back, checked against its saved
+state; ``loopfsm store trace URL SESSION`` writes them as a trace file that
+``loopfsm replay`` and the review site's "Step through a trace file" take.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopfsm.core.errors import LoopFsmError
-from loopfsm.router.errors import StoreError
+from loopfsm.router.errors import SessionTraceError
 from .records import StoredRow
 
 
@@ -62,10 +62,6 @@ class PhaseFeeds:
         return events
 
 
-class SessionTraceError(StoreError):
-    """A session's rows do not read back as a whole trace (no such session, or steps kept before feeds were)."""
-
-
 def session_feeds(session_id: str, rows: Sequence[StoredRow]) -> list[PhaseFeed]:
     """The feeds kept in a session's ``trace`` rows, in history order (the rows as ``RunStore.rows`` gives them).
 
@@ -84,17 +80,15 @@ def session_feeds(session_id: str, rows: Sequence[StoredRow]) -> list[PhaseFeed]
     return out
 
 
-def session_trace(session_id: str, saved: Mapping[str, Any], rows: Sequence[StoredRow]) -> Any:
-    """A session's feeds as a :class:`~loopfsm.verification.tracefile.Trace` of router_run from a new instance.
+def session_run(session_id: str, saved: Mapping[str, Any], rows: Sequence[StoredRow]) -> list[PhaseFeed]:
+    """A session's kept feeds, checked to be its whole run: from a new router_run they end where ``saved`` is.
 
-    The feeds are fed to a new instance first, and the trace is given only if that ends where the
-    session's saved snapshot ``saved`` is (state, state data and data): a session whose earliest
-    steps were written before feeds were kept, or whose rows were changed, is refused with the first
-    step that parts ways rather than written as a trace that would mislead a reviewer.
+    The feeds are fed to a new instance, and they are given only if that ends where the session's
+    saved snapshot ``saved`` is (state, state data and data): a session whose earliest steps were
+    written before feeds were kept, or whose rows were changed, is refused with the first feed that
+    parts ways rather than read back as a run that would mislead a reviewer.
     """
     from loopfsm.machines.router_run import ROUTER_RUN  # noqa: PLC0415 - compiled on first use, not at import
-    from loopfsm.verification.tracefile import Trace, TraceStep  # noqa: PLC0415 - the reader's, not the router's
-    from loopfsm.verification.verify_inputs import Step  # noqa: PLC0415
 
     feeds = session_feeds(session_id, rows)
     run = ROUTER_RUN.new()
@@ -117,6 +111,4 @@ def session_trace(session_id: str, saved: Mapping[str, Any], rows: Sequence[Stor
             f"not where the store has it ({saved.get('state')} and its data); steps written without their "
             f"feeds (by an earlier loopfsm) cannot be read back"
         )
-    steps = tuple(TraceStep(Step(f.feed, tuple(f.args.items())), f.state, False) for f in feeds)
-    note = f"session {session_id}: {len(steps)} router_run feeds, read back from the store"
-    return Trace("router_run", {}, None, steps, note)
+    return feeds
