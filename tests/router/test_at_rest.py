@@ -240,6 +240,9 @@ def test_sqlite_keeps_no_old_copy_of_what_a_step_overwrote(tmp_path):
         assert left == set()
 
 
+# Slow because it must run alone: VACUUM FULL keeps a row version any transaction open on the database may
+# still see, so a test beside it (the quick loop's other process) can hold the clear copy in the files.
+@pytest.mark.slow
 def test_a_clear_bundle_an_older_loopfsm_left_on_postgresql_is_gone_from_its_tables_after_vacuum_full(tmp_path):
     """The upgrade advice holds: once the run's next step sealed the bundle, VACUUM FULL leaves no clear copy.
 

@@ -47,11 +47,11 @@ def test_ci_runs_every_test_once_and_the_quick_loop_on_the_other_pythons():
     options = [line.split("-m pytest", 1)[1] for line in runs]
     whole = [o for o in options if not re.search(r"(^|\s)(-m|-k|--deselect|--ignore)\b", o)]
     assert len(runs) >= 2 and len(whole) == 1, runs
-    assert [o for o in options if o not in whole] == [' -q -m "not slow"'] * (len(runs) - 1), runs
+    assert [o for o in options if o not in whole] == [' -q -m "not slow" -n auto'] * (len(runs) - 1), runs
     assert 'export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:+$PYTEST_ADDOPTS }--durations=10"' in ci.splitlines()
 
 
 def test_the_readme_gives_the_quick_loop():
     readme = (ROOT / "README.md").read_text()
-    assert 'python3 -m pytest -q -m "not slow"' in readme
-    assert 'python3 -m pytest -q -m "not slow"' in GUIDE
+    assert 'python3 -m pytest -q -m "not slow" -n auto' in readme
+    assert 'python3 -m pytest -q -m "not slow" -n auto' in GUIDE
