@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import graphviz
 from markdown_it import MarkdownIt
 
 from loopfsm.core.spec import Branch, Spec
@@ -27,6 +28,7 @@ from loopfsm.rendering.diff import MachineDiff
 from loopfsm.rendering.matrix import review_sheet
 from loopfsm.rendering.overview import overview
 from loopfsm.core.tracing import branch_name
+from loopfsm.review_site.decision_changes import DecisionChange, decision_changes, grouped
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class SiteMachine:
 
 _MD = MarkdownIt("commonmark", {"html": False}).enable("table")
 REMOVED = "#b91c1c"  # a removed arrow on a diff page's picture
+DECIDED = "#c2410c"  # a state whose decision rules changed: the orange of a changed arrow, on the state's box
 
 #: The review sheet's sections the page shows beside the diagram, in this order.
 SECTIONS = ("Design review", "Policy", "Traced", "Invariants")
@@ -138,14 +141,16 @@ def table_json(spec: Spec) -> dict[str, Any]:
     }
 
 
-def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = ()) -> str:
+def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = (), decided: Sequence[DecisionChange] = ()) -> str:
     """The state diagram as inline SVG (its legend is under its title), so its states and arrows can be clicked;
-    ``removed`` arrows (from, to, words) are drawn on it too, red and dotted, for a diff page."""
+    ``removed`` arrows (from, to, words) are drawn on it too, red and dotted, and the states ``decided`` names
+    outlined, for a diff page."""
     try:
         graph = dot.state_graph(spec)
         for src, dst, words in removed:
             label = dot.edge_label([f"removed: {words}"])
             graph.edge(src, dst, label, style="dotted", color=REMOVED, fontcolor=REMOVED, penwidth="2")
+        _mark_decided(graph, spec, decided)
         svg = dot.to_svg(graph)
     except GraphvizMissing:
         return (
@@ -156,6 +161,38 @@ def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = ()) -> str:
         return f'<p class="missing">The diagram could not be drawn: {_esc(str(err))}</p>'
     start = svg.find("<svg")
     return svg[start:] if start >= 0 else svg
+
+
+def _mark_decided(graph: graphviz.Digraph, spec: Spec, decided: Sequence[DecisionChange]) -> None:
+    """Outline each state whose decision rules changed, with a few words beside it and the change as its tooltip.
+
+    The node is stated again with a style only: DOT merges the attributes, so
+    its box keeps its size and the layout its place.  The words are an
+    ``xlabel``, which ``dot`` sets after placing every node and arrow, so they
+    move nothing either.  The initial state drawn again at the foot (see
+    ``dot.state_graph``) is the same state and is outlined alike.
+    """
+    by_state: dict[str, list[DecisionChange]] = {}
+    for c in decided:
+        by_state.setdefault(c.state, []).append(c)
+    again = dot.legend(spec).again
+    for state, changes in by_state.items():
+        # DOT reads a backslash and n in a tooltip as a line break: each line's own backslashes are doubled
+        lines = [f"decision {c.decision}: {'; '.join(c.changes)}" for c in changes]
+        described = " ".join(spec.states[state].description.split())
+        lines += ["", described] if described else []
+        tip = "\\n".join(line.replace("\\", "\\\\") for line in lines)
+        words = "<BR/>".join(_esc(c.short()) for c in changes)
+        attrs = {
+            "color": DECIDED,
+            "penwidth": "3",
+            "xlabel": f'<<FONT COLOR="{DECIDED}" POINT-SIZE="10">{words}</FONT>>',
+            "tooltip": graphviz.nohtml(tip),
+            "class": "decided",
+        }
+        graph.node(state, **attrs)
+        if again and state == spec.initial:  # the copy at the foot: outlined, its words said once, at the top
+            graph.node(dot.AGAIN, **{k: v for k, v in attrs.items() if k != "xlabel"})
 
 
 def _legend(spec: Spec) -> str:
@@ -222,9 +259,40 @@ def diff_json(old: Spec, new: Spec) -> dict[str, list[list[str]]]:
     }
 
 
+def _decided_items(d: MachineDiff, decided: list[DecisionChange]) -> str:
+    """One item per decision and change, naming the states it changed in ("every state" when it is all of them).
+
+    A decision ``loopfsm diff`` reports changed that no state's answer follows
+    (two rules of different states swapped, a rule after one that always
+    answers) gets an item saying so, so "none" never stands beside a change.
+    """
+    items = []
+    for decision, words, states in grouped(decided):
+        where = "every state" if len(states) == len(d.new.states) else ", ".join(states)
+        said = "".join(f"<li>{_esc(w)}</li>" for w in words)
+        items.append(
+            f'<li data-decision="{_esc(decision)}"><strong>{_esc(decision)}</strong> in {_esc(where)}'
+            f"<ul>{said}</ul></li>"
+        )
+    marked = {c.decision for c in decided}
+    unmarked: dict[str, list[str]] = {}
+    for c in d.changes:
+        name = c.text.split()[1].rstrip(":") if c.text.startswith("decision ") else None
+        if c.behaviour and name is not None and name not in marked:
+            unmarked.setdefault(name, []).append(c.text)
+    for decision, texts in unmarked.items():
+        said = "".join(f"<li>{_esc(t)}</li>" for t in texts)
+        items.append(
+            f'<li data-decision="{_esc(decision)}"><strong>{_esc(decision)}</strong> in no state: '
+            f"each state tries the same rules, with the same answers, as before<ul>{said}</ul></li>"
+        )
+    return "".join(items) or "<li>none</li>"
+
+
 def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
-    """A policy change on the picture: NEW's diagram with added and changed arrows marked, and ``loopfsm diff``'s
-    words (the changes, the policy numbers changed, and what a deploy does to saved runs)."""
+    """A policy change on the picture: NEW's diagram with added and changed arrows marked, the states whose
+    decision rules changed outlined, and ``loopfsm diff``'s words (the changes, the policy numbers and decision
+    rules changed, and what a deploy does to saved runs)."""
     marks = {"*": "behaviour", "!": "proof", "~": "wording"}
     changes = "".join(f'<li class="{marks[c.mark]}"><code>{c.mark}</code> {_esc(c.text)}</li>' for c in d.changes)
     changes = changes or "<li>none</li>"
@@ -236,20 +304,25 @@ def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
     )
     # a removed arrow between states the new table still has is drawn on its picture
     ghosts = [(s, t, "; ".join(old_moves[(s, t)])) for s, t in arrows["removed"] if {s, t} <= set(d.new.states)]
+    decided = decision_changes(d.old, d.new)
     body = (
         f"<h1>{_esc(d.new.name)}: {_esc(old_label)} \u2192 {_esc(new_label)}</h1>"
         f'<p class="verdict"><strong>{_esc(d.lines()[0].split(": ", 1)[1])}</strong></p>'
         f'<p class="saved-runs"><strong>Saved runs:</strong> {_esc(d.snapshot_note())}</p>'
         '<div class="columns"><div class="left">'
-        f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new, ghosts)}</figure>'
+        f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new, ghosts, decided)}</figure>'
         '<table class="legend diff-legend"><tr><td class="added">green</td><td>an arrow the new table adds</td></tr>'
         '<tr><td class="changed">orange</td><td>an arrow whose words changed</td></tr>'
-        '<tr><td class="removed">red, dotted</td><td>an arrow the new table removed</td></tr></table>'
+        '<tr><td class="removed">red, dotted</td><td>an arrow the new table removed</td></tr>'
+        '<tr><td class="decided">orange box</td><td>a state where a decision\u2019s rules changed: '
+        "<code>decide</code> may answer differently there (beside it, which decision and how many rules; "
+        "each change is listed under Decision rules changed)</td></tr></table>"
         f"<h2>Arrows removed</h2><ul>{removed or '<li>none</li>'}</ul>"
         '<section id="details" aria-live="polite"><h2>Details</h2>'
         "<p>Click a state or an arrow of the new table to see its branches in order.</p></section></div>"
         f'<div class="right"><h2>Policy numbers changed</h2><ul>'
         f"{''.join(f'<li>{_esc(p)}</li>' for p in policy) or '<li>none</li>'}</ul>"
+        f'<h2>Decision rules changed</h2><ul class="decisions">{_decided_items(d, decided)}</ul>'
         "<h2>Every change, as <code>loopfsm diff</code> says it</h2>"
         f'<ul class="changes">{changes}</ul>'
         "</div></div>"

@@ -243,3 +243,22 @@ def test_a_router_sessions_own_run_is_stepped_through_on_its_diagram(page, tmp_p
         assert page.locator("#sim-steps .broken").count() == 0
         shot(page, "router-trace")
     assert page.errors == []
+
+
+def test_a_changed_decision_rule_is_marked_on_the_diff_pages_picture(page, tmp_path):
+    from tests.review_site.test_site import SEALING  # noqa: PLC0415
+
+    shipped = (ROOT / "machines" / "router_run.yaml").read_text()
+    assert SEALING in shipped
+    new = tmp_path / "router_run.yaml"
+    new.write_text(shipped.replace(SEALING, SEALING.replace("value: not_allowed", "value: busy"), 1))
+    with serving("--diff", str(ROOT / "machines" / "router_run.yaml"), str(new)) as url:
+        page.goto(url)
+        page.wait_for_selector("figure.diagram svg")
+        marked = page.locator("figure.diagram g.node.decided title")
+        assert marked.all_text_contents() == ["AwaitingEncrypt"]
+        assert page.locator("figure.diagram g.node.decided").first.is_visible()
+        assert "admit: 1 rule changed" in page.text_content("figure.diagram")
+        assert "answer(value=not_allowed) -> answer(value=busy)" in page.text_content("ul.decisions")
+        shot(page, "diff-decision")
+    assert page.errors == []

@@ -498,3 +498,209 @@ def test_the_limits_docs_review_md_names_are_the_sites():
     }
     assert {claim: claim in text for claim in said} == said
     assert tracefile.MAX_TRACE_EVENTS == 1_000_000 and "more than a million YAML values" in text
+
+
+# -- changed decision rules on a diff page's picture --------------------------------------------------------------
+SEALING = (
+    "      - name: no_inject_while_sealing\n"
+    '        description: "no inject while an encrypted completion waits for its seal"\n'
+    "        states: [AwaitingEncrypt]\n"
+    "        when: {request: inject}\n"
+    "        result: {name: answer, params: {value: not_allowed}}\n"
+)
+PREEMPTS = (
+    "      - name: escape_preempts\n"
+    '        description: "break or inject while a turn runs: preempt it at once"\n'
+    "        when: {request: [break, inject], lock: [held, expired]}\n"
+    "        result: {name: answer, params: {value: preempt}}\n"
+)
+IDLE_BREAK = (
+    "      - name: break_when_idle\n"
+    '        description: "break with nothing to stop: answered idle, changes nothing"\n'
+    "        states: [Idle]\n"
+    "        when: {request: break}\n"
+    "        result: {name: answer, params: {value: idle}}\n"
+)
+TOOLS_CLOSED = (
+    "      - name: tools_closed\n"
+    "        states: [AwaitingTool]\n"
+    "        when: {request: tool_results}\n"
+    "        result: {name: answer, params: {value: busy}}\n"
+)
+DECRYPT_ANSWER = (
+    "      - name: decrypt_answer\n"
+    '        description: "the decrypted history the pause waits for"\n'
+    "        states: [AwaitingDecrypt]\n"
+    "        when: {request: decrypted}\n"
+    "        result: {name: answer, params: {value: admit}}\n"
+)
+APPROVAL_ANSWER = (
+    "      - name: approval_answer\n"
+    '        description: "the approval decisions the pause waits for"\n'
+    "        states: [AwaitingApproval]\n"
+    "        when: {request: approval_decisions}\n"
+    "        result: {name: answer, params: {value: admit}}\n"
+)
+AWAITING = ["AwaitingDecrypt", "AwaitingApproval", "AwaitingTool", "AwaitingEncrypt"]
+
+
+def decision_diff_page(tmp_path: Path, name: str, *edits: tuple[str, str]) -> str:
+    """The diff page of machines/NAME.yaml against a copy with ``edits`` made, served as ``review --diff`` serves it."""
+    from loopfsm.rendering.diff import diff_specs, load_for_diff
+    from loopfsm.review_site.pages import diff_page
+
+    old = ROOT / "machines" / f"{name}.yaml"
+    text = old.read_text()
+    for before, after in edits:
+        assert text.count(before) == 1, before
+        text = text.replace(before, after)
+    (tmp_path / "new.yaml").write_text(text)
+    page = diff_page(diff_specs(load_for_diff(str(old)), load_for_diff(str(tmp_path / "new.yaml"))), "old", "new")
+    response = site_client(create_app([], diff=page)).get("/")
+    assert response.status_code == 200
+    return response.text
+
+
+def decided_states(page: str) -> dict[str, str]:
+    """The states the page's picture outlines for changed decision rules, each with the words drawn beside it."""
+    svg = page.split("<svg", 1)[1].split("</svg>", 1)[0]
+    found = {}
+    for m in re.finditer(r'<g id="node\d+" class="node decided">\s*<title>([^<]*)</title>(.*?)(?=<!--|$)', svg, re.S):
+        words = re.findall(r'<text [^>]*fill="#c2410c">([^<]*)</text>', m.group(2))
+        found[html.unescape(m.group(1))] = html.unescape(" / ".join(words))
+    assert svg.count('class="node decided"') == len(found)  # no outlined state the pattern missed
+    return found
+
+
+def decided_list(page: str) -> str:
+    """The text of the page's "Decision rules changed" list."""
+    part = page.split("<h2>Decision rules changed</h2>", 1)[1].split("</ul></li></ul>", 1)[0]
+    return html.unescape(re.sub(r"<[^>]+>", " ", part))
+
+
+@pytest.mark.parametrize(
+    ("edits", "marked", "words"),
+    [
+        pytest.param(
+            [(SEALING, SEALING.replace("not_allowed", "busy"))],
+            {"AwaitingEncrypt": "admit: 1 rule changed"},
+            "rule no_inject_while_sealing: answer answer(value=not_allowed) -> answer(value=busy)",
+            id="an answer",
+        ),
+        pytest.param(
+            [(IDLE_BREAK, IDLE_BREAK.replace("{request: break}", "{request: [break, inject]}"))],
+            # Idle is drawn again at the picture's foot, where runs end: that copy is outlined, its words said once
+            {"Idle": "admit: 1 rule changed", "__again__": ""},
+            "rule break_when_idle: when request=break -> request in [break, inject]",
+            id="a when",
+        ),
+        pytest.param(
+            [(SEALING + PREEMPTS, PREEMPTS + SEALING)],
+            {"AwaitingEncrypt": "admit: 2 rules changed"},
+            "rule order replay, reused_request_id, no_inject_while_sealing, escape_preempts",
+            id="two rules swapped",
+        ),
+        pytest.param(
+            [("    rules:\n      - name: replay\n", "    rules:\n" + TOOLS_CLOSED + "      - name: replay\n")],
+            {"AwaitingTool": "admit: 1 rule changed"},
+            "rule tools_closed added, tried 1st here: request=tool_results => answer(value=busy)",
+            id="a rule added",
+        ),
+        pytest.param(
+            [(IDLE_BREAK, "")],
+            {"Idle": "admit: 1 rule changed", "__again__": ""},
+            "rule break_when_idle removed: request=break => answer(value=idle)",
+            id="a rule removed",
+        ),
+        pytest.param(
+            [
+                (
+                    "  pause_ttl_ms:\n    type: integer\n    default: 86400000",
+                    "  pause_ttl_ms:\n    type: integer\n    default: 3600000",
+                )
+            ],
+            {s: "admit: policy pause_ttl_ms changed" for s in AWAITING},
+            "rule pause_expired: reads policy pause_ttl_ms, default 86400000 -> 3600000",
+            id="a policy number a rule reads",
+        ),
+    ],
+)
+def test_the_diff_page_marks_the_states_whose_decision_rules_changed_and_no_other(tmp_path, edits, marked, words):
+    page = decision_diff_page(tmp_path, "router_run", *edits)
+    assert decided_states(page) == marked
+    said = " ".join(decided_list(page).split())
+    assert words in said
+    states = [s for s in marked if s != "__again__"]
+    assert f"admit in {', '.join(states)}" in said  # the decision, and the states it changed in
+    assert '<td class="decided">orange box</td><td>a state where a decision' in page  # the legend says what it is
+    tip = re.search(r'class="node decided">\s*<title>[^<]*</title>\s*<g [^>]*><a xlink:title="([^"]*)"', page)
+    assert tip is not None and words in html.unescape(tip.group(1))  # and hovering the state says it too
+
+
+def test_a_rule_every_state_tries_marks_the_states_it_is_reached_in(tmp_path):
+    # agent_loop's deadline_passed has no states: it is tried everywhere, but in a final state
+    # terminal_is_forever answers first, so only the live states can be answered differently
+    deadline = (
+        "        result: {name: answer, params: {value: expire}}\n        description: the run is no longer valid"
+    )
+    page = decision_diff_page(tmp_path, "agent_loop", (deadline, deadline.replace("expire}", "audit}")))
+    live = ["planning", "awaiting_tool", "executing_tool", "observing_result", "awaiting_approval", "recovering"]
+    assert decided_states(page) == {s: "resume: 1 rule changed" for s in live}
+    said = " ".join(decided_list(page).split())
+    assert said.count("resume in") == 1  # one change said once, with every state it changed in
+    assert (
+        f"resume in {', '.join(live)} rule deadline_passed: answer answer(value=expire) -> answer(value=audit)" in said
+    )
+
+
+def test_a_diff_without_a_decision_change_marks_nothing(tmp_path):
+    page = decision_diff_page(
+        tmp_path,
+        "agent_loop",
+        ("        description: ask the model\n", "        description: ask the model again\n"),  # a rule reworded
+        ("description: the runtime checks the call\n", "description: the runtime checks it\n"),  # an arrow reworded
+    )
+    assert "decision resume rule plan: description" in page  # loopfsm diff's words list the rewording
+    arrows = json.loads(page.split('id="diff">', 1)[1].split("</script>", 1)[0])
+    assert arrows["changed"] == [["planning", "awaiting_tool"]]  # the reworded arrow is marked, as before
+    assert decided_states(page) == {}
+    assert '<h2>Decision rules changed</h2><ul class="decisions"><li>none</li></ul>' in page
+
+
+def test_rules_swapped_that_no_state_tries_together_mark_nothing_and_say_so(tmp_path):
+    page = decision_diff_page(
+        tmp_path, "router_run", (DECRYPT_ANSWER + APPROVAL_ANSWER, APPROVAL_ANSWER + DECRYPT_ANSWER)
+    )
+    assert decided_states(page) == {}
+    said = " ".join(decided_list(page).split())
+    assert said.startswith("admit in no state: each state tries the same rules, with the same answers, as before")
+    assert "decision admit: rule order" in said
+
+
+def test_marking_decision_rules_moves_no_state_of_the_picture(tmp_path):
+    ttl = (
+        "  pause_ttl_ms:\n    type: integer\n    default: 86400000",
+        "  pause_ttl_ms:\n    type: integer\n    default: 1",
+    )
+    marked = decision_diff_page(tmp_path, "router_run", ttl)
+    plain = decision_diff_page(tmp_path, "router_run")
+    assert len(decided_states(marked)) == 4 and decided_states(plain) == {}
+
+    def places(page: str) -> dict[str, tuple[float, float]]:
+        """Where each state's name is written (its first text; the words beside it come after)."""
+        out = {}
+        for m in re.finditer(
+            r'<g id="node\d+" class="node[^"]*">\s*<title>([^<]*)</title>(.*?)(?=<!--|</svg>)', page, re.S
+        ):
+            at = re.search(r'<text [^>]*x="([-\d.]+)" y="([-\d.]+)"', m.group(2))
+            if at is not None:
+                out[html.unescape(m.group(1))] = (float(at.group(1)), float(at.group(2)))
+        return out
+
+    a, b = places(marked), places(plain)
+    assert set(a) == set(b) and len(a) > 5
+    # the words beside the boxes may widen the drawing: everything then shifts alike, nothing moves apart
+    dx, dy = (a["Idle"][0] - b["Idle"][0], a["Idle"][1] - b["Idle"][1])
+    assert {t: (round(x - dx, 1), round(y - dy, 1)) for t, (x, y) in a.items()} == {
+        t: (round(x, 1), round(y, 1)) for t, (x, y) in b.items()
+    }
