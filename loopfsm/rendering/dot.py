@@ -173,6 +173,15 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         node_attr={"fontname": "Helvetica", "shape": "box", "style": "rounded"},
         edge_attr={"fontname": "Helvetica", "fontsize": "10"},
     )
+    again = _again(spec, ov) if tall and not detailed else None
+    if again is not None:
+        # Declared first: dot's first ordering of each row follows the order nodes are met, and with the
+        # foot's copy met first router_run's arrows into it cross two fewer others (five to three).
+        tip = f"{spec.initial} again: {RETURNS}"
+        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5")
+        with g.subgraph(name="again") as row:
+            row.attr(rank="sink")
+            row.node(AGAIN)
     g.node("__start__", "", shape="point", width="0.15")
     loops = {} if detailed else {e.src: list(e.feeds) for e in ov.edges if e.loop}
     for s in spec.states.values():
@@ -193,13 +202,6 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     if detailed:
         _detailed_edges(spec, g)
         return g
-    again = _again(spec, ov) if tall else None
-    if again is not None:
-        tip = f"{spec.initial} again: {RETURNS}"
-        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5")
-        with g.subgraph(name="again") as row:
-            row.attr(rank="sink")
-            row.node(AGAIN)
 
     def into(dst: str, src: str) -> str:
         return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
@@ -209,9 +211,9 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     legs = _joined(moves, into)
     both = _both_ways(spec, moves, legs) if tall else {}
     for i, e in enumerate(moves):
-        # Between two states with moves both ways the two labels sit side by side between
-        # the two edges: each names where it goes ("to X:"). Underlining each onto its
-        # edge (decorate) drew leader lines across the picture.
+        # Between two states with moves both ways one two-headed arrow carries both labels, each
+        # naming where it goes ("to X:"). Underlining each onto its own edge (decorate) drew leader
+        # lines across the picture; the two on one row put the arrow in an arc through its label.
         back = (into(e.dst, e.src), e.src) in pairs
         style = _move_style(e.by_guard)
         leg = legs.get(i)
@@ -220,10 +222,6 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             if other > i:  # drawn once, from the first of the two, with both labels
                 words = _wrap([f"to {e.dst}:"] + e.lines()) + _wrap([f"to {e.src}:"] + moves[other].lines())
                 g.edge(e.src, e.dst, words, dir="both", **style)
-                with g.subgraph() as row:
-                    row.attr(rank="same")
-                    row.node(e.src)
-                    row.node(e.dst)
         elif leg is None:
             g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
         else:  # the leg says what is its own; the shared words follow once, on the joined arrow
@@ -293,10 +291,12 @@ RETURNING = 4
 
 
 def _both_ways(spec: Spec, moves: list[Edge], legs: dict[int, Leg]) -> dict[int, int]:
-    """Moves between two states both ways, drawn as one two-headed arrow with the two side by side.
+    """Moves between two states both ways, drawn as one two-headed arrow carrying both labels.
 
-    router_run's AwaitingApproval and AwaitingTool hand a run back and forth; drawn one above the other,
-    the arrow from Idle into the lower one wrapped round the upper one and crossed three others.  Only
+    router_run's AwaitingApproval and AwaitingTool hand a run back and forth.  Drawn as two arrows, the
+    one from Idle into the lower state wrapped round the upper one and crossed three others; with the
+    two on one row, the arrow arced through its own label.  One vertical two-headed arrow, its label
+    beside it, crosses nothing (tests/rendering/test_diagram_look.py counts crossings).  Only
     two live, non-initial states, each in no other such pair, whose two moves are of one style (the
     arrow has one) and meet at no dot, entered from the same other states (siblings: agent_loop's
     recovering follows executing_tool, and stays below it).  Keys and values are indices into ``moves``,

@@ -9,6 +9,7 @@ times as raw milliseconds.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import subprocess
@@ -58,14 +59,26 @@ def _curve(pos: str) -> list[tuple[float, float]]:
     return out  # type: ignore[return-value]
 
 
-def _label_gap(edge: dict) -> float:
-    """Distance in pt from the box around an edge's label text to the nearest point of that edge."""
+def _label_box(edge: dict) -> tuple[float, float, float, float]:
+    """The box around an edge's label text: left, right, bottom, top (pt)."""
     texts = [op for op in edge["_ldraw_"] if op["op"] == "T"]
     left = {"l": 0.0, "c": 0.5, "r": 1.0}
     x0 = min(t["pt"][0] - left[t["align"]] * t["width"] for t in texts)
     x1 = max(t["pt"][0] + (1 - left[t["align"]]) * t["width"] for t in texts)
     y0, y1 = min(t["pt"][1] for t in texts) - 3, max(t["pt"][1] for t in texts) + 10
+    return x0, x1, y0, y1
+
+
+def _label_gap(edge: dict) -> float:
+    """Distance in pt from the box around an edge's label text to the nearest point of that edge."""
+    x0, x1, y0, y1 = _label_box(edge)
     return min((max(x0 - x, 0, x - x1) ** 2 + max(y0 - y, 0, y - y1) ** 2) ** 0.5 for x, y in _curve(edge["pos"]))
+
+
+def _points_in_label(edge: dict) -> int:
+    """How many of an edge's points lie inside the box around its own label's text."""
+    x0, x1, y0, y1 = _label_box(edge)
+    return sum(1 for x, y in _curve(edge["pos"]) if x0 < x < x1 and y0 < y < y1)
 
 
 def _edges(layout: dict) -> dict[tuple[str, str], dict]:
@@ -312,9 +325,10 @@ def test_arrows_that_end_alike_meet_and_say_the_ending_once():
     assert sheet.joined and any("end alike" in meaning for _, _, meaning in sheet.rows())
 
 
-def test_siblings_with_moves_both_ways_sit_side_by_side_under_one_two_headed_arrow():
+def test_siblings_with_moves_both_ways_share_one_two_headed_arrow_beside_its_label():
     """router_run's AwaitingApproval and AwaitingTool are both entered from Idle and AwaitingDecrypt and hand a
-    run back and forth; agent_loop's recovering follows executing_tool, so stays below it."""
+    run back and forth: one arrow, one above the other, its label beside it, not on it (on one row it arced
+    through its own label); agent_loop's recovering follows executing_tool, and has no such arrow."""
     source = dot.state_graph(spec("router_run")).source
     (both,) = [line for line in source.splitlines() if "dir=both" in line]
     assert both.startswith("\tAwaitingApproval -> AwaitingTool ")
@@ -322,10 +336,25 @@ def test_siblings_with_moves_both_ways_sit_side_by_side_under_one_two_headed_arr
     assert not re.search(r"^\tAwaitingTool -> AwaitingApproval ", source, re.M)
     layout = _layout(source)
     y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
-    assert y["AwaitingApproval"] == y["AwaitingTool"]
+    assert y["AwaitingApproval"] > y["AwaitingTool"]  # dot's y grows upwards
+    arrow = _edges(layout)[("AwaitingApproval", "AwaitingTool")]
+    assert _label_gap(arrow) <= LABEL_GAP_PT
+    assert _points_in_label(arrow) == 0  # on one row, 19 points of the arc ran through the words
     assert any("both ways" in meaning for _, _, meaning in dot.legend(spec("router_run")).rows())
     agent_loop = dot.state_graph(spec("agent_loop")).source
     assert "dir=both" not in agent_loop and not dot.legend(spec("agent_loop")).both_ways
+
+
+def test_router_runs_picture_keeps_to_three_crossings():
+    """Counted between arrows that share no state: three where the foot's copy of Idle is declared first, five
+    where it followed the states (dot orders each row first as it meets the nodes)."""
+    edges = _edges(_layout(dot.state_graph(spec("router_run")).source))
+    crossing = [
+        (a, b)
+        for (a, ea), (b, eb) in itertools.combinations(edges.items(), 2)
+        if not set(a) & set(b) and _crosses(_curve(ea["pos"]), _curve(eb["pos"]))
+    ]
+    assert len(crossing) <= 3, crossing
 
 
 def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_back():
