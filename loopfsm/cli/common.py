@@ -71,6 +71,22 @@ def machine_paths(given: Sequence[str], project: Project | None = None) -> list[
     return out
 
 
+def check_refuses(path: str, args: argparse.Namespace) -> str | None:
+    """The line that says NEW does not pass ``loopfsm check``, or None: a verdict on a file that cannot ship
+    would otherwise read as a verdict on what ships (``diff`` itself needs only the schema)."""
+    from loopfsm.cli.project import load_machines  # noqa: PLC0415 - loads the machines' registries
+
+    project = project_of(args)
+    loaded = load_machines([Path(path)], registries_of(args, project), tolerate_broken=True)
+    errors = [p for p in loaded.problems if p.severity == "error"]
+    if not errors:
+        return None
+    first = errors[0]
+    where = f"{first.line}:{first.column}: {first.path + ': ' if first.path else ''}"
+    more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return f"the new version does not pass `loopfsm check`: {where}{first.message}{more}"
+
+
 def report(problems: Iterable[Problem]) -> None:
     for p in problems:
         print(p, file=sys.stderr)

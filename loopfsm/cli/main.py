@@ -27,6 +27,7 @@ from loopfsm.cli.common import (
     EXIT_USAGE,
     _OutputError,
     _UsageError,
+    check_refuses,
     machine_paths,
     output_dir,
     project_of,
@@ -371,26 +372,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     d = diff_specs(specs[0], specs[1])
     print(f"{shown}:" if args.git else f"{old} -> {new}:")
     print("\n".join(d.lines()))
-    refused = _check_refuses(new, args)
+    refused = check_refuses(new, args)
     if refused:
         print(f"  {refused}")
     if args.git:
         return EXIT_OK
     return EXIT_INVALID if d.behaviour_changed else EXIT_OK
-
-
-def _check_refuses(path: str, args: argparse.Namespace) -> str | None:
-    """The line that says NEW does not pass ``loopfsm check``, or None: a verdict on a file that cannot ship
-    would otherwise read as a verdict on what ships (``diff`` itself needs only the schema)."""
-    project = project_of(args)
-    loaded = load_machines([Path(path)], registries_of(args, project), tolerate_broken=True)
-    errors = [p for p in loaded.problems if p.severity == "error"]
-    if not errors:
-        return None
-    first = errors[0]
-    where = f"{first.line}:{first.column}: {first.path + ': ' if first.path else ''}"
-    more = f" (and {_count(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
-    return f"the new version does not pass `loopfsm check`: {where}{first.message}{more}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from loopfsm.cli.common import EXIT_OK, _UsageError
+from loopfsm.cli.common import EXIT_OK, _UsageError, check_refuses
 from loopfsm.cli.verify_commands import compiled_machines
 
 MAX_SNAPSHOT_BYTES = 16 * 1024 * 1024
@@ -55,7 +55,7 @@ def _side(text: str, tmp: Path, name: str) -> tuple[str, str]:
     return str(path), text
 
 
-def _diff_page(pair: list[str]) -> str:
+def _diff_page(pair: list[str], args: argparse.Namespace) -> str:
     from loopfsm.core.errors import SpecError  # noqa: PLC0415
     from loopfsm.rendering.diff import diff_specs, load_for_diff  # noqa: PLC0415
     from loopfsm.review_site.pages import diff_page  # noqa: PLC0415
@@ -68,7 +68,8 @@ def _diff_page(pair: list[str]) -> str:
             raise _UsageError(f"--diff: a side cannot be compared: {err}") from None
         except OSError as err:  # a folder, a file that cannot be read
             raise _UsageError(f"--diff: a side cannot be read ({err.strerror or type(err).__name__})") from None
-        return diff_page(diff_specs(old, new), sides[0][1], sides[1][1])
+        refused = check_refuses(sides[1][0], args)
+        return diff_page(diff_specs(old, new), sides[0][1], sides[1][1], refused=refused)
 
 
 def cmd_review(args: argparse.Namespace) -> int:
@@ -81,7 +82,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         raise _UsageError("--diff OLD NEW takes no other paths")
     if not 0 <= args.port <= 65535:
         raise _UsageError(f"--port {args.port}: a port is 0 (a free one) to 65535")
-    diff = _diff_page(args.diff) if args.diff else None
+    diff = _diff_page(args.diff, args) if args.diff else None
     machines = [] if diff is not None else [SiteMachine(Path(c.spec.file), c) for c in compiled_machines(args)]
     if not machines and diff is None:
         raise _UsageError("no machine files found")

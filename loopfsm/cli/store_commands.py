@@ -72,6 +72,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 
     Every action takes the store's URL as its first argument or as ``--store URL`` (as ``router serve`` does), once.
     """
+    from loopfsm.router.errors import StoreError
     from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
     if args.url is not None and args.store_url is not None:
@@ -90,12 +91,42 @@ def cmd_store(args: argparse.Namespace) -> int:
         with open_store(url, prefix=args.prefix, create=True) as store:
             print(f"{store.backend.dialect.name} store ready (prefix {args.prefix!r}, schema version {SCHEMA_VERSION})")
         return EXIT_OK
-    if args.store_command == "trace":
-        return _store_trace(url, args)
+    try:
+        if args.store_command == "trace":
+            return _store_trace(url, args)
+        return _store_show(url, args)
+    except (ValueError, RecursionError) as err:  # a row's JSON, or the schema version, not as loopfsm writes them
+        raise StoreError(
+            f"store {args.store_command}: the store holds a row loopfsm did not write ({type(err).__name__}); "
+            f"nothing was written"
+        ) from None
+    except _database_errors() as err:  # a table dropped or changed by hand: said by its class, never its SQL
+        raise StoreError(
+            f"store {args.store_command}: the database refused a read ({type(err).__name__}); are its tables "
+            f"as `loopfsm store init` made them?"
+        ) from None
+
+
+def _database_errors() -> tuple[type[BaseException], ...]:
+    """The drivers' error classes: SQLite's always, PostgreSQL's when psycopg is installed."""
+    import sqlite3
+
+    found: list[type[BaseException]] = [sqlite3.Error]
+    try:
+        import psycopg
+    except ImportError:
+        return tuple(found)
+    return (*found, psycopg.Error)
+
+
+def _store_show(url: str, args: argparse.Namespace) -> int:
+    """``store show``: a session's saved phase, lock and row count."""
+    from loopfsm.router.store import open_store
+
     with open_store(url, prefix=args.prefix) as store:
         rec = store.load(args.session)
         if rec is None:
-            print(f"no run state for session {args.session!r}", file=sys.stderr)
+            print(f"no run state for session {args.session[:200]!r}", file=sys.stderr)
             return EXIT_INVALID
         lock = "free" if rec.holder is None else f"held by {rec.holder} until {rec.lease_expires_at}"
         print(
@@ -120,7 +151,7 @@ def session_trace(store: Any, session_id: str) -> Any:
         return None
     feeds = session_run(rec.session_id, rec.snapshot, store.rows(rec.session_id, "trace"))
     steps = tuple(tracefile.TraceStep(Step(f.feed, tuple(f.args.items())), f.state, False) for f in feeds)
-    note = f"session {rec.session_id}: {len(steps)} router_run feeds, read back from the store"
+    note = f"session {rec.session_id[:200]!r}: {len(steps)} router_run feeds, read back from the store"
     return tracefile.Trace("router_run", {}, None, steps, note)
 
 
@@ -136,9 +167,17 @@ def _store_trace(url: str, args: argparse.Namespace) -> int:
         print(f"no run state for session {args.session[:200]!r}", file=sys.stderr)
         return EXIT_INVALID
     text = tracefile.dump(trace, ROUTER_RUN)
+    if len(text.encode()) > tracefile.MAX_TRACE_BYTES:
+        print(
+            f"session {args.session[:200]!r}: its trace would be {len(text.encode()) // 2**20} MiB, over the "
+            f"{tracefile.MAX_TRACE_BYTES // 2**20} MiB replay and the review site read; nothing written",
+            file=sys.stderr,
+        )
+        return EXIT_INVALID
     if args.output is None:
         sys.stdout.write(text)
     else:
         write_file(Path(args.output), text)
-        print(f"wrote {args.output}: {len(trace.steps)} router_run feeds of session {args.session}", file=sys.stderr)
+        said = f"wrote {args.output[:200]!r}: {len(trace.steps)} router_run feeds of session {args.session[:200]!r}"
+        print(said, file=sys.stderr)
     return EXIT_OK

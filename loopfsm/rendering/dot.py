@@ -596,6 +596,10 @@ def svg_from_source(source: str) -> str:
     except graphviz.CalledProcessError as err:  # DOT text dot refuses: a bug of ours, said in one line
         said = (err.stderr or b"").decode("utf-8", "replace") if isinstance(err.stderr, bytes) else str(err.stderr)
         raise RenderError(f"Graphviz's dot refused the drawing: {said.strip()[:300]}") from None
+    except BrokenPipeError:  # dot stopped reading part way (a string over its 16 KiB limit): not our stdout closing
+        raise RenderError(
+            "Graphviz's dot stopped reading the drawing part way through (a label or tooltip too long?)"
+        ) from None
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)

@@ -33,7 +33,10 @@ class DecisionChange:
     policies: tuple[str, ...] = ()
 
     def short(self) -> str:
-        """The few words drawn beside the state: ``admit: 2 rules changed``, ``admit: policy pause_ttl_ms changed``."""
+        """The few words drawn beside the state: ``admit: 2 rules changed``, ``admit: policy pause_ttl_ms changed``,
+        ``resume: decision removed``."""
+        if self.changes and self.changes[0].startswith(("decision added", "decision removed")):
+            return f"{self.decision}: {self.changes[0].split(';')[0]}"
         parts = [f"{self.rules} rule{'s' if self.rules != 1 else ''}"] if self.rules else []
         parts += [f"policy {p}" for p in self.policies]
         return f"{self.decision}: {', '.join(parts)} changed" if parts else f"{self.decision}: changed"

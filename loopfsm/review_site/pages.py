@@ -181,7 +181,7 @@ def _mark_decided(graph: graphviz.Digraph, spec: Spec, decided: Sequence[Decisio
         lines = [f"decision {c.decision}: {'; '.join(c.changes)}" for c in changes]
         described = " ".join(spec.states[state].description.split())
         lines += ["", described] if described else []
-        tip = "\\n".join(line.replace("\\", "\\\\") for line in lines)
+        tip = "\\n".join(line.replace("\\", "\\\\") for line in _bounded(lines))
         words = "<BR/>".join(_esc(c.short()) for c in changes)
         attrs = {
             "color": DECIDED,
@@ -259,6 +259,25 @@ def diff_json(old: Spec, new: Spec) -> dict[str, list[list[str]]]:
     }
 
 
+#: The most of a marked state's hover text drawn into the picture: Graphviz refuses a string over 16 KiB, and the
+#: list under the picture has every change in full.
+MAX_TOOLTIP_CHARS = 2_000
+
+
+def _bounded(lines: list[str]) -> list[str]:
+    """``lines`` cut to :data:`MAX_TOOLTIP_CHARS` in all, the cut said: a hover text never stops the drawing."""
+    out: list[str] = []
+    left = MAX_TOOLTIP_CHARS
+    for i, line in enumerate(lines):
+        if len(line) > left:
+            rest = sum(len(x) for x in lines[i:]) - left
+            out.append(line[:left] + f"... ({rest} more characters: Decision rules changed lists them all)")
+            break
+        out.append(line)
+        left -= len(line)
+    return out
+
+
 def _decided_items(d: MachineDiff, decided: list[DecisionChange]) -> str:
     """One item per decision and change, naming the states it changed in ("every state" when it is all of them).
 
@@ -289,7 +308,7 @@ def _decided_items(d: MachineDiff, decided: list[DecisionChange]) -> str:
     return "".join(items) or "<li>none</li>"
 
 
-def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
+def diff_page(d: MachineDiff, old_label: str, new_label: str, *, refused: str | None = None) -> str:
     """A policy change on the picture: NEW's diagram with added and changed arrows marked, the states whose
     decision rules changed outlined, and ``loopfsm diff``'s words (the changes, the policy numbers and decision
     rules changed, and what a deploy does to saved runs)."""
@@ -308,7 +327,8 @@ def diff_page(d: MachineDiff, old_label: str, new_label: str) -> str:
     body = (
         f"<h1>{_esc(d.new.name)}: {_esc(old_label)} \u2192 {_esc(new_label)}</h1>"
         f'<p class="verdict"><strong>{_esc(d.lines()[0].split(": ", 1)[1])}</strong></p>'
-        f'<p class="saved-runs"><strong>Saved runs:</strong> {_esc(d.snapshot_note())}</p>'
+        + (f'<p class="refused-check"><strong>{_esc(refused)}</strong></p>' if refused else "")
+        + f'<p class="saved-runs"><strong>Saved runs:</strong> {_esc(d.snapshot_note())}</p>'
         '<div class="columns"><div class="left">'
         f'<figure class="diagram" aria-label="the new state diagram">{_diagram(d.new, ghosts, decided)}</figure>'
         '<table class="legend diff-legend"><tr><td class="added">green</td><td>an arrow the new table adds</td></tr>'

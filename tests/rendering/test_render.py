@@ -346,3 +346,13 @@ def test_a_drawing_dot_refuses_is_a_render_error_not_a_traceback():
 
     with pytest.raises(RenderError, match="Graphviz's dot refused the drawing: .*syntax error"):
         dot.svg_from_source("digraph { a -> }")
+
+
+def test_a_drawing_dot_stops_reading_part_way_is_a_render_error_not_a_broken_pipe():
+    """dot quits on a string over 16 KiB; with more than a pipe's buffer still to write, the write fails: that is
+    the drawing's error, not the command's standard output closing (which main() answers with exit 141)."""
+    from loopfsm.rendering.dot import svg_from_source
+    from loopfsm.rendering.errors import RenderError
+
+    with pytest.raises(RenderError, match="stopped reading the drawing part way"):
+        svg_from_source('digraph { a [tooltip="' + "x" * 400_000 + '"] }')

@@ -704,3 +704,40 @@ def test_marking_decision_rules_moves_no_state_of_the_picture(tmp_path):
     assert {t: (round(x - dx, 1), round(y - dy, 1)) for t, (x, y) in a.items()} == {
         t: (round(x, 1), round(y, 1)) for t, (x, y) in b.items()
     }
+
+
+def test_a_change_too_long_for_a_hover_text_still_draws_the_picture_and_is_listed_whole(tmp_path):
+    long_value = "x" * 17_000  # over Graphviz's 16 KiB string limit, as a hover text would have been whole
+    page = decision_diff_page(tmp_path, "router_run", (SEALING, SEALING.replace("not_allowed", long_value)))
+    assert "<svg" in page and "could not be drawn" not in page
+    assert decided_states(page) == {"AwaitingEncrypt": "admit: 1 rule changed"}
+    assert long_value in decided_list(page)  # the list keeps every word
+    svg = page.split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert long_value not in svg and "more characters: Decision rules changed lists them all" in svg
+
+
+def test_a_removed_decision_says_so_beside_each_state_it_answered_in(tmp_path):
+    text = (ROOT / "machines" / "router_run.yaml").read_text()
+    block = text[text.index("  continuations:\n") : text.index("  mediate:\n")]
+    page = decision_diff_page(tmp_path, "router_run", (block, ""))
+    marked = {state: words for state, words in decided_states(page).items() if state != "__again__"}  # no words
+    assert marked and set(marked.values()) == {"continuations: decision removed"}
+
+
+def test_the_diff_page_says_when_the_new_file_does_not_pass_check(tmp_path, capsys):
+    shipped = (ROOT / "machines" / "router_run.yaml").read_text()
+    assert SEALING in shipped
+    new = tmp_path / "router_run.yaml"
+    new.write_text(shipped.replace(SEALING, SEALING.replace("states: [AwaitingEncrypt]", "states: [Nowhere]"), 1))
+    old = str(ROOT / "machines" / "router_run.yaml")
+    assert main(["diff", old, str(new)]) == 1
+    said = [line for line in capsys.readouterr().out.splitlines() if "does not pass `loopfsm check`" in line]
+    assert said and "Nowhere" in said[0]
+    assert main(["review", "--diff", old, str(new), "--static", str(tmp_path / "site")]) == 0
+    capsys.readouterr()
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert html.escape(said[0].strip()) in page and 'class="refused-check"' in page
+    fine = tmp_path / "fine.yaml"
+    fine.write_text(shipped.replace(SEALING, SEALING.replace("not_allowed", "busy"), 1))
+    assert main(["review", "--diff", old, str(fine), "--static", str(tmp_path / "fine")]) == 0
+    assert 'class="refused-check"' not in (tmp_path / "fine" / "index.html").read_text()

@@ -62,53 +62,94 @@ class PhaseFeeds:
         return events
 
 
-def session_feeds(session_id: str, rows: Sequence[StoredRow]) -> list[PhaseFeed]:
+def _fed_events(spec: Any) -> frozenset[str]:
+    """The trace events only a router_run feed emits (its table's ``emit`` actions): a step whose rows name one
+    moved the phase, so it kept its feed.  ``run.broken`` is left out: the router also writes it itself, for
+    a break that finds the phase Idle (nothing to feed)."""
+    names: set[str] = set()
+    for ev in spec.events.values():
+        for branches in ev.sources.values():
+            for b in branches:
+                for act in (*ev.before, *b.actions):
+                    if act.name == "emit":
+                        names.update(str(e) for e in act.params.get("events", ()))
+    return frozenset(names - {"run.broken"})
+
+
+def session_feeds(
+    session_id: str, rows: Sequence[StoredRow], fed_events: frozenset[str] = frozenset()
+) -> list[PhaseFeed]:
     """The feeds kept in a session's ``trace`` rows, in history order (the rows as ``RunStore.rows`` gives them).
 
-    A ``phase.fed`` row not of the shape :meth:`PhaseFeed.meta` writes (a store edited by hand) is refused.
+    A trace row not as the router writes it, or a ``phase.fed`` row not of the shape :meth:`PhaseFeed.meta`
+    writes (a store edited by hand), is refused; so is a step whose events include one of ``fed_events`` but
+    that kept no feed (written by loopfsm 0.1.0, before feeds were kept, or its feed row deleted).
     """
     out = []
+    kept: set[int] = set()
+    moved: dict[int, str] = {}
     for r in rows:
-        if r.kind != "trace" or r.meta.get("event") != FED:
+        if r.kind != "trace":
             continue
-        feed, args, state = r.meta.get("feed"), r.meta.get("args"), r.meta.get("state")
+        meta = r.meta
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("event"), str):
+            raise SessionTraceError(f"session {session_id!r}: trace row {r.row_id!r} is not as the router writes it")
+        if meta["event"] in fed_events:
+            moved.setdefault(r.step, meta["event"])
+        if meta["event"] != FED:
+            continue
+        feed, args, state = meta.get("feed"), meta.get("args"), meta.get("state")
         if not (isinstance(feed, str) and isinstance(args, dict) and isinstance(state, str)) or "policy" in args:
             raise SessionTraceError(
-                f"session {session_id!r}: trace row {r.row_id} is not a feed as the router keeps it"
+                f"session {session_id!r}: trace row {r.row_id!r} is not a feed as the router keeps it"
             )
+        kept.add(r.step)
         out.append(PhaseFeed(feed, dict(args), state))
+    missing = sorted(step for step in moved if step not in kept)
+    if missing:
+        first = missing[0]
+        raise SessionTraceError(
+            f"session {session_id!r}: step {first} moved the run ({moved[first]}) but kept no feed"
+            + (f", as do {len(missing) - 1} more" if len(missing) > 1 else "")
+            + ": steps written by loopfsm 0.1.0, before feeds were kept, cannot be read back"
+        )
     return out
 
 
-def session_run(session_id: str, saved: Mapping[str, Any], rows: Sequence[StoredRow]) -> list[PhaseFeed]:
+def session_run(session_id: str, saved: Any, rows: Sequence[StoredRow]) -> list[PhaseFeed]:
     """A session's kept feeds, checked to be its whole run: from a new router_run they end where ``saved`` is.
 
-    The feeds are fed to a new instance, and they are given only if that ends where the session's
-    saved snapshot ``saved`` is (state, state data and data): a session whose earliest steps were
-    written before feeds were kept, or whose rows were changed, is refused with the first feed that
-    parts ways rather than read back as a run that would mislead a reviewer.
+    Every step whose events say the phase moved must have kept its feed, and the feeds, fed to a new
+    instance, must take the states they recorded and end where the session's saved snapshot ``saved``
+    is (state, state data and data).  A session whose earlier steps were written before feeds were kept
+    is refused with the first step that kept none, rather than read back as a run that stops short.
+    These checks are against a store an older loopfsm wrote, not against one edited by hand: whoever
+    can write the database can write any run.
     """
     from loopfsm.machines.router_run import ROUTER_RUN  # noqa: PLC0415 - compiled on first use, not at import
 
-    feeds = session_feeds(session_id, rows)
+    if not isinstance(saved, Mapping):
+        raise SessionTraceError(f"session {session_id!r}: its saved run state is not a snapshot")
+    feeds = session_feeds(session_id, rows, _fed_events(ROUTER_RUN.spec))
     run = ROUTER_RUN.new()
     for i, f in enumerate(feeds, 1):
         try:
             run.feed(f.feed, **f.args)
         except LoopFsmError as err:
             raise SessionTraceError(
-                f"session {session_id!r}: kept feed {i} ({f.feed}) is refused by router_run from a new run: "
-                f"{type(err).__name__}; its earlier steps were written without their feeds"
+                f"session {session_id!r}: kept feed {i} ({f.feed!r}) is refused by router_run from a new run "
+                f"({type(err).__name__}): a row not as the router wrote it, or steps before it written by "
+                f"loopfsm 0.1.0, without their feeds"
             ) from None
         if run.state != f.state:
             raise SessionTraceError(
-                f"session {session_id!r}: kept feed {i} ({f.feed}) leads to {run.state}, the store says {f.state}"
+                f"session {session_id!r}: kept feed {i} ({f.feed!r}) leads to {run.state}, the store says {f.state!r}"
             )
     got = json.loads(json.dumps(run.snapshot()))  # as the store keeps it: JSON
     if any(got.get(k) != saved.get(k) for k in ("state", "state_data", "data")):
         raise SessionTraceError(
             f"session {session_id!r}: its {len(feeds)} kept feeds from a new run end in {got.get('state')}, "
-            f"not where the store has it ({saved.get('state')} and its data); steps written without their "
-            f"feeds (by an earlier loopfsm) cannot be read back"
+            f"not where the store has it ({str(saved.get('state'))[:60]!r} and its data); steps written "
+            f"without their feeds (by loopfsm 0.1.0) cannot be read back"
         )
     return feeds
