@@ -69,8 +69,10 @@ class Step:
         return f"{self.feed}({', '.join(f'{k}={v!r}' for k, v in self.args)})"
 
     def clock(self) -> int | None:
-        value = dict(self.args).get(CLOCK)
-        return value if type(value) is int else None
+        for name, value in self.args:
+            if name == CLOCK:
+                return value if type(value) is int else None
+        return None
 
 
 def durations(spec: Spec, policy: Any) -> list[int]:
@@ -318,6 +320,8 @@ class Domains:
         for name, args in _takers(self.spec):
             for f in args.values():
                 self._fixed(name, f)
+        if not self.given:
+            return  # no value given to check (the table's names are worked out only for one)
         names = argument_names(self.spec)
         for key in self.given:
             if key not in names:
@@ -330,6 +334,11 @@ class Domains:
                     raise ReviewError(
                         f"{self.spec.name}: --values {key}: value {value!r} is not {kind}: argument '{key}' takes it"
                     )
+
+    def fixed(self, feeds: Iterable[str]) -> bool:
+        """Whether every argument of ``feeds`` takes values that do not depend on the configuration (an
+        ``enum``, a default, ``--values``...): their steps are then the same in every configuration."""
+        return all(self._fixed(feed, f) is not None for feed in feeds for f in self.spec.events[feed].args.values())
 
     def steps(self, inst: Any, clock: int, feeds: tuple[str, ...], first_only: bool = False) -> list[Step]:
         """Every feed of ``feeds`` with every combination of its arguments' values, in table order (with
