@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -227,12 +229,20 @@ def _cpu_free(report: str) -> str:
     return re.sub(r"in [0-9.]+s of CPU", "in Ns of CPU", report)
 
 
+def _verify_command(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``loopfsm verify`` as a user runs it: a process of its own, so its workers fork a single-threaded process
+    (a test process under pytest-xdist has its worker's threads, and a fork there may deadlock)."""
+    return subprocess.run(
+        [sys.executable, "-m", "loopfsm", "verify", *args], cwd=folder, capture_output=True, text=True, timeout=300
+    )
+
+
 def test_workers_verify_machines_at_once_and_print_the_same_reports_in_the_same_order(tmp_path, monkeypatch, capsys):
     _door_and_bank(tmp_path, monkeypatch)
-    assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q"]) == 1
-    alone = capsys.readouterr().out
-    assert main(["verify", "--depth", "3", "--set", "max_opens=0", "-q", "--workers", "2"]) == 1
-    together = capsys.readouterr().out
+    alone_run = _verify_command(tmp_path, "--depth", "3", "--set", "max_opens=0", "-q")
+    together_run = _verify_command(tmp_path, "--depth", "3", "--set", "max_opens=0", "-q", "--workers", "2")
+    assert alone_run.returncode == together_run.returncode == 1, (alone_run.stderr, together_run.stderr)
+    alone, together = alone_run.stdout, together_run.stdout
     assert _cpu_free(together) == _cpu_free(alone)
     assert together.index("bank: ") < together.index("door: ") and "VIOLATED     opens_bounded" in together
     with pytest.raises(SystemExit) as stopped:  # argparse's own usage error
@@ -250,26 +260,34 @@ def test_several_machines_each_take_the_options_they_declare(tmp_path, monkeypat
     assert "--set max_open: none of the machines has a policy number of that name" in capsys.readouterr().err
 
 
-def test_workers_are_forked_processes_and_a_dead_one_is_reported_not_hung():
-    import os
-    import signal
+WORKERS_SCRIPT = """
+import json, os, signal
+from loopfsm.cli.verify_workers import run_all
 
-    from loopfsm.cli.verify_workers import run_all
+def own_pid(out):
+    out.write(str(os.getpid()))
+    return 0
 
-    def own_pid(out):
-        out.write(str(os.getpid()))
-        return 0
+def dies(out):
+    os.kill(os.getpid(), signal.SIGKILL)
+    return 0
 
-    def dies(out):
-        os.kill(os.getpid(), signal.SIGKILL)
-        return 0
+reports = []
+codes = run_all([own_pid, own_pid], 2, reports.append, 1)
+dead = []
+codes_dead = run_all([own_pid, dies], 2, dead.append, 1)
+print(json.dumps({"pid": os.getpid(), "codes": codes, "reports": reports, "dead": codes_dead, "said": dead}))
+"""
 
-    reports: list[str] = []
-    assert run_all([own_pid, own_pid], 2, reports.append, 1) == [0, 0]
-    assert all(int(r) != os.getpid() for r in reports)
-    reports.clear()
-    assert run_all([own_pid, dies], 2, reports.append, 1)[1] == 1
-    assert "a verify worker stopped before reporting" in reports[1]
+
+def test_workers_are_forked_processes_and_a_dead_one_is_reported_not_hung(tmp_path):
+    """Run in a process of its own, single-threaded as the command is (see ``_verify_command``)."""
+    (tmp_path / "workers.py").write_text(WORKERS_SCRIPT)
+    ran = subprocess.run([sys.executable, "workers.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    got = json.loads(ran.stdout)
+    assert got["codes"] == [0, 0] and all(int(r) != got["pid"] for r in got["reports"])
+    assert got["dead"][1] == 1 and "a verify worker stopped before reporting" in got["said"][1]
 
 
 @pytest.mark.slow
