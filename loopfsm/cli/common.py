@@ -71,6 +71,11 @@ def machine_paths(given: Sequence[str], project: Project | None = None) -> list[
     return out
 
 
+def count(n: int, noun: str) -> str:
+    """``1 error``, ``3 errors``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def check_refuses(path: str, args: argparse.Namespace) -> str | None:
     """The line that says NEW does not pass ``loopfsm check``, or None: a verdict on a file that cannot ship
     would otherwise read as a verdict on what ships (``diff`` itself needs only the schema)."""
@@ -83,7 +88,7 @@ def check_refuses(path: str, args: argparse.Namespace) -> str | None:
         return None
     first = errors[0]
     where = f"{first.line}:{first.column}: {first.path + ': ' if first.path else ''}"
-    more = f" (and {len(errors) - 1} more error{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    more = f" (and {count(len(errors) - 1, 'more error')})" if len(errors) > 1 else ""
     return f"the new version does not pass `loopfsm check`: {where}{first.message}{more}"
 
 

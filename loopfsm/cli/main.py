@@ -28,6 +28,7 @@ from loopfsm.cli.common import (
     _OutputError,
     _UsageError,
     check_refuses,
+    count,
     machine_paths,
     output_dir,
     project_of,
@@ -124,10 +125,6 @@ def _emit(fmt: str, command: str, problems: list[Problem], files: list[dict[str,
             print(f["summary"])
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
 def _file_entry(result: FileResult) -> dict[str, Any]:
     """One file of ``check``'s report: ``ok`` with its counts, or not ok with how many errors it has
     (a file that could not be loaded has no counts)."""
@@ -138,14 +135,14 @@ def _file_entry(result: FileResult) -> dict[str, Any]:
     if result.errors:  # loaded, but refused (a registry --require-registry wanted and did not find)
         return {"file": result.file, "ok": False, **counts, "errors": result.errors, "summary": _failed(result)}
     summary = (
-        f"{spec.file}: ok ({_count(len(spec.states), 'state')}, {_count(len(spec.events), 'feed')}, "
-        f"{_count(len(spec.decisions), 'decision')})"
+        f"{spec.file}: ok ({count(len(spec.states), 'state')}, {count(len(spec.events), 'feed')}, "
+        f"{count(len(spec.decisions), 'decision')})"
     )
     return {"file": result.file, "ok": True, **counts, "summary": summary}
 
 
 def _failed(result: FileResult) -> str:
-    return f"{result.file}: {_count(result.errors, 'error')}"
+    return f"{result.file}: {count(result.errors, 'error')}"
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -295,8 +295,8 @@ def _both_ways(spec: Spec, moves: list[Edge], legs: dict[int, Leg]) -> dict[int,
 
     router_run's AwaitingApproval and AwaitingTool hand a run back and forth.  Drawn as two arrows, the
     one from Idle into the lower state wrapped round the upper one and crossed three others; with the
-    two on one row, the arrow arced through its own label.  One vertical two-headed arrow, its label
-    beside it, crosses nothing (tests/rendering/test_diagram_look.py counts crossings).  Only
+    two on one row, the arrow arced through its own label.  One vertical two-headed arrow runs beside
+    its label, not through it (tests/rendering/test_diagram_look.py counts its points inside the label).  Only
     two live, non-initial states, each in no other such pair, whose two moves are of one style (the
     arrow has one) and meet at no dot, entered from the same other states (siblings: agent_loop's
     recovering follows executing_tool, and stays below it).  Keys and values are indices into ``moves``,

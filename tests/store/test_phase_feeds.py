@@ -208,3 +208,14 @@ def test_a_session_id_is_said_quoted_in_the_trace_file_and_the_line(tmp_path, ca
     assert "\x1b" not in capsys.readouterr().err
     text = out.read_text()
     assert "\x1b" not in text and tracefile.loads(text.encode(), out).machine == "router_run"
+
+
+def test_a_trace_over_what_replay_reads_is_refused_and_nothing_written(tmp_path, capsys, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    with open_store(url, create=True) as store:
+        serve(store, "s", "execute", "q1", holder="A", process=Outcome("completed"), now_ms=1_000)
+    monkeypatch.setattr(tracefile, "MAX_TRACE_BYTES", 100)  # the session's trace is a few hundred bytes
+    out = tmp_path / "s.trace.yaml"
+    assert main(["store", "trace", url, "s", "-o", str(out)]) == 1
+    assert "over the 0 MiB replay and the review site read; nothing written" in capsys.readouterr().err
+    assert not out.exists()

@@ -49,22 +49,18 @@ def error_response(code: str, allowed: list[str], *, retry_after_ms: int | None 
     return {"status": "error", "data": data, "allowed_continuations": allowed}
 
 
-def _pause(pause: dict[str, Any] | None) -> dict[str, Any]:
-    return {} if pause is None else pause
-
-
 def feed_phase(feed: PhaseFeeds, session_id: str, request: str, request_id: str, out: Outcome, now: int) -> list[str]:
     """Feed router_run the request and its outcome (kept by ``feed``); returns the trace events it recorded."""
     if request in ("execute", "inject"):
         run = ids.run_id(session_id, request_id)
-        return feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now, pause=_pause(out.pause))
+        return feed(request, run_id=run, outcome=out.outcome, encrypted=out.encrypted, now=now, pause=out.pause)
     if request == "break":
         return feed("break_run", now=now, reason=out.reason)
     if request == "sealed":
         return feed("sealed", now=now)
     if request == "approval_decisions":
-        return feed("approval_decisions", outcome=out.outcome, now=now, pause=_pause(out.pause), aborted=out.aborted)
-    return feed(request, outcome=out.outcome, now=now, pause=_pause(out.pause))
+        return feed("approval_decisions", outcome=out.outcome, now=now, pause=out.pause, aborted=out.aborted)
+    return feed(request, outcome=out.outcome, now=now, pause=out.pause)
 
 
 def serve(
