@@ -174,11 +174,18 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         edge_attr={"fontname": "Helvetica", "fontsize": "10"},
     )
     again = _again(spec, ov) if tall and not detailed else None
+
+    def into(dst: str, src: str) -> str:
+        return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
+
+    moves = [e for e in ov.edges if not e.loop]
+    legs = _joined(moves, into)
     if again is not None:
         # Declared first: dot's first ordering of each row follows the order nodes are met, and with the
         # foot's copy met first router_run's arrows into it cross two fewer others (five to three).
         tip = f"{spec.initial} again: {RETURNS}"
-        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5")
+        wide = f"{FOOT_PER_ARROW * _arrivals(ov, moves, legs, into):g}"
+        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5", width=wide)
         with g.subgraph(name="again") as row:
             row.attr(rank="sink")
             row.node(AGAIN)
@@ -203,13 +210,11 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         _detailed_edges(spec, g)
         return g
 
-    def into(dst: str, src: str) -> str:
-        return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
-
-    moves = [e for e in ov.edges if not e.loop]
     pairs = {(e.src, into(e.dst, e.src)) for e in moves}
-    legs = _joined(moves, into)
     both = _both_ways(spec, moves, legs) if tall else {}
+    ways_on: dict[str, int] = {}
+    for e in moves:
+        ways_on[e.src] = ways_on.get(e.src, 0) + 1
     for i, e in enumerate(moves):
         # Between two states with moves both ways one two-headed arrow carries both labels, each
         # naming where it goes ("to X:"). Underlining each onto its own edge (decorate) drew leader
@@ -223,7 +228,11 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
                 words = _wrap([f"to {e.dst}:"] + e.lines()) + _wrap([f"to {e.src}:"] + moves[other].lines())
                 g.edge(e.src, e.dst, words, dir="both", **style)
         elif leg is None:
-            g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style)
+            # Top to bottom, a state's only way on is heavy, as a dot's arrow on is: the chain runs straight
+            # down and the other arrows bend (router_run's AwaitingEncrypt drops onto the foot's Idle, and the
+            # long arrow from AwaitingApproval comes in from the side, not alongside it).
+            heavy = {"weight": "8"} if tall and ways_on[e.src] == 1 else {}
+            g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style, **heavy)
         else:  # the leg says what is its own; the shared words follow once, on the joined arrow
             g.edge(e.src, leg.join.node, _wrap(leg.lines), arrowhead="none", **style)
     for j in dict.fromkeys(leg.join for leg in legs.values()):
@@ -288,6 +297,20 @@ RETURNS = "the runs that end come back here; the same state as the one at the to
 #: The initial state is drawn a second time, at the foot, when this many moves from other states
 #: return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
 RETURNING = 4
+
+
+#: Inches of the foot's copy per arrow that ends there.  Drawn as small as its name, the arrows into it
+#: met at one corner: router_run's from AwaitingApproval and AwaitingEncrypt ran together for their last
+#: 58 pt and read as one head.  As wide as the arrows need, each reaches it where it comes down.
+FOOT_PER_ARROW = 0.75
+
+
+def _arrivals(ov: Overview, moves: list[Edge], legs: dict[int, Leg], into: Any) -> int:
+    """How many arrows end at the foot's copy of the initial state: moves, dots' arrows on, and notes' arrows."""
+    direct = sum(1 for i, e in enumerate(moves) if i not in legs and into(e.dst, e.src) == AGAIN)
+    trunks = {leg.join for leg in legs.values() if leg.join.dst == AGAIN}
+    noted = [e for e in [*ov.any_moves, *(e for sh in ov.shared for e in sh.moves)] if into(e.dst, "") == AGAIN]
+    return direct + len(trunks) + len(noted)
 
 
 def _both_ways(spec: Spec, moves: list[Edge], legs: dict[int, Leg]) -> dict[int, int]:

@@ -367,3 +367,53 @@ def test_router_run_draws_idle_again_where_runs_end_instead_of_arrows_climbing_b
     layout = _layout(source)
     y = {o["name"]: float(o["pos"].split(",")[1]) for o in layout["objects"] if "pos" in o}
     assert y[dot.AGAIN] < min(y[s] for s in spec("router_run").states)  # at the foot of the page
+
+
+# 6. Arrows into one box arrive apart: each head reads as its own.
+
+NEAR_PT = 6  # two curves closer than this read as one line at 1,000 px
+TOGETHER_PT = 10  # the most of its final stretch an arrow may run that close to another into the same box
+
+
+def _tip(edge: dict) -> tuple[float, float]:
+    """Where an edge's arrowhead points (``e,x,y`` in ``pos``), or its curve's last point when it has no head."""
+    for p in edge["pos"].split():
+        if p.startswith("e,"):
+            x, y = p[2:].split(",")
+            return float(x), float(y)
+    return _curve(edge["pos"])[-1]
+
+
+def _run_together(a: dict, b: dict) -> float:
+    """How long (pt) the final stretch of ``a``, back from its head, stays within NEAR_PT of ``b``."""
+    ours, theirs = [*_curve(a["pos"]), _tip(a)], [*_curve(b["pos"]), _tip(b)]
+    length = 0.0
+    for p, q in zip(reversed(ours[:-1]), reversed(ours[1:]), strict=True):
+        if min(((p[0] - x) ** 2 + (p[1] - y) ** 2) ** 0.5 for x, y in theirs) > NEAR_PT:
+            break
+        length += ((p[0] - q[0]) ** 2 + (p[1] - q[1]) ** 2) ** 0.5
+    return length
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_no_two_arrows_into_one_box_run_together_into_one_head(path):
+    """router_run's arrows from AwaitingApproval and AwaitingEncrypt into the foot's Idle ran within 6 pt of each
+    other for their last 58 pt and read as one head.  A dot is left out: the arrows into it meet there by design."""
+    edges = _edges(_layout(dot.state_graph(loader.load(path)).source))
+    together = {
+        (a, b): round(max(_run_together(ea, eb), _run_together(eb, ea)), 1)
+        for (a, ea), (b, eb) in itertools.combinations(edges.items(), 2)
+        if a[1] == b[1] and not a[1].startswith("__join")
+    }
+    assert {k: v for k, v in together.items() if v > TOGETHER_PT} == {}
+
+
+def test_the_arrows_into_router_runs_foot_end_apart():
+    """The foot's Idle is as wide as the arrows ending there need (FOOT_PER_ARROW each), and AwaitingEncrypt's only
+    way on is heavy, so it drops straight onto it: the four heads land at least 40 pt apart (two were 1 pt apart)."""
+    source = dot.state_graph(spec("router_run")).source
+    heads = {a: _tip(e) for (a, b), e in _edges(_layout(source)).items() if b == dot.AGAIN}
+    assert len(heads) == 4 and re.search(rf"^\t{dot.AGAIN} \[[^\]]* width=3\b", source, re.M)
+    apart = {(a, b): round(abs(heads[a][0] - heads[b][0]), 1) for a, b in itertools.combinations(heads, 2)}
+    assert min(apart.values()) >= 40, apart
+    assert re.search(r"^\tAwaitingEncrypt -> __again__ \[[^\]]*weight=8", source, re.M)
