@@ -284,3 +284,19 @@ def test_a_store_url_postgresql_refuses_says_why_in_one_line_without_the_passwor
     message = str(err.value)
     assert message.startswith("cannot connect to PostgreSQL at ") and words in message
     assert "pw123" not in message
+
+
+def test_rows_by_ref_reads_exactly_the_refs_that_exist_past_one_querys_batch(store):
+    """An encrypted run's sealed history is read in batches of 500 ids a kind: every ref found, nothing else."""
+    store.ensure("s")
+    lease = store.admit("s", "execute", "q1", holder="A", now_ms=1000).lease
+    phase = store.load("s").phase_machine()
+    phase.execute(ids.run_id("s", "q1"), "completed", False, 1002, {})
+    rows = [Row("message", f"m{i}", {"i": i}, row_id=f"m{i}") for i in range(1203)]
+    rows.append(Row("tool_call", "c", {"i": -1}, row_id="c0"))
+    store.checkpoint(lease, phase, request_id="q1", response={}, rows=rows, trace=[])
+    refs = [f"message:m{i}" for i in range(1203)] + ["tool_call:c0", "message:absent", "plan:absent"]
+    found = store.rows_by_ref("s", refs)
+    assert set(found) == {*(f"message:m{i}" for i in range(1203)), "tool_call:c0"}
+    assert found["message:m1202"].meta == {"i": 1202} and found["tool_call:c0"].meta == {"i": -1}
+    assert store.rows_by_ref("other-session", refs) == {} and store.rows_by_ref("s", []) == {}

@@ -140,10 +140,10 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
     meta = {"role": "user", "run": "prompt"}
     ctx.put("message", prompt_id, meta, content=Message.user(text).to_json(), sealed=sealed.get(ref))
     if mode == "encrypted" and history.get("refs"):
+        stored = ctx.services.store().rows_by_ref(ctx.session_id, history["refs"])
         to_decrypt = {}
         for r in history["refs"]:
-            kind, rid = r.split(":", 1)
-            row = ctx.services.store().row(ctx.session_id, kind, rid)
+            row = stored.get(r)
             if row is not None and row.sealed is not None:
                 to_decrypt[r] = row.sealed
         ctx.bundle.prompt = text  # clear, short-lived: the run-input bundle
