@@ -33,6 +33,12 @@ server that cannot be reached is reported and skipped).  How it measures:
 * Last, where a turn's router CPU goes: ``router_turn_cpu.py --profile`` run for a plaintext and an
   encrypted turn, its breakdown printed (the store, the machines, crypto, JSON and protocol checks, the
   service layer).
+* The same one-client turns with no HTTP: ``Router.handle`` called in the
+  driver's process on a store of the same kind, in the same alternating
+  rounds; its p50 against the p50 over HTTP is the goal "p50 over HTTP at
+  most 1.5x the in-process turn".
+* Router CPU per turn in process, plaintext and encrypted, on SQLite and
+  PostgreSQL (``router_turn_cpu.py`` for each), beside the goals of 2 and 3 ms.
 * Rounds alternate between router and baseline; latencies pool over rounds,
   rates and CPU keep each side's best round.  Each goal is printed beside
   its measurement, and the machine (CPU, cores, load when the run started,
@@ -73,6 +79,8 @@ CONCURRENT = 100
 #: The goals of issue 20: p50 of one client's turn (ms) per store, and 4 clients' turns/s over one client's.
 GOAL_P50_MS = {"SQLite (WAL)": 5.0, "PostgreSQL": 8.0}
 GOAL_SCALING = 3.0
+GOAL_HTTP_RATIO = 1.5  # p50 over HTTP against p50 of the same turn in process
+GOAL_CPU_MS = {"SQLite (WAL)": 2.0, "PostgreSQL": 3.0}  # router CPU per turn, in process, plain and encrypted
 
 
 # -- the baseline server: a bare handler writing the same rows ---------------------------------------------
@@ -239,6 +247,31 @@ def sequential(server: Server, n: int) -> Sequential:
         return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n, own / n)
 
 
+class InProcess:
+    """The same turns as ``sequential`` with no HTTP: ``Router.handle`` called in this process, a store of the
+    same kind under a prefix of its own.  ``handle`` is timed alone (wall, and this thread's CPU)."""
+
+    def __init__(self, url: str, prefix: str):
+        from loopfsm.router.providers.scripted import ScriptedProvider
+        from loopfsm.router import Router
+
+        script = [{"text": "done", "input_tokens": 10, "output_tokens": 2}]
+        self.router = Router(url, prefix=prefix, provider=ScriptedProvider(script), create=True)
+
+    def turns(self, n: int) -> Sequential:
+        lat, cpu, session = [], 0.0, ""
+        t0 = time.perf_counter()
+        for i in range(n):
+            if i % SESSION_TURNS == 0:
+                session = uuid.uuid4().hex[:16]
+            c, t = time.thread_time(), time.perf_counter()
+            out = self.router.handle(session, execute_body())
+            lat.append(time.perf_counter() - t)
+            cpu += time.thread_time() - c
+            assert out["status"] == "completed", out
+        return Sequential(lat, n / (time.perf_counter() - t0), cpu / n, cpu / n)
+
+
 def machine_cpu() -> tuple[float, float]:
     """Seconds of CPU time the whole machine has spent busy and in all, over every core (/proc/stat)."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -376,6 +409,9 @@ def bench(name: str, url: str) -> None:
     p_router, p_base = f"bench_r_{uuid.uuid4().hex[:6]}_", f"bench_b_{uuid.uuid4().hex[:6]}_"
     for p in (p_router, p_base):
         open_store(url, prefix=p, create=True).close()
+    p_inproc = f"bench_i_{uuid.uuid4().hex[:6]}_"
+    inproc = InProcess(url, p_inproc)
+    inproc.turns(2 * SESSION_TURNS)  # warm: compiled tables, validators, the store's statements
     router = Server("--serve-router", url, p_router)
     try:
         # one router run, whose rows become the baseline's template
@@ -402,7 +438,7 @@ def bench(name: str, url: str) -> None:
             assert httpx.post(f"{base.base}/v1/sessions/template/execute", json=body).json()["status"] == "completed"
             with open_store(url, prefix=p_base) as s:
                 assert len(s.rows("template")) == len(rows), "baseline writes other rows than the router"
-            seq: dict[str, list[Sequential]] = {"router": [], "baseline": []}
+            seq: dict[str, list[Sequential]] = {"router": [], "baseline": [], "in process": []}
             par: dict[str, list[Parallel]] = {
                 "router": [],
                 "baseline": [],
@@ -411,6 +447,7 @@ def bench(name: str, url: str) -> None:
             con: dict[str, list[Burst]] = {"router": [], "baseline": []}
             per_round = N_SEQ // ROUNDS
             for _ in range(ROUNDS):
+                seq["in process"].append(inproc.turns(per_round))
                 for label, srv in (("baseline", base), ("router", router)):
                     seq[label].append(sequential(srv, per_round))
                     par[label].append(parallel(srv, CLIENTS, per_round // CLIENTS))
@@ -428,7 +465,8 @@ def bench(name: str, url: str) -> None:
             base.stop()
     finally:
         router.stop()
-        for p in (p_router, p_base):
+        inproc.router.close()
+        for p in (p_router, p_base, p_inproc):
             with open_store(url, prefix=p) as s:
                 s.drop()
     print(f"\n{name}: {len(rows)} rows per run (router and baseline alike)")
@@ -466,6 +504,19 @@ def bench(name: str, url: str) -> None:
             line += f"  {goal}  {'met' if met else 'MISSED'}"
             GOALS.append(f"{name}, {key}: {r:.2f}  {goal}  {'met' if met else 'MISSED'}")
         print(line)
+    http_p50 = vals["router"]["p50 turn, 1 client (ms)"]
+    in_lat = [x for r in seq["in process"] for x in r.latencies]
+    in_p50 = 1000 * statistics.median(in_lat)
+    in_cpu = 1000 * min(r.cpu_per_turn_s for r in seq["in process"])
+    ratio = http_p50 / in_p50
+    met = "met" if ratio <= GOAL_HTTP_RATIO else "MISSED"
+    print(f"{'p50 turn, in process (ms)':34}{in_p50:10.2f}{'':10}{'':8}  (Router.handle in the driver, no HTTP)")
+    print(f"{'router CPU / turn, in process (ms)':34}{in_cpu:10.2f}")
+    print(f"{'p50 over HTTP / in process':34}{ratio:10.2f}{'':18}  goal <= {GOAL_HTTP_RATIO:g}x  {met}")
+    GOALS.append(
+        f"{name}, p50 over HTTP / in process: {http_p50:.2f} / {in_p50:.2f} ms = {ratio:.2f}x  "
+        f"goal <= {GOAL_HTTP_RATIO:g}x  {met}"
+    )
     one = vals["router"]["turns/s, 1 client"]
     print(f"\n{CLIENTS} clients (each a process) against the router in 1 and more processes (`serve --workers N`):")
     print(
@@ -569,13 +620,26 @@ def main() -> None:
         print(f"\nPostgreSQL at {PG} unreachable ({type(err).__name__}); skipped")
     else:
         bench("PostgreSQL", PG)
+    here = Path(__file__).resolve().parent / "router_turn_cpu.py"
+    turns = ["--turns", "60"] if QUICK else []
+    print("\nrouter CPU per turn in process (benchmarks/router_turn_cpu.py; best of three rounds):")
+    for name, store in (("SQLite (WAL)", []), ("PostgreSQL", ["--pg", PG])):
+        for extra in ([], ["--encrypted"]):
+            done = subprocess.run([sys.executable, str(here), *store, *turns, *extra], capture_output=True, text=True)
+            figure = next((ln.split()[-1] for ln in done.stdout.splitlines() if ln.startswith("router CPU")), None)
+            kind = "encrypted (execute, decrypted, sealed)" if extra else "plaintext (execute)"
+            if figure is None:
+                print(f"  {name}, {kind}: not measured ({(done.stderr or done.stdout).strip().splitlines()[-1:]})")
+                continue
+            met = "met" if float(figure) <= GOAL_CPU_MS[name] else "MISSED"
+            print(f"  {name}, {kind}: {float(figure):.2f} ms")
+            goal = f"goal <= {GOAL_CPU_MS[name]:g} ms"
+            GOALS.append(f"{name}, router CPU / turn, {kind}: {float(figure):.2f} ms  {goal}  {met}")
     print("\ngoals (router):")
     for line in GOALS:
         print(f"  {line}")
     print("\nwhere one turn's router CPU goes, in process (benchmarks/router_turn_cpu.py --profile):")
-    turns = ["--turns", "60"] if QUICK else []
     for extra in ([], ["--encrypted"]):
-        here = Path(__file__).resolve().parent / "router_turn_cpu.py"
         done = subprocess.run([sys.executable, str(here), "--profile", *turns, *extra], capture_output=True, text=True)
         print(f"  {'encrypted' if extra else 'plaintext'} turns, SQLite:")
         print("\n".join("    " + line for line in (done.stdout or done.stderr).splitlines()))

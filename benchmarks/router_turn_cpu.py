@@ -13,6 +13,13 @@ client sends for one prompt in an encrypted session: the execute, then the
 own work (its crypto) runs in this process too, so the router's CPU is
 counted on this thread inside ``Router.handle`` only (``time.thread_time``).
 
+``--deep`` instead takes one session to 200 turns and prints the CPU of
+its turns around the 1st, 20th, 100th and 200th (the least of five turns
+around each): a run rebuilds the engine brain from the session's whole
+history, one ``inject`` feed a message, so a turn's cost grows with the
+conversation.  (It also reads and rewrites the history row, which holds
+every message.)
+
 ``--profile`` runs one more round under cProfile, again inside
 ``Router.handle`` only, and prints its own time grouped by what it is: the
 store (loopfsm's store package, sqlite3, psycopg), the machines (loopfsm's
@@ -48,6 +55,8 @@ PG = sys.argv[sys.argv.index("--pg") + 1] if "--pg" in sys.argv else None
 TURNS = int(sys.argv[sys.argv.index("--turns") + 1]) if "--turns" in sys.argv else 200
 ENCRYPTED = "--encrypted" in sys.argv
 PROFILE = "--profile" in sys.argv
+DEEP = "--deep" in sys.argv
+DEPTHS = (1, 20, 100, 200)
 SESSION_TURNS = 20
 
 #: (what, path fragments of the functions counted as it), first match wins.
@@ -124,6 +133,9 @@ def main() -> None:
         assert out["status"] in ("completed", "idle") and c.last_message == "done", out
 
     try:
+        if DEEP:
+            deep(turn, counted)
+            return
         for i in range(2 * SESSION_TURNS):  # warm: compiled tables, validators, the store's statements
             turn(f"warm-{i // SESSION_TURNS}")
         rounds = []
@@ -147,6 +159,23 @@ def main() -> None:
         if PG:
             with open_store(url, prefix=prefix) as s:
                 s.drop()
+
+
+def deep(turn: Any, counted: _Counted) -> None:
+    """One session's turns one after the other: the CPU of the turns around each of ``DEPTHS``."""
+    for _ in range(SESSION_TURNS):
+        turn("warm")
+    cpu: list[float] = []
+    for _ in range(DEPTHS[-1] + 2):
+        before = counted.cpu
+        turn("deep")
+        cpu.append(counted.cpu - before)
+    kind = "encrypted sessions" if ENCRYPTED else "plaintext"
+    store = "PostgreSQL" if PG else "SQLite (WAL)"
+    print(f"{store}, {kind}: one session's turns, router CPU (least of five around each)")
+    for d in DEPTHS:
+        around = cpu[max(0, d - 3) : d + 2]
+        print(f"turn {d:<4} {1000 * min(around):7.3f} ms")
 
 
 def breakdown(stats: pstats.Stats) -> str:
