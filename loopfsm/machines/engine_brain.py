@@ -316,6 +316,11 @@ def append_pending(m: Any, ctx: Any) -> None:
 
 
 @REGISTRY.action
+def extend_pending(m: Any, ctx: Any) -> None:
+    m.data.pending.extend(ctx.args["messages"])
+
+
+@REGISTRY.action
 def set_estimate(m: Any, ctx: Any) -> None:
     m.data.context_tokens = ctx.args["tokens"]
 
@@ -496,6 +501,10 @@ class LoopMachine(DeclaredMachine, machine="engine_brain", registry=REGISTRY, po
 
     def inject(self, message: Message, *, policy: PolicyArg = None) -> None:
         self.feed("inject", message, policy=policy)
+
+    def inject_many(self, messages: Iterable[Message], *, policy: PolicyArg = None) -> None:
+        """``inject`` for each of ``messages`` in one feed: a stored conversation of n messages is n feeds less."""
+        self.feed("inject_many", listed(messages, "engine_brain", "inject_many", "messages"), policy=policy)
 
     def set_context_tokens(self, tokens: int, *, policy: PolicyArg = None) -> None:
         self.feed("set_context_tokens", tokens, policy=policy)

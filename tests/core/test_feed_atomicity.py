@@ -98,6 +98,7 @@ BRAIN_STATES = ("Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction",
             "fail",
             "begin",
             "inject",
+            "inject_many",
             "set_context_tokens",
             "accept_input",
         ]
@@ -115,6 +116,7 @@ def test_bad_brain_feeds_change_nothing(data, state, feed):
         "fail": lambda: (draw(JUNK),),
         "begin": lambda: (draw(JUNK),),
         "inject": lambda: (messages(draw),),
+        "inject_many": lambda: (messages(draw),),
         "set_context_tokens": lambda: (draw(JUNK),),
         "accept_input": lambda: (draw(JUNK),),
     }[feed]()

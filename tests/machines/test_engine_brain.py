@@ -340,6 +340,31 @@ def test_inject_does_not_refresh_the_estimate_and_accept_input_resets():
     )
 
 
+@pytest.mark.parametrize("state", ["Start", "AwaitingModel", "AwaitingTools", "AwaitingCompaction", "Terminal"])
+def test_inject_many_is_inject_for_each_message_in_one_feed(state):
+    """A stored conversation resumed in one feed ends exactly where one inject a message ends, in every state."""
+    msgs = [Message.user("a"), reply_with_tools("shell"), Message.tool_result("c1", "ok"), Message.user("b")]
+    one, many = brain_in(state), brain_in(state)
+    before = many.full_history()
+    for msg in msgs:
+        one.inject(msg)
+    many.inject_many(iter(msgs))
+    assert many.snapshot() == one.snapshot()
+    # appended, in order; a Terminal brain keeps its outcome and its history as they are
+    assert many.full_history() == (before if state == "Terminal" else [*before, *msgs])
+    many.inject_many([])
+    assert many.snapshot() == one.snapshot()
+
+
+@pytest.mark.parametrize("bad", ["not a list", [Message.user("ok"), "not a message"], None])
+def test_inject_many_refuses_what_is_not_a_list_of_messages_and_changes_nothing(bad):
+    m = brain_in("AwaitingTools")
+    before = m.snapshot()
+    with pytest.raises(FeedArgumentError, match="inject_many"):
+        m.inject_many(bad)
+    assert m.snapshot() == before
+
+
 def test_fail_is_instant_and_kept_through_snapshots():
     m = brain_in("AwaitingTools")
     m.fail(LoopError("driver lost the connection", kind="Transport"))
@@ -533,6 +558,14 @@ def test_brain_answers_a_forced_open_breaker_with_the_tables_retry_wording():
     params = next(a["params"] for a in actions if isinstance(a, dict) and a["name"] == "classify_tool_calls")
     assert shell.answer is not None and shell.answer.text.endswith("; retry " + params["retry_never"])
     assert params["retry_never"] == "after an operator reset"
+
+
+def test_the_resume_example_of_the_docs_runs():
+    from tests.support.docs_pages import example, page
+
+    block = example(page("docs/machines/engine_brain.md"), "resume")
+    assert "inject_many(" in block and "assert " in block
+    exec(compile(block, "docs-engine-brain-resume", "exec"), {})
 
 
 def test_the_compaction_example_of_the_docs_runs():

@@ -154,8 +154,7 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
             data={"to_decrypt": to_decrypt},
         )
     brain = LoopMachine()
-    for m in history.get("messages", []):
-        brain.inject(Message.from_json(m))
+    brain.inject_many([Message.from_json(m) for m in history.get("messages", [])])
     brain.commit_pending()
     brain.accept_input(text)
     return Resume(brain, ToolHealth())

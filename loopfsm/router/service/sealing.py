@@ -67,13 +67,14 @@ def decrypted(ctx: Ctx) -> Resume:
     if set(plain) != set(order):
         raise ProtocolError("decrypted must return the plaintext of exactly the references in to_decrypt")
     take_seals(ctx, pending_seal(ctx))
-    brain = LoopMachine()
+    history = []
     for ref in order:
         try:
-            msg = Message.from_json(json.loads(plain[ref]))
+            history.append(Message.from_json(json.loads(plain[ref])))
         except (ValueError, KeyError, TypeError):
             raise ProtocolError(f"{ref}: the opened content is not a conversation message") from None
-        brain.inject(msg)
+    brain = LoopMachine()
+    brain.inject_many(history)
     brain.commit_pending()
     prompt, run.prompt = run.prompt, None
     if prompt is None:  # pragma: no cover - only a damaged bundle lacks the held prompt
