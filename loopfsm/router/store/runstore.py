@@ -253,9 +253,9 @@ class RunStore:
             kind, rid = ref.split(":", 1)
             wanted.setdefault(kind, []).append(rid)
         found: dict[str, StoredRow] = {}
-        for kind, ids in wanted.items():
-            for at in range(0, len(ids), 500):
-                chunk = ids[at : at + 500]
+        for kind, row_ids in wanted.items():
+            for at in range(0, len(row_ids), 500):
+                chunk = row_ids[at : at + 500]
                 _, rows = self.backend.run(
                     f"SELECT {ROW_COLS} FROM {self._t_rows} WHERE session_id = ? AND kind = ? "
                     f"AND row_id IN ({', '.join('?' * len(chunk))})",
