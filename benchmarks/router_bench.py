@@ -36,7 +36,9 @@ server that cannot be reached is reported and skipped).  How it measures:
 * The same one-client turns with no HTTP: ``Router.handle`` called in the
   driver's process on a store of the same kind, in the same alternating
   rounds; its p50 against the p50 over HTTP is the goal "p50 over HTTP at
-  most 1.5x the in-process turn".
+  most 1.5x the in-process turn".  Beside it, ``GET /healthz`` on the same
+  kind of connection: what HTTP alone costs (uvicorn, Starlette, httpx and
+  loopback), with no turn behind it.
 * Router CPU per turn in process, plaintext and encrypted, on SQLite and
   PostgreSQL (``router_turn_cpu.py`` for each), beside the goals of 2 and 3 ms.
 * Rounds alternate between router and baseline; latencies pool over rounds,
@@ -272,6 +274,21 @@ class InProcess:
         return Sequential(lat, n / (time.perf_counter() - t0), cpu / n, cpu / n)
 
 
+def empty_requests(server: Server, n: int) -> Sequential:
+    """``GET /healthz`` over one kept-alive connection: what HTTP alone costs here, with no turn behind it."""
+    import httpx
+
+    with httpx.Client(base_url=server.base, timeout=30) as h:
+        h.get("/healthz")
+        lat, c0, own0, t0 = [], cpu_s(server.proc.pid), time.process_time(), time.perf_counter()
+        for _ in range(n):
+            t = time.perf_counter()
+            assert h.get("/healthz").status_code == 200
+            lat.append(time.perf_counter() - t)
+        wall, own = time.perf_counter() - t0, time.process_time() - own0
+        return Sequential(lat, n / wall, (cpu_s(server.proc.pid) - c0) / n, own / n)
+
+
 def machine_cpu() -> tuple[float, float]:
     """Seconds of CPU time the whole machine has spent busy and in all, over every core (/proc/stat)."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -445,9 +462,11 @@ def bench(name: str, url: str) -> None:
                 **{f"router, {w} workers": [] for w in WORKERS},
             }
             con: dict[str, list[Burst]] = {"router": [], "baseline": []}
+            empty: list[Sequential] = []
             per_round = N_SEQ // ROUNDS
             for _ in range(ROUNDS):
                 seq["in process"].append(inproc.turns(per_round))
+                empty.append(empty_requests(router, per_round))
                 for label, srv in (("baseline", base), ("router", router)):
                     seq[label].append(sequential(srv, per_round))
                     par[label].append(parallel(srv, CLIENTS, per_round // CLIENTS))
@@ -513,6 +532,13 @@ def bench(name: str, url: str) -> None:
     print(f"{'p50 turn, in process (ms)':34}{in_p50:10.2f}{'':10}{'':8}  (Router.handle in the driver, no HTTP)")
     print(f"{'router CPU / turn, in process (ms)':34}{in_cpu:10.2f}")
     print(f"{'p50 over HTTP / in process':34}{ratio:10.2f}{'':18}  goal <= {GOAL_HTTP_RATIO:g}x  {met}")
+    e_p50 = 1000 * statistics.median([x for r in empty for x in r.latencies])
+    e_server = 1000 * min(r.cpu_per_turn_s for r in empty)
+    e_client = 1000 * min(r.client_cpu_per_turn_s for r in empty)
+    print(
+        f"{'p50 GET /healthz (ms)':34}{e_p50:10.2f}{'':18}  HTTP alone, no turn: "
+        f"{e_server:.2f} ms server CPU, {e_client:.2f} ms client CPU (httpx)"
+    )
     GOALS.append(
         f"{name}, p50 over HTTP / in process: {http_p50:.2f} / {in_p50:.2f} ms = {ratio:.2f}x  "
         f"goal <= {GOAL_HTTP_RATIO:g}x  {met}"

@@ -55,9 +55,14 @@ def test_router_benchmark_output_is_pasted():
     for label in (*labels, "goals (router):"):
         assert label in bench and label in figures, label
     for store in ("SQLite (WAL)", "PostgreSQL"):
-        assert f"{store}: 10 rows per run" in figures, store
-    # p50 per store twice (its table, the goals); 4 clients / 1 client per store for 1, 2 and 4 processes, twice
-    assert figures.count("goal <= ") == 4 and figures.count("goal >= 3x") == 12
+        assert f"{store}: 11 rows per run" in figures, store
+    for label in ("p50 turn, in process (ms)", "p50 GET /healthz (ms)"):
+        assert label in bench and figures.count(label) == 2, label  # once per store
+    assert figures.count("p50 over HTTP / in process") == 4  # per store: its table and the goals
+    # per store: p50 and HTTP / in process in its table and in the goals, router CPU plain and encrypted in the
+    # goals; 4 clients / 1 client per store for 1, 2 and 4 processes, twice
+    assert figures.count("goal <= ") == 12 and figures.count("goal >= 3x") == 12
+    assert figures.count("router CPU / turn, encrypted (execute, decrypted, sealed)") == 2
     for label in ("CPU per turn: router", "cores busy", "ceiling", "allows", "(`serve --workers N`)"):
         assert label in bench and label in figures, label
     assert "2 router processes: " in figures and "4 router processes: " in figures
