@@ -284,3 +284,48 @@ def test_store_gone_is_an_error_envelope_not_an_exception(store_at, tmp_path):
         "awaiting_tool"
     )
     router.close()
+
+
+@pytest.mark.parametrize(
+    "opened",
+    [
+        '{"role": "bogus"}',
+        '{"role": "tool"}',
+        '{"role": "user", "text": 5}',
+        '{"role": "user", "thinking": [5]}',
+        "[1]",
+        "[" * 5000 + "]" * 5000,
+        "not json",
+    ],
+    ids=["role", "tool-without-id", "text-not-string", "thinking-not-object", "not-an-object", "deep", "not-json"],
+)
+def test_decrypted_content_that_is_not_a_message_is_refused_and_the_run_goes_on(store_at, tmp_path, opened):
+    """What the client says it opened must be a conversation message: anything else is `invalid`, never `internal`,
+    and the run still takes the right plaintext afterwards."""
+    from loopfsm.router import protocol as P
+
+    url, prefix = store_at
+    router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
+    kr = Keyring.generate()
+    assert client(tc, "enc", tmp_path, keyring=kr).run("one")["data"]["ended"] == "completed"
+    ref = P.prompt_ref("r2")
+    sealed = kr.seal("two", session_id="enc", ref=ref).to_json()
+    body = {
+        "type": "execute",
+        "request_id": "r2",
+        "data": {"prompt": "two", "mode": "encrypted", "encrypted": {ref: sealed}},
+    }
+    paused = tc.post("/v1/sessions/enc/execute", json=body).json()
+    assert paused["status"] == "awaiting_decrypt"
+    to_decrypt = paused["data"]["to_decrypt"]
+    bad = dict.fromkeys(to_decrypt, opened)
+    r = tc.post("/v1/sessions/enc/continue", json={"type": "decrypted", "request_id": "d1", "data": {"plaintext": bad}})
+    assert r.json()["status"] == "error" and r.json()["data"]["code"] == "invalid", r.json()
+    assert "is not a conversation message" in r.json()["data"]["error"]
+    good = {k: kr.open(v, session_id="enc", ref=k).decode() for k, v in to_decrypt.items()}
+    done = tc.post(
+        "/v1/sessions/enc/continue", json={"type": "decrypted", "request_id": "d2", "data": {"plaintext": good}}
+    )
+    assert done.json()["status"] == "completed", done.json()
+    assert done.json()["allowed_continuations"] == ["sealed", "break"]  # the answer waits for its seal
+    router.close()

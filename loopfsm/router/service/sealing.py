@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 from loopfsm.router.errors import ProtocolError
-from loopfsm.core.errors import SnapshotError
+from loopfsm.core.errors import FeedArgumentError, SnapshotError
 from ...machines.engine_brain import LoopMachine
 from ...machines.messages import Message
 from ...machines.tool_breaker import ToolHealth
@@ -71,7 +71,7 @@ def decrypted(ctx: Ctx) -> Resume:
     for ref in order:
         try:
             history.append(Message.from_json(json.loads(plain[ref])))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, FeedArgumentError):
             raise ProtocolError(f"{ref}: the opened content is not a conversation message") from None
     brain = LoopMachine()
     brain.inject_many(history)
