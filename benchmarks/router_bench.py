@@ -64,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -349,21 +350,34 @@ def parallel(server: Server, clients: int, n: int) -> Parallel:
     out: Any = ctx.Queue()
 
     def client() -> None:
-        with httpx.Client(base_url=server.base, timeout=60) as h:
-            holder = h.get("/healthz").json().get("holder", "")  # the process this connection landed on
-            start.wait()
-            own0, t0 = time.process_time(), time.perf_counter()
-            _, local = turns(h, n)
-            t1 = time.perf_counter()
-            assert len(local) == 1, "a client opened a new connection between turns"
-            out.put((t0, t1, time.process_time() - own0, holder))
+        try:
+            with httpx.Client(base_url=server.base, timeout=60) as h:
+                holder = h.get("/healthz").json().get("holder", "")  # the process this connection landed on
+                start.wait()
+                own0, t0 = time.process_time(), time.perf_counter()
+                _, local = turns(h, n)
+                t1 = time.perf_counter()
+                assert len(local) == 1, "a client opened a new connection between turns"
+                out.put((t0, t1, time.process_time() - own0, holder))
+        except BaseException as err:  # said at once, not after the parent's ten-minute wait
+            start.abort()
+            out.put(("failed", f"{type(err).__name__}: {str(err)[:300]}"))
+            raise
 
     procs = [ctx.Process(target=client) for _ in range(clients)]
     for p in procs:
         p.start()
     c0, db0, m0 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
-    start.wait()
+    try:
+        start.wait()
+    except threading.BrokenBarrierError:
+        pass  # a client failed before the start: its message is in the queue
     got = [out.get(timeout=600) for _ in procs]
+    failed = [g[1] for g in got if g[0] == "failed"]
+    if failed:
+        for p in procs:
+            p.terminate()
+        raise SystemExit(f"a client failed: {failed[0]}")
     c1, db1, m1 = cpu_s(server.proc.pid), postgres_cpu_s(), machine_cpu()
     for p in procs:
         p.join()
@@ -471,6 +485,7 @@ def bench(name: str, url: str) -> None:
                     seq[label].append(sequential(srv, per_round))
                     par[label].append(parallel(srv, CLIENTS, per_round // CLIENTS))
                     con[label].append(concurrent(srv, CONCURRENT))
+            inproc.router.close()  # its store connection too: PostgreSQL's 100 are otherwise all but taken
             # the same 4 clients against the router in several processes (the baseline stays in one)
             for w in WORKERS:
                 many = Server("--serve-router", url, p_router, str(w))

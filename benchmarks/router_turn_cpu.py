@@ -16,9 +16,10 @@ counted on this thread inside ``Router.handle`` only (``time.thread_time``).
 ``--deep`` instead takes one session to 200 turns and prints the CPU of
 its turns around the 1st, 20th, 100th and 200th (the least of five turns
 around each): a run rebuilds the engine brain from the session's whole
-history, one ``inject`` feed a message, so a turn's cost grows with the
-conversation.  (It also reads and rewrites the history row, which holds
-every message.)
+history (one ``inject_many`` feed, each message decoded and checked) and
+reads and rewrites the history row, which holds every message; an
+encrypted run sends the whole sealed history to the client and back, so a
+turn's cost grows with the conversation.
 
 ``--profile`` runs one more round under cProfile, again inside
 ``Router.handle`` only, and prints its own time grouped by what it is: the
