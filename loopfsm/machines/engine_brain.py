@@ -503,7 +503,7 @@ class LoopMachine(DeclaredMachine, machine="engine_brain", registry=REGISTRY, po
         self.feed("inject", message, policy=policy)
 
     def inject_many(self, messages: Iterable[Message], *, policy: PolicyArg = None) -> None:
-        """``inject`` for each of ``messages`` in one feed: a stored conversation of n messages is n feeds less."""
+        """``inject`` for each of ``messages``, in one feed: a stored conversation of n messages is one feed, not n."""
         self.feed("inject_many", listed(messages, "engine_brain", "inject_many", "messages"), policy=policy)
 
     def set_context_tokens(self, tokens: int, *, policy: PolicyArg = None) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import textwrap
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import graphviz
@@ -305,7 +306,7 @@ RETURNING = 4
 FOOT_PER_ARROW = 0.75
 
 
-def _arrivals(ov: Overview, moves: list[Edge], legs: dict[int, Leg], into: Any) -> int:
+def _arrivals(ov: Overview, moves: list[Edge], legs: dict[int, Leg], into: Callable[[str, str], str]) -> int:
     """How many arrows end at the foot's copy of the initial state: moves, dots' arrows on, and notes' arrows."""
     direct = sum(1 for i, e in enumerate(moves) if i not in legs and into(e.dst, e.src) == AGAIN)
     trunks = {leg.join for leg in legs.values() if leg.join.dst == AGAIN}
