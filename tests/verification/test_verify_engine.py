@@ -41,7 +41,7 @@ def test_the_engine_brain_holds_every_invariant_to_its_bound(tmp_path, monkeypat
     for name in INVARIANTS:
         assert f"holds        {name}\n" in out
     assert "reached      the_turn_cap_ends_a_run in 4 feeds" in out
-    assert "branches and decision rules taken: 34/34" in out
+    assert "branches and decision rules taken: 35/35" in out
 
 
 CAP = "guard: {name: turns_at_least, params: {limit: {policy: max_turns}}}"
