@@ -212,16 +212,22 @@ class Message:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Message:
-        return cls(
-            d["role"],
-            d.get("text", ""),
-            tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
-            d.get("tool_call_id"),
-            bool(d.get("is_error", False)),
-            tuple(Thinking.from_json(t) for t in d.get("thinking", ())),
-            tuple(ServerBlock.from_json(b) for b in d.get("server_blocks", ())),
-            tuple(Citation(dict(c)) for c in d.get("citations", ())),
-        )
+        """The message :meth:`to_json` wrote; anything else (not an object, a part missing or of another shape)
+        is a :class:`FeedArgumentError`, as a wrong field is: JSON from outside (a client's opened history, a
+        stored row) is refused in one typed error, never a ``KeyError`` from deep inside."""
+        try:
+            return cls(
+                d["role"],
+                d.get("text", ""),
+                tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
+                d.get("tool_call_id"),
+                bool(d.get("is_error", False)),
+                tuple(Thinking.from_json(t) for t in d.get("thinking", ())),
+                tuple(ServerBlock.from_json(b) for b in d.get("server_blocks", ())),
+                tuple(Citation(dict(c)) for c in d.get("citations", ())),
+            )
+        except (KeyError, TypeError, AttributeError, ValueError) as err:
+            raise FeedArgumentError(f"not a message as Message.to_json writes one ({type(err).__name__})") from None
 
 
 def _need(obj: object, name: str, typ: type, *, nullable: bool = False) -> None:

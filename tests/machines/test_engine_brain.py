@@ -575,3 +575,13 @@ def test_the_compaction_example_of_the_docs_runs():
     block = example(text, "compaction")
     assert "compaction_result(" in block and "compaction_noop(" in block
     exec(compile(block, "docs-engine-brain-compaction", "exec"), {})
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [[1], "text", None, {}, {"role": "user", "tool_calls": [5]}, {"role": "user", "server_blocks": [{}]}, {"role": 1}],
+)
+def test_a_message_from_json_that_is_not_one_is_a_feed_argument_error(bad):
+    """JSON from outside (a client's opened history, a stored row) is refused in one typed error."""
+    with pytest.raises(FeedArgumentError):
+        Message.from_json(bad)

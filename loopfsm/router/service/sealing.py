@@ -71,7 +71,7 @@ def decrypted(ctx: Ctx) -> Resume:
     for ref in order:
         try:
             history.append(Message.from_json(json.loads(plain[ref])))
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, FeedArgumentError):
+        except (ValueError, RecursionError, FeedArgumentError):  # not JSON, nested past the parser, not a message
             raise ProtocolError(f"{ref}: the opened content is not a conversation message") from None
     brain = LoopMachine()
     brain.inject_many(history)
