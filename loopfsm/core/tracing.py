@@ -159,6 +159,17 @@ def remove_global_sink(sink: TraceSink) -> None:
         _refresh()
 
 
+def is_global_sink(sink: TraceSink) -> bool:
+    """Whether ``sink`` hears every machine now."""
+    return sink in _global
+
+
+def heard_only_by(sink: TraceSink) -> bool:
+    """Whether a feed now reaches ``sink`` and no other sink (a search that reads only its own rows may then
+    skip building the record)."""
+    return _global == (sink,) and not _instance_sinks
+
+
 @contextmanager
 def global_sink(sink: TraceSink) -> Iterator[TraceSink]:
     """``with global_sink(records.append): ...`` traces every machine inside the block."""

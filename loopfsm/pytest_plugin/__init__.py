@@ -91,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(_KEY, None)
-    if state is not None and state.collector in tracing._global:
+    if state is not None and tracing.is_global_sink(state.collector):
         tracing.remove_global_sink(state.collector)
 
 
@@ -195,7 +195,7 @@ def loopfsm_machine() -> Callable[..., Any]:
 def loopfsm_coverage_paused(request: pytest.FixtureRequest) -> Iterator[None]:
     """Detach the coverage listener for one test (what that test drives is not counted)."""
     state = request.config.stash.get(_KEY, None)
-    sink = state.collector if state is not None and state.collector in tracing._global else None
+    sink = state.collector if state is not None and tracing.is_global_sink(state.collector) else None
     if sink is not None:
         tracing.remove_global_sink(sink)
     try:

@@ -442,3 +442,17 @@ def test_a_branch_whose_action_refuses_is_heard_as_a_refusal_by_sinks_that_want_
         ("refusal", "renew/Held[1]", "Held", "Held")
     ]
     assert plain == []
+
+
+def test_heard_only_by_says_when_one_global_sink_is_all_that_listens(loopfsm_coverage_paused):
+    mine, other = [].append, [].append
+    assert not tracing.heard_only_by(mine) and not tracing.is_global_sink(mine)
+    with tracing.global_sink(mine):
+        assert tracing.heard_only_by(mine) and tracing.is_global_sink(mine)
+        with tracing.global_sink(other):
+            assert not tracing.heard_only_by(mine)
+        machine = Turnstile()
+        with tracing.attached(machine, other):
+            assert not tracing.heard_only_by(mine)  # a sink on one instance listens too
+        assert tracing.heard_only_by(mine)
+    assert not tracing.is_global_sink(mine)
