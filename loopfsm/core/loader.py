@@ -108,6 +108,17 @@ def _friendly(err: ValidationError) -> str | None:
     return None
 
 
+def _lacks_its_move(err: ValidationError) -> bool:
+    """A branch's "exactly one of to or stay" failing because it has neither (so a misspelt key beside is why)."""
+    branch = machine_schema()["$defs"]["branch"]
+    return (
+        err.validator == "oneOf"
+        and err.schema is branch
+        and isinstance(err.instance, dict)
+        and not {"to", "stay"} & set(err.instance)
+    )
+
+
 def _schema_problem(src: Source, err: ValidationError) -> Problem:
     from jsonschema.exceptions import best_match  # noqa: PLC0415
 
@@ -206,9 +217,14 @@ def schema_problems(src: Source) -> list[Problem]:
     if _fast_valid(src.doc):
         return []
     errors = list(_validator().iter_errors(src.doc))
-    # A misspelt key also makes the intended key "missing"; report the typo only.
+    # A misspelt key also makes the intended key "missing"; report the typo only.  A branch with neither
+    # ``to`` nor ``stay`` beside a misspelt key (``sty: true``) is the same one mistake.
     typo_at = {tuple(e.absolute_path) for e in errors if e.validator == "additionalProperties"}
-    errors = [e for e in errors if not (e.validator == "required" and tuple(e.absolute_path) in typo_at)]
+    errors = [
+        e
+        for e in errors
+        if not (tuple(e.absolute_path) in typo_at and (e.validator == "required" or _lacks_its_move(e)))
+    ]
     return [_schema_problem(src, e) for e in errors]
 
 

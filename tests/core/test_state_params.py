@@ -156,3 +156,22 @@ def test_one_state_name_is_resolved_too():
     assert err.message == "parameter 'state' of guard 'was_in' expects StateName | None, got int 4"
     (err,) = _errors(SMALL.replace("states: [off, on]", "states: 4"), _lamp())
     assert err.message == "parameter 'states' of guard 'state_in' expects list[StateName], got int 4"
+
+
+def test_a_misspelt_stay_is_one_error_at_the_typo_and_both_moves_still_refused():
+    """``sty: true`` is one mistake: the unknown key, not also "a branch needs exactly one of to or stay"; a branch
+    that has both ``to`` and ``stay`` beside a misspelt key is refused for both."""
+    from loopfsm.machines.engine_brain import REGISTRY as BRAIN
+
+    shipped = (Path(__file__).parents[2] / "machines" / "engine_brain.yaml").read_text(encoding="utf-8")
+    block = "          actions: [extend_pending]"
+    assert shipped.count("        - stay: true\n" + block) == 1, "the shipped engine brain changed: update the test"
+    text = shipped.replace("        - stay: true\n" + block, "        - sty: true\n" + block)
+    (err,) = _errors(text, BRAIN, "engine_brain.yaml")
+    assert (err.line, err.column) == _place(text, "- sty: true", "sty")
+    assert err.message.startswith("unknown key 'sty'; did you mean 'stay'?"), err.message
+    both = shipped.replace(
+        "        - stay: true\n" + block, "        - stay: true\n          to: Start\n          sty: 1\n" + block
+    )
+    messages = sorted(e.message.split(";")[0] for e in _errors(both, BRAIN, "engine_brain.yaml"))
+    assert messages == ["a branch needs exactly one of 'to: <State>' or 'stay: true'", "unknown key 'sty'"], messages
