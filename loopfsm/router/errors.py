@@ -30,6 +30,16 @@ class SessionTraceError(StoreError):
     """A session's kept feeds do not read back whole (steps written before feeds were kept, or rows edited)."""
 
 
+class DamagedHistory(StoreError):
+    """A session's history row names a message the store does not hold as the router wrote it.
+
+    Only a store changed by hand (a row deleted, a sealed column cleared, the
+    history row edited) gets here; the router refuses to run on a conversation
+    with a hole in it rather than send the model a shorter one. The message
+    names the row, never its content.
+    """
+
+
 class HolderClaimed(StoreError):
     """Another live process serves under the holder id asked for (:mod:`loopfsm.router.store.claims`)."""
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from loopfsm.router import protocol as P
 from loopfsm.router.crypto import Keyring
 from loopfsm.router.errors import SealError
 
@@ -328,4 +329,58 @@ def test_decrypted_content_that_is_not_a_message_is_refused_and_the_run_goes_on(
     )
     assert done.json()["status"] == "completed", done.json()
     assert done.json()["allowed_continuations"] == ["sealed", "break"]  # the answer waits for its seal
+    router.close()
+
+
+@pytest.mark.parametrize("how", ["row-deleted", "seal-cleared"])
+def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp_path, how):
+    """A message row the history names, gone or no longer sealed, fails the next run loudly and changes nothing:
+    the model is never sent a conversation with a message missing."""
+    url, prefix = store_at
+    router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
+    kr = Keyring.generate()
+    assert client(tc, "enc", tmp_path, keyring=kr).run("one")["data"]["ended"] == "completed"
+    store = router.store()
+    refs = store.row("enc", "input", "history").body["refs"]
+    kind, row_id = refs[-1].split(":", 1)
+    if how == "row-deleted":
+        sql = f"DELETE FROM {store.rows_table} WHERE session_id = ? AND kind = ? AND row_id = ?"
+    else:
+        sql = f"UPDATE {store.rows_table} SET sealed = NULL WHERE session_id = ? AND kind = ? AND row_id = ?"
+    store.backend.run(sql, ("enc", kind, row_id))
+    before = store.load("enc")
+    rows_before = len(store.rows("enc"))
+    ref = P.prompt_ref("r2")
+    sealed = kr.seal("two", session_id="enc", ref=ref).to_json()
+    body = {
+        "type": "execute",
+        "request_id": "r2",
+        "data": {"prompt": "two", "mode": "encrypted", "encrypted": {ref: sealed}},
+    }
+    r = tc.post("/v1/sessions/enc/execute", json=body).json()
+    assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
+    assert refs[-1] in r["data"]["error"] and "does not hold sealed" in r["data"]["error"]
+    after = store.load("enc")
+    assert (after.phase, after.version, after.holder) == (before.phase, before.version, None)
+    assert len(store.rows("enc")) == rows_before
+    router.close()
+
+
+@pytest.mark.parametrize("entry", [{"role": "bogus"}, "text", None], ids=["bad-role", "string", "null"])
+def test_a_plaintext_history_entry_that_is_not_a_message_is_refused_by_name(store_at, tmp_path, entry):
+    url, prefix = store_at
+    router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
+    first = router.handle("s", {"type": "execute", "request_id": "r1", "data": {"prompt": "one"}})
+    assert first["status"] == "completed", first
+    store = router.store()
+    history = store.row("s", "input", "history").body
+    history["messages"][1] = entry
+    store.backend.run(
+        f"UPDATE {store.rows_table} SET body = ? WHERE session_id = ? AND kind = 'input' AND row_id = 'history'",
+        (json.dumps(history), "s"),
+    )
+    r = router.handle("s", {"type": "execute", "request_id": "r2", "data": {"prompt": "two"}})
+    assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
+    assert r["data"]["error"].startswith("entry 1 of this session's history row is not a conversation message")
+    assert store.load("s").phase == "Idle" and store.load("s").holder is None
     router.close()

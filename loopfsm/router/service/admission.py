@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loopfsm.core.errors import SnapshotError
-from loopfsm.router.errors import ProtocolError
+from loopfsm.core.errors import FeedArgumentError, SnapshotError
+from loopfsm.router.errors import DamagedHistory, ProtocolError
 from ...machines.engine_brain import LoopMachine
 from ...machines.messages import Message
 from loopfsm.machines.router_run import ROUTER_RUN
@@ -144,8 +144,12 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
         to_decrypt = {}
         for r in history["refs"]:
             row = stored.get(r)
-            if row is not None and row.sealed is not None:
-                to_decrypt[r] = row.sealed
+            if row is None or row.sealed is None:
+                raise DamagedHistory(
+                    f"this session's history names {r}, which the store does not hold sealed "
+                    "(a row deleted or changed by hand): the session cannot go on from this store"
+                )
+            to_decrypt[r] = row.sealed
         ctx.bundle.prompt = text  # clear, short-lived: the run-input bundle
         ctx.bundle.decrypt_order = list(to_decrypt)
         return Outcome(
@@ -154,7 +158,23 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
             data={"to_decrypt": to_decrypt},
         )
     brain = LoopMachine()
-    brain.inject_many([Message.from_json(m) for m in history.get("messages", [])])
+    brain.inject_many(_history_messages(history.get("messages", [])))
     brain.commit_pending()
     brain.accept_input(text)
     return Resume(brain, ToolHealth())
+
+
+def _history_messages(saved: object) -> list[Message]:
+    """A plaintext session's conversation as its history row holds it; an entry the router did not write is loud."""
+    if not isinstance(saved, list):
+        raise DamagedHistory("this session's history row holds no list of messages (changed by hand)")
+    out = []
+    for i, m in enumerate(saved):
+        try:
+            out.append(Message.from_json(m))
+        except FeedArgumentError:
+            raise DamagedHistory(
+                f"entry {i} of this session's history row is not a conversation message (changed by hand): "
+                "the session cannot go on from this store"
+            ) from None
+    return out
