@@ -27,6 +27,10 @@ SOURCE_MARK = "loopfsm-source-sha256"
 def _wrap(lines: list[str], width: int = 30) -> str:
     out: list[str] = []
     for line in lines:
+        feed, sep, words = line.partition(": ")
+        if width < 30 and sep and len(line) > width:  # narrow: the feed on its own line, its words below it
+            out += [feed + ":"] + textwrap.wrap(words, width + 6, initial_indent="  ", subsequent_indent="  ")
+            continue
         out += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False) or [""]
     # "\l" ends a left-justified line: stacked feeds read as a list, not a centred poem.
     return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
@@ -109,20 +113,25 @@ def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
     return done[::-1]
 
 
-def _node_title(spec: Spec, name: str, stays: list[str] | None = None) -> str:
+def _node_title(spec: Spec, name: str, stays: list[str] | None = None, moving: frozenset[str] = frozenset()) -> str:
     """The state's name, its data fields below in a smaller face (long field lists made nodes wide),
     then the feeds it accepts without moving.
 
     Those feeds were a dotted self-loop; a loop sits on the node's side, where
-    another arrow's head often is, so the words now live inside the box.
+    another arrow's head often is, so the words now live inside the box.  A feed
+    that stays for some arguments and leaves on an arrow for others (``moving``)
+    is said apart, "may stay on": under router_run's Idle, "stays on execute"
+    beside four execute arrows leaving it read as a contradiction.
     """
     fields = list(spec.states[name].data)
     if not fields and not stays:
         return name
     rows = "".join(f'<BR/><FONT POINT-SIZE="10">{_html(line)}</FONT>' for line in braced(fields, 28))
-    if stays:
-        said = textwrap.wrap("stays on " + ", ".join(stays), 28, break_long_words=False)
-        rows += "".join(f'<BR/><FONT POINT-SIZE="10" COLOR="#555555"><I>{_html(t)}</I></FONT>' for t in said)
+    always = [f for f in stays or [] if f not in moving]
+    sometimes = [f for f in stays or [] if f in moving]
+    said = textwrap.wrap("stays on " + ", ".join(always), 28, break_long_words=False) if always else []
+    said += textwrap.wrap("may stay on " + ", ".join(sometimes), 28, break_long_words=False) if sometimes else []
+    rows += "".join(f'<BR/><FONT POINT-SIZE="10" COLOR="#555555"><I>{_html(t)}</I></FONT>' for t in said)
     return f"<{_html(name)}{rows}>"
 
 
@@ -192,6 +201,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             row.node(AGAIN)
     g.node("__start__", "", shape="point", width="0.15")
     loops = {} if detailed else {e.src: list(e.feeds) for e in ov.edges if e.loop}
+    moving = _moving(ov)
     for s in spec.states.values():
         attrs = {}
         if s.terminal:
@@ -199,7 +209,12 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         if s.name == highlight:
             attrs = {**attrs, **HIGHLIGHT}
         # nohtml: graphviz would pass a description written as "<...>" on as an HTML label, unquoted
-        g.node(s.name, _node_title(spec, s.name, loops.get(s.name)), tooltip=graphviz.nohtml(s.description), **attrs)
+        g.node(
+            s.name,
+            _node_title(spec, s.name, loops.get(s.name), moving.get(s.name, frozenset())),
+            tooltip=graphviz.nohtml(s.description),
+            **attrs,
+        )
     g.edge("__start__", spec.initial)
     if tall and spec.terminal_states:
         # Top to bottom, the ends share the last row: where a run can end reads as the page's foot.
@@ -233,13 +248,14 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             # down and the other arrows bend (router_run's AwaitingEncrypt drops onto the foot's Idle, and the
             # long arrow from AwaitingApproval comes in from the side, not alongside it).
             heavy = {"weight": "8"} if tall and ways_on[e.src] == 1 else {}
-            g.edge(e.src, into(e.dst, e.src), _wrap(([f"to {e.dst}:"] if back else []) + e.lines()), **style, **heavy)
+            words = _wrap(([f"to {e.dst}:"] if back else []) + e.lines(), _width(into(e.dst, e.src)))
+            g.edge(e.src, into(e.dst, e.src), words, **style, **heavy)
         else:  # the leg says what is its own; the shared words follow once, on the joined arrow
             g.edge(e.src, leg.join.node, _wrap(leg.lines), arrowhead="none", **style)
     for j in dict.fromkeys(leg.join for leg in legs.values()):
         g.node(j.node, "", shape="point", width="0.08")
         # Heavy, so the trunk runs straight on from the point and the legs bend instead.
-        g.edge(j.node, j.dst, _wrap(list(j.lines)), weight="8", **_move_style(j.by_guard))
+        g.edge(j.node, j.dst, _wrap(list(j.lines), _width(j.dst)), weight="8", **_move_style(j.by_guard))
     notes = False
     if ov.any_moves or ov.any_stays:
         notes = True
@@ -252,9 +268,29 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     if ov.anywhere:
         notes = True
         note = [w for line in ov.anywhere_lines() for w in textwrap.wrap(line, 34, subsequent_indent="  ")]
+        # Said, since nothing else shows it: two readers took "inject may lead to any live state" for a
+        # rule with no targets, an arrow left out by mistake.
+        note.append("(those arrows are not drawn)")
         g.node(ANYWHERE, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
     for sh in ov.shared:
         notes = True
+        if len(sh.moves) == 1 and not sh.stays:
+            # One arrow: the note says its words and the states they hold in, and the arrow goes bare. On
+            # the arrow, router_run's "break_run: break" stood in one row with the words of the two arrows
+            # beside it above the foot, and a reader took the three for one phrase.
+            (e,) = sh.moves
+            where = f"in {', '.join(sh.states)}"
+            said = e.lines() + textwrap.wrap(where, 36, initial_indent="  ", subsequent_indent="  ")
+            g.node(
+                sh.node,
+                "".join(line + "\\l" for line in said),
+                shape="note",
+                style="dashed",
+                fontsize="10",
+                color=NOTE_COLOR,
+            )
+            g.edge(sh.node, into(e.dst, sh.node), **_note_style(e.by_guard))
+            continue
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
             note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(sh.stays), 34)
@@ -279,16 +315,38 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     def into(dst: str, src: str) -> str:
         return AGAIN if again is not None and dst == spec.initial else dst
 
+    moving = _moving(ov)
     return Legend(
         feed_decides=any(not e.by_guard for e in drawn),
         guard_decides=any(e.by_guard for e in drawn),
         notes=bool(ov.any_moves or ov.any_stays or ov.anywhere or ov.shared),
         joined=bool(_joined(moves, into)),
-        stays=any(e.loop for e in ov.edges),
+        stays=any(f not in moving.get(e.src, ()) for e in ov.edges if e.loop for f in e.feeds),
+        may_stay=any(f in moving.get(e.src, ()) for e in ov.edges if e.loop for f in e.feeds),
         terminal=bool(spec.terminal_states),
         again=again is not None,
         both_ways=tall and bool(_both_ways(spec, moves, _joined(moves, into))),
     )
+
+
+#: Characters a line of an arrow's words into the foot's copy of the initial state: the arrows there end side
+#: by side, and router_run's "sealed: content rows written" and "completed, plaintext" on one line each stood
+#: in one row and read as one phrase.  Narrower, each is a block beside its own arrow.
+FOOT_WRAP = 20
+
+
+def _width(head: str) -> int:
+    """How wide an arrow's words may run, by where it ends."""
+    return FOOT_WRAP if head == AGAIN else 30
+
+
+def _moving(ov: Overview) -> dict[str, frozenset[str]]:
+    """Each state's feeds that leave it on an arrow drawn from the state itself (notes' arrows aside)."""
+    out: dict[str, set[str]] = {}
+    for e in ov.edges:
+        if not e.loop:
+            out.setdefault(e.src, set()).update(e.feeds)
+    return {state: frozenset(feeds) for state, feeds in out.items()}
 
 
 GUARD_COLOR = "#1f5fa8"
@@ -442,6 +500,7 @@ class Legend:
     terminal: bool
     again: bool
     both_ways: bool = False
+    may_stay: bool = False
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(mark, its colour, what it means) for each kind drawn."""
@@ -453,7 +512,7 @@ class Legend:
                 (
                     "- - \u25b6",
                     GUARD_COLOR,
-                    "taken when a guard holds (the machine's data, policy or clock), for a feed on it",
+                    "decided by a guard (the machine's data, policy or clock): it holds, or one tried first does not",
                 )
             )
         if self.notes:
@@ -472,6 +531,8 @@ class Legend:
             )
         if self.stays:
             out.append(("stays on", "#555555", "feeds a state accepts without moving"))
+        if self.may_stay:
+            out.append(("may stay on", "#555555", "feeds that stay for some arguments, leave on an arrow for others"))
         if self.terminal:
             out.append(("double border", "black", "a final state"))
         if self.again:
@@ -487,6 +548,7 @@ class Legend:
             "\u25cf": "a dot",
             "\u25c0\u2500\u25b6": "a two-headed arrow",
             "stays on": "*stays on ...* in a state's box",
+            "may stay on": "*may stay on ...* in a state's box",
         }
         return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
 
 from loopfsm.core.spec import WILDCARD, Branch, Condition, EventDef, Ref, Spec
 
@@ -110,8 +111,8 @@ class Overview:
     anywhere: dict[str, list[str]] = field(default_factory=dict)  # feed -> states it may leave for any live state
 
     def anywhere_lines(self) -> list[str]:
-        """The "may lead to any live state" note, one sentence per feed."""
-        return [f"{feed} may lead to any live state from {', '.join(states)}" for feed, states in self.anywhere.items()]
+        """The "may move to any live state" note, one sentence per feed (its arrows are not drawn)."""
+        return [f"{feed} may move to any live state from {', '.join(states)}" for feed, states in self.anywhere.items()]
 
 
 def _literal(v: object) -> str | None:
@@ -208,13 +209,31 @@ def _stays_alike(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> lis
     return staying
 
 
+def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
+    """Whether a guard decides if branch ``i`` is taken: its own, or that of an earlier branch for the same
+    arguments, which takes the feed first when it holds.
+
+    router_run's "completed, plaintext" branches come after the guarded "completed, encrypted" ones for the
+    same outcome: drawn solid ("taken on that feed"), three readers took them for unconditional, beside a
+    dashed arrow on the very same feed and outcome.
+    """
+    return bool(branches[i].guards) or any(b.guards and _may_overlap(b, branches[i]) for b in branches[:i])
+
+
+def _may_overlap(a: Branch, b: Branch) -> bool:
+    """Whether some feed arguments meet both branches' ``when:`` (an argument named by one only meets it)."""
+    mine = {c.arg: c.values for c in a.when}
+    return all(any(v == w for v in mine[c.arg] for w in c.values) for c in b.when if c.arg in mine)
+
+
 def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
-    moving = [b for b in branches if b.dest is not None and b.refusal is None]
-    for b in moving:
-        e = moves.setdefault(b.dest, Edge(src, b.dest))  # type: ignore[arg-type]
+    for i, b in enumerate(branches):
+        if b.dest is None or b.refusal is not None:
+            continue
+        e = moves.setdefault(b.dest, Edge(src, b.dest))
         e.feeds.setdefault(feed, []).append(branch_words(b))
         e.guarded &= b.guarded
-        e.by_guard |= bool(b.guards)
+        e.by_guard |= decided_by_guard(branches, i)
     if any(b.dest is None and b.refusal is None for b in branches) and feed not in stays:
         stays.append(feed)
 
@@ -326,11 +345,13 @@ def overview(spec: Spec) -> Overview:
         folded: set[str] = set()
         if wild is not None:
             moving = [b for b in wild if b.dest is not None]
-            for b in moving:
-                e = any_moves.setdefault(b.dest, Edge(ANY, b.dest))  # type: ignore[arg-type]
+            for i, b in enumerate(wild):
+                if b.dest is None:
+                    continue
+                e = any_moves.setdefault(b.dest, Edge(ANY, b.dest))
                 e.feeds.setdefault(ev.name, []).append(branch_words(b))
                 e.guarded &= b.guarded
-                e.by_guard |= bool(b.guards)
+                e.by_guard |= decided_by_guard(wild, i)
             if len(moving) < len(wild):
                 any_stays.append(ev.name)
         else:
@@ -354,14 +375,14 @@ def overview(spec: Spec) -> Overview:
         for state, branches in ev.sources.items():
             if state == WILDCARD or state in folded or (wild is not None and branches == wild):
                 continue
-            for b in branches:
+            for i, b in enumerate(branches):
                 if b.refusal is not None:  # refusals change nothing: the review sheet lists them
                     continue
                 dst = b.dest or state
                 e = edges.setdefault((state, dst), Edge(state, dst))
                 e.feeds.setdefault(ev.name, []).append(branch_words(b) if b.dest else "")
                 e.guarded &= b.guarded
-                e.by_guard |= bool(b.guards)
+                e.by_guard |= decided_by_guard(branches, i)
     # Self-loops read as "what this state accepts"; their words would only
     # repeat the review sheet, so they keep the feed names alone.
     for e in edges.values():
