@@ -332,7 +332,7 @@ def test_decrypted_content_that_is_not_a_message_is_refused_and_the_run_goes_on(
     router.close()
 
 
-@pytest.mark.parametrize("how", ["row-deleted", "seal-cleared"])
+@pytest.mark.parametrize("how", ["row-deleted", "seal-cleared", "ref-garbled", "refs-not-a-list"])
 def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp_path, how):
     """A message row the history names, gone or no longer sealed, fails the next run loudly and changes nothing:
     the model is never sent a conversation with a message missing."""
@@ -345,9 +345,15 @@ def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp
     kind, row_id = refs[-1].split(":", 1)
     if how == "row-deleted":
         sql = f"DELETE FROM {store.rows_table} WHERE session_id = ? AND kind = ? AND row_id = ?"
-    else:
+        store.backend.run(sql, ("enc", kind, row_id))
+    elif how == "seal-cleared":
         sql = f"UPDATE {store.rows_table} SET sealed = NULL WHERE session_id = ? AND kind = ? AND row_id = ?"
-    store.backend.run(sql, ("enc", kind, row_id))
+        store.backend.run(sql, ("enc", kind, row_id))
+    else:
+        body = dict(store.row("enc", "input", "history").body)
+        body["refs"] = refs[:-1] + ["nonsense"] if how == "ref-garbled" else {"not": "a list"}
+        sql = f"UPDATE {store.rows_table} SET body = ? WHERE session_id = ? AND kind = 'input' AND row_id = 'history'"
+        store.backend.run(sql, (json.dumps(body), "enc"))
     before = store.load("enc")
     rows_before = len(store.rows("enc"))
     ref = P.prompt_ref("r2")
@@ -359,7 +365,10 @@ def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp
     }
     r = tc.post("/v1/sessions/enc/execute", json=body).json()
     assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
-    assert refs[-1] in r["data"]["error"] and "does not hold sealed" in r["data"]["error"]
+    if how in ("row-deleted", "seal-cleared"):
+        assert refs[-1] in r["data"]["error"] and "does not hold sealed" in r["data"]["error"]
+    else:
+        assert "references the router did not write" in r["data"]["error"]
     after = store.load("enc")
     assert (after.phase, after.version, after.holder) == (before.phase, before.version, None)
     assert len(store.rows("enc")) == rows_before

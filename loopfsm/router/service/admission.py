@@ -140,9 +140,14 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
     meta = {"role": "user", "run": "prompt"}
     ctx.put("message", prompt_id, meta, content=Message.user(text).to_json(), sealed=sealed.get(ref))
     if mode == "encrypted" and history.get("refs"):
-        stored = ctx.services.store().rows_by_ref(ctx.session_id, history["refs"])
+        refs = history["refs"]
+        if not isinstance(refs, list) or not all(isinstance(r, str) and ":" in r for r in refs):
+            raise DamagedHistory(
+                "this session's history row holds references the router did not write (changed by hand)"
+            )
+        stored = ctx.services.store().rows_by_ref(ctx.session_id, refs)
         to_decrypt = {}
-        for r in history["refs"]:
+        for r in refs:
             row = stored.get(r)
             if row is None or row.sealed is None:
                 raise DamagedHistory(
