@@ -287,6 +287,17 @@ def test_store_gone_is_an_error_envelope_not_an_exception(store_at, tmp_path):
     router.close()
 
 
+def _sealed_execute(kr, request_id, prompt, session="enc"):
+    """An encrypted session's execute as the reference client sends it: the prompt sealed under its ref."""
+    ref = P.prompt_ref(request_id)
+    sealed = kr.seal(prompt, session_id=session, ref=ref).to_json()
+    return {
+        "type": "execute",
+        "request_id": request_id,
+        "data": {"prompt": prompt, "mode": "encrypted", "encrypted": {ref: sealed}},
+    }
+
+
 @pytest.mark.parametrize(
     "opened",
     [
@@ -303,20 +314,11 @@ def test_store_gone_is_an_error_envelope_not_an_exception(store_at, tmp_path):
 def test_decrypted_content_that_is_not_a_message_is_refused_and_the_run_goes_on(store_at, tmp_path, opened):
     """What the client says it opened must be a conversation message: anything else is `invalid`, never `internal`,
     and the run still takes the right plaintext afterwards."""
-    from loopfsm.router import protocol as P
-
     url, prefix = store_at
     router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
     kr = Keyring.generate()
     assert client(tc, "enc", tmp_path, keyring=kr).run("one")["data"]["ended"] == "completed"
-    ref = P.prompt_ref("r2")
-    sealed = kr.seal("two", session_id="enc", ref=ref).to_json()
-    body = {
-        "type": "execute",
-        "request_id": "r2",
-        "data": {"prompt": "two", "mode": "encrypted", "encrypted": {ref: sealed}},
-    }
-    paused = tc.post("/v1/sessions/enc/execute", json=body).json()
+    paused = tc.post("/v1/sessions/enc/execute", json=_sealed_execute(kr, "r2", "two")).json()
     assert paused["status"] == "awaiting_decrypt"
     to_decrypt = paused["data"]["to_decrypt"]
     bad = dict.fromkeys(to_decrypt, opened)
@@ -356,14 +358,7 @@ def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp
         store.backend.run(sql, (json.dumps(body), "enc"))
     before = store.load("enc")
     rows_before = len(store.rows("enc"))
-    ref = P.prompt_ref("r2")
-    sealed = kr.seal("two", session_id="enc", ref=ref).to_json()
-    body = {
-        "type": "execute",
-        "request_id": "r2",
-        "data": {"prompt": "two", "mode": "encrypted", "encrypted": {ref: sealed}},
-    }
-    r = tc.post("/v1/sessions/enc/execute", json=body).json()
+    r = tc.post("/v1/sessions/enc/execute", json=_sealed_execute(kr, "r2", "two")).json()
     assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
     if how in ("row-deleted", "seal-cleared"):
         assert refs[-1] in r["data"]["error"] and "does not hold sealed" in r["data"]["error"]
