@@ -215,9 +215,12 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
 
     router_run's "completed, plaintext" branches come after the guarded "completed, encrypted" ones for the
     same outcome: drawn solid ("taken on that feed"), three readers took them for unconditional, beside a
-    dashed arrow on the very same feed and outcome.
+    dashed arrow on the very same feed and outcome.  A guarded refusal before it does not count: a refusal
+    is a feed the machine does not take (the review sheet lists them), not another way it goes.
     """
-    return bool(branches[i].guards) or any(b.guards and _may_overlap(b, branches[i]) for b in branches[:i])
+    return bool(branches[i].guards) or any(
+        b.guards and b.refusal is None and _may_overlap(b, branches[i]) for b in branches[:i]
+    )
 
 
 def _may_overlap(a: Branch, b: Branch) -> bool:
