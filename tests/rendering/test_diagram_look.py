@@ -321,7 +321,7 @@ def test_an_arrow_is_dashed_exactly_when_a_guard_decides_a_branch_on_it(path):
                         )
             assert e.by_guard == decided, (e.src, e.dst)
     if path.stem == "agent_loop":  # only a refusal (a malformed hash) and the deadline's note come first
-        assert re.search(r'^\tplanning -> awaiting_tool \[[^\]]* style=solid', dot.state_graph(s).source, re.M)
+        assert re.search(r"^\tplanning -> awaiting_tool \[[^\]]* style=solid", dot.state_graph(s).source, re.M)
     if path.stem == "router_run":
         source = dot.state_graph(s).source
         assert "style=solid" in source and "style=dashed" in source
