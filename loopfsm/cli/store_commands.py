@@ -72,7 +72,7 @@ def cmd_store(args: argparse.Namespace) -> int:
 
     Every action takes the store's URL as its first argument or as ``--store URL`` (as ``router serve`` does), once.
     """
-    from loopfsm.router.errors import StoreError
+    from loopfsm.router.errors import DamagedRow, StoreError
     from loopfsm.router.store import SCHEMA_VERSION, open_store, sweep
 
     if args.url is not None and args.store_url is not None:
@@ -95,7 +95,11 @@ def cmd_store(args: argparse.Namespace) -> int:
         if args.store_command == "trace":
             return _store_trace(url, args)
         return _store_show(url, args)
-    except (ValueError, RecursionError) as err:  # a row's JSON, or the schema version, not as loopfsm writes them
+    except DamagedRow as err:  # a row's JSON, named by the store
+        raise StoreError(
+            f"store {args.store_command}: the store holds a row loopfsm did not write: {err}; nothing was written"
+        ) from None
+    except (ValueError, RecursionError) as err:  # the schema version, or anything else not as loopfsm writes it
         raise StoreError(
             f"store {args.store_command}: the store holds a row loopfsm did not write ({type(err).__name__}); "
             f"nothing was written"

@@ -19,7 +19,8 @@ import graphviz
 from loopfsm.rendering.errors import GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
 from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label
-from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, Overview, overview
+from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, Overview, overview, stay_groups
+from loopfsm.rendering.legend import GUARD_COLOR, NOTE_COLOR, Legend
 
 SOURCE_MARK = "loopfsm-source-sha256"
 
@@ -261,7 +262,8 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         notes = True
         note = [ov.any_label]
         if ov.any_stays:
-            note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(ov.any_stays), 34)
+            for heading, feeds in stay_groups(ov.any_stays, ov.any_moves):
+                note += ["", heading] + textwrap.wrap(", ".join(feeds), 34)
         g.node(ANY, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
         for e in ov.any_moves:
             g.edge(ANY, into(e.dst, ANY), _wrap(e.lines()), **_note_style(e.by_guard))
@@ -293,7 +295,8 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             continue
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
-            note += ["", "accepted there without moving:"] + textwrap.wrap(", ".join(sh.stays), 34)
+            for heading, feeds in stay_groups(sh.stays, sh.moves):
+                note += ["", heading] + textwrap.wrap(", ".join(feeds), 34)
         g.node(sh.node, "\n".join(note), shape="note", style="dashed", fontsize="10", color=NOTE_COLOR)
         for e in sh.moves:
             g.edge(sh.node, into(e.dst, sh.node), _wrap(e.lines()), **_note_style(e.by_guard))
@@ -349,8 +352,6 @@ def _moving(ov: Overview) -> dict[str, frozenset[str]]:
     return {state: frozenset(feeds) for state, feeds in out.items()}
 
 
-GUARD_COLOR = "#1f5fa8"
-NOTE_COLOR = "#777777"
 AGAIN = "__again__"
 RETURNS = "the runs that end come back here; the same state as the one at the top, drawn again"
 #: The initial state is drawn a second time, at the foot, when this many moves from other states
@@ -486,71 +487,6 @@ def _joined(moves: list[Edge], into: Any) -> dict[int, Leg]:
                         own[i] = [f"{feeds}: {rest}" if rest else feeds]
                     join(dst, (", ".join(tail),), group, own)
     return legs
-
-
-@dataclass(frozen=True)
-class Legend:
-    """Which kinds of mark a picture draws: its legend names those and no others."""
-
-    feed_decides: bool
-    guard_decides: bool
-    notes: bool
-    joined: bool
-    stays: bool
-    terminal: bool
-    again: bool
-    both_ways: bool = False
-    may_stay: bool = False
-
-    def rows(self) -> list[tuple[str, str, str]]:
-        """(mark, its colour, what it means) for each kind drawn."""
-        out = []
-        if self.feed_decides:
-            out.append(("\u2500\u2500\u25b6", "black", "taken on that feed (always, or for the arguments named)"))
-        if self.guard_decides:
-            out.append(
-                (
-                    "- - \u25b6",
-                    GUARD_COLOR,
-                    "decided by a guard (the machine's data, policy or clock): it holds, or one tried first does not",
-                )
-            )
-        if self.notes:
-            out.append(
-                (
-                    "grey",
-                    NOTE_COLOR,
-                    "an arrow from a note (a box with a folded corner): a feed several states take alike",
-                )
-            )
-        if self.joined:
-            out.append(("\u25cf", "black", "arrows that end alike meet; the words after the dot hold for each"))
-        if self.both_ways:
-            out.append(
-                ("\u25c0\u2500\u25b6", "black", "moves both ways between two states; each label says where it goes")
-            )
-        if self.stays:
-            out.append(("stays on", "#555555", "feeds a state accepts without moving"))
-        if self.may_stay:
-            out.append(("may stay on", "#555555", "feeds that stay for some arguments, leave on an arrow for others"))
-        if self.terminal:
-            out.append(("double border", "black", "a final state"))
-        if self.again:
-            out.append(("dotted box", "black", "the initial state drawn again, where runs end"))
-        return out
-
-    def sheet_rows(self) -> list[tuple[str, str, str]]:
-        """:meth:`rows` with the marks in words, for the review sheet (Markdown has no dashes to show)."""
-        words = {
-            "\u2500\u2500\u25b6": "a solid black arrow",
-            "- - \u25b6": "a dashed blue arrow",
-            "grey": "a grey arrow",
-            "\u25cf": "a dot",
-            "\u25c0\u2500\u25b6": "a two-headed arrow",
-            "stays on": "*stays on ...* in a state's box",
-            "may stay on": "*may stay on ...* in a state's box",
-        }
-        return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]
 
 
 def _title_with_legend(title: str, legend: Legend) -> str:

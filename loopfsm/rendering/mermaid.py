@@ -10,7 +10,7 @@ import textwrap
 
 from loopfsm.core.spec import Decision, Rule, Spec
 from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label, rule_words
-from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, overview, short
+from loopfsm.rendering.overview import ANY, ANYWHERE, Edge, overview, short, stay_groups
 
 
 def _html_safe(s: str) -> str:
@@ -66,20 +66,14 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
             for e in ov.any_moves:
                 lines.append(_edge(f"    {ANY} --> {e.dst}", e))
             if ov.any_stays:
-                lines.append(f"    note right of {ANY}")
-                lines.append("        accepted there without moving:")
-                lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(ov.any_stays), 100)]
-                lines.append("    end note")
+                lines += _stays_note(ANY, stay_groups(ov.any_stays, ov.any_moves))
         for sh in ov.shared:
             label = textwrap.shorten(sh.label, MAX_LINE - len(sh.node) - 20, placeholder=" …")
             lines.append(f'    state "{label}" as {sh.node}')
             for e in sh.moves:
                 lines.append(_edge(f"    {sh.node} --> {e.dst}", e))
             if sh.stays:
-                lines.append(f"    note right of {sh.node}")
-                lines.append("        accepted there without moving:")
-                lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(sh.stays), 100)]
-                lines.append("    end note")
+                lines += _stays_note(sh.node, stay_groups(sh.stays, sh.moves))
         if ov.anywhere:
             lines.append(f'    state "{_text("; ".join(ov.anywhere_lines()))}" as {ANYWHERE}')
         notes = ([ANY] if ov.any_moves or ov.any_stays else []) + [sh.node for sh in ov.shared]
@@ -145,3 +139,12 @@ def decision_flowchart(spec: Spec, d: Decision) -> str:
     if unanswered:
         lines.append(f'    {prev} -- no --> none["no answer (raises)"]')
     return "\n".join(lines) + "\n"
+
+
+def _stays_note(node: str, groups: list[tuple[str, list[str]]]) -> list[str]:
+    """A Mermaid note beside ``node`` listing the feeds it stays on, under their headings."""
+    lines = [f"    note right of {node}"]
+    for heading, feeds in groups:
+        lines.append(f"        {heading}")
+        lines += [f"        {chunk}" for chunk in textwrap.wrap(", ".join(feeds), 100)]
+    return lines + ["    end note"]

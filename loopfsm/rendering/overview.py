@@ -209,6 +209,16 @@ def _stays_alike(sources: dict[str, tuple[Branch, ...]], live: list[str]) -> lis
     return staying
 
 
+def stay_groups(stays: list[str], moves: list[Edge]) -> list[tuple[str, list[str]]]:
+    """A note's staying feeds under their heading: those that only stay, and those that also leave on one of the
+    note's arrows (a note listed a feed as "accepted there without moving" beside its own arrow on it)."""
+    leaving = {f for e in moves for f in e.feeds}
+    only = [f for f in stays if f not in leaving]
+    also = [f for f in stays if f in leaving]
+    groups = [("accepted there without moving:", only), ("may also stay there, for other arguments:", also)]
+    return [(heading, feeds) for heading, feeds in groups if feeds]
+
+
 def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
     """Whether a guard decides if branch ``i`` is taken: its own, or that of an earlier branch for the same
     arguments, which takes the feed first when it holds.

@@ -30,7 +30,11 @@ class SessionTraceError(StoreError):
     """A session's kept feeds do not read back whole (steps written before feeds were kept, or rows edited)."""
 
 
-class DamagedHistory(StoreError):
+class DamagedRow(StoreError):
+    """A stored row does not read back as the router wrote it (its JSON does not parse: changed by hand)."""
+
+
+class DamagedHistory(DamagedRow):
     """A session's history row names a message the store does not hold as the router wrote it.
 
     Only a store changed by hand (a row deleted, a sealed column cleared, the

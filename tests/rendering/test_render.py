@@ -357,3 +357,41 @@ def test_a_drawing_dot_stops_reading_part_way_is_a_render_error_not_a_broken_pip
 
     with pytest.raises(RenderError, match="stopped reading the drawing part way"):
         svg_from_source('digraph { a [tooltip="' + "x" * 400_000 + '"] }')
+
+
+MAY_LEAVE = """\
+machine: may_leave
+description: d
+states:
+  a: {initial: true, description: a}
+  b: {description: b}
+  c: {description: c}
+  e: {description: e}
+  d: {description: d, terminal: true}
+events:
+  next:
+    description: walk
+    from:
+      a: [{to: b, description: ab}]
+      b: [{to: c, description: bc}]
+      c: [{to: e, description: ce}]
+      e: [{to: a, description: ea}]
+  go:
+    description: maybe leave
+    args: {k: {type: integer}}
+    from:
+      b: [{when: {k: 1}, to: d, description: leave}, {stay: true, description: keep}]
+      c: [{when: {k: 1}, to: d, description: leave}, {stay: true, description: keep}]
+      e: [{when: {k: 1}, to: d, description: leave}, {stay: true, description: keep}]
+"""
+
+
+def test_a_note_does_not_say_its_feed_only_stays_beside_its_own_arrow_on_it():
+    """b, c and e leave for d on go when k is 1 and stay otherwise: the note said "accepted there without
+    moving: go" beside its own arrow "go: leave"."""
+    from tests.support.specs import make_registry
+
+    s = loader.parse(MAY_LEAVE, "may_leave.yaml", make_registry())
+    for text, arrow in ((dot.state_graph(s).source, "go: leave"), (mermaid.state_diagram(s), "go (leave)")):
+        assert "accepted there without moving" not in text
+        assert "may also stay there, for other arguments:" in text and arrow in text

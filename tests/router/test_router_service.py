@@ -334,39 +334,73 @@ def test_decrypted_content_that_is_not_a_message_is_refused_and_the_run_goes_on(
     router.close()
 
 
-@pytest.mark.parametrize("how", ["row-deleted", "seal-cleared", "ref-garbled", "refs-not-a-list"])
+#: How a hand-edited store damages an encrypted session's history, and the words the refusal says.
+#: (what is done, to which row: the last ref's row, or the history row's body)
+ENCRYPTED_DAMAGE = {
+    "row-deleted": ("DELETE FROM {t} WHERE session_id = ? AND kind = ? AND row_id = ?", "does not hold sealed"),
+    "seal-cleared": (
+        "UPDATE {t} SET sealed = NULL WHERE session_id = ? AND kind = ? AND row_id = ?",
+        "does not hold sealed",
+    ),
+    "seal-garbage": (
+        "UPDATE {t} SET sealed = '\"garbage\"' WHERE session_id = ? AND kind = ? AND row_id = ?",
+        "does not hold sealed",
+    ),
+    "seal-empty-object": (
+        "UPDATE {t} SET sealed = '{{}}' WHERE session_id = ? AND kind = ? AND row_id = ?",
+        "does not hold sealed",
+    ),
+    "ref-garbled": (
+        lambda body, refs: dict(body, refs=refs[:-1] + ["nonsense"]),
+        "references the router did not write",
+    ),
+    "refs-not-a-list": (lambda body, refs: dict(body, refs={"not": "a list"}), "references the router did not write"),
+    "ref-huge": (
+        lambda body, refs: dict(body, refs=refs[:-1] + ["message:" + "x" * 1_000_000]),
+        "does not hold sealed",
+    ),
+    "mode-not-a-mode": (lambda body, refs: dict(body, mode={"k": "SECRET-ZEBRA"}), "names a mode neither"),
+    "body-a-list": (lambda body, refs: [body], "not a JSON object"),
+    "body-null": (lambda body, refs: None, "not a JSON object"),
+    "body-nested-past-the-parser": ("[" * 5000 + "]" * 5000, "does not read back as JSON"),
+}
+
+
+@pytest.mark.parametrize("how", list(ENCRYPTED_DAMAGE))
 def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp_path, how):
-    """A message row the history names, gone or no longer sealed, fails the next run loudly and changes nothing:
-    the model is never sent a conversation with a message missing."""
+    """A message row the history names, gone or no longer sealed, or a history row edited into something the
+    router never writes, fails the next run loudly and changes nothing: the model is never sent a conversation
+    with a message missing, and the answer names the row, bounded, never its content."""
     url, prefix = store_at
     router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
     kr = Keyring.generate()
     assert client(tc, "enc", tmp_path, keyring=kr).run("one")["data"]["ended"] == "completed"
     store = router.store()
-    refs = store.row("enc", "input", "history").body["refs"]
+    body = store.row("enc", "input", "history").body
+    refs = body["refs"]
     kind, row_id = refs[-1].split(":", 1)
-    if how == "row-deleted":
-        sql = f"DELETE FROM {store.rows_table} WHERE session_id = ? AND kind = ? AND row_id = ?"
-        store.backend.run(sql, ("enc", kind, row_id))
-    elif how == "seal-cleared":
-        sql = f"UPDATE {store.rows_table} SET sealed = NULL WHERE session_id = ? AND kind = ? AND row_id = ?"
-        store.backend.run(sql, ("enc", kind, row_id))
+    damage, said = ENCRYPTED_DAMAGE[how]
+    set_body = f"UPDATE {store.rows_table} SET body = ? WHERE session_id = ? AND kind = 'input' AND row_id = 'history'"
+    if callable(damage):
+        store.backend.run(set_body, (json.dumps(damage(body, refs)), "enc"))
+    elif damage.startswith("["):
+        store.backend.run(set_body, (damage, "enc"))
     else:
-        body = dict(store.row("enc", "input", "history").body)
-        body["refs"] = refs[:-1] + ["nonsense"] if how == "ref-garbled" else {"not": "a list"}
-        sql = f"UPDATE {store.rows_table} SET body = ? WHERE session_id = ? AND kind = 'input' AND row_id = 'history'"
-        store.backend.run(sql, (json.dumps(body), "enc"))
+        store.backend.run(damage.format(t=store.rows_table), ("enc", kind, row_id))
     before = store.load("enc")
-    rows_before = len(store.rows("enc"))
+    rows_before = store.backend.run(f"SELECT COUNT(*) FROM {store.rows_table} WHERE session_id = ?", ("enc",))[1]
     r = tc.post("/v1/sessions/enc/execute", json=_sealed_execute(kr, "r2", "two")).json()
     assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
-    if how in ("row-deleted", "seal-cleared"):
-        assert refs[-1] in r["data"]["error"] and "does not hold sealed" in r["data"]["error"]
-    else:
-        assert "references the router did not write" in r["data"]["error"]
+    assert said in r["data"]["error"] and len(r["data"]["error"]) < 400 and "SECRET" not in r["data"]["error"]
+    if said == "does not hold sealed" and how != "ref-huge":
+        assert refs[-1] in r["data"]["error"]
     after = store.load("enc")
     assert (after.phase, after.version, after.holder) == (before.phase, before.version, None)
-    assert len(store.rows("enc")) == rows_before
+    assert (
+        store.backend.run(f"SELECT COUNT(*) FROM {store.rows_table} WHERE session_id = ?", ("enc",))[1] == rows_before
+    )
+    # the user goes on in a new session
+    assert client(tc, "fresh", tmp_path, keyring=kr).run("three")["data"]["ended"] == "completed"
     router.close()
 
 

@@ -191,7 +191,8 @@ def test_store_trace_and_show_say_a_row_loopfsm_did_not_write_in_one_line(tmp_pa
     for action in ("trace", "show"):
         assert main(["store", action, url, "s"]) != 0
         err = capsys.readouterr().err
-        assert "holds a row loopfsm did not write (JSONDecodeError)" in err and "Traceback" not in err
+        assert "holds a row loopfsm did not write: stored row 'trace':" in err and "Traceback" not in err
+        assert "does not read back as JSON" in err
     with open_store(url) as store, store.backend.transaction():
         store.backend.run(f"DROP TABLE {store.rows_table}")
     assert main(["store", "trace", url, "s"]) != 0

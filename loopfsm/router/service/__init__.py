@@ -65,7 +65,7 @@ from typing import Any, TypeVar
 from loopfsm.router.crypto import Keyring
 from loopfsm.core.errors import SnapshotError
 from loopfsm.machines.errors import FencedOut
-from loopfsm.router.errors import DamagedHistory, ProtocolError
+from loopfsm.router.errors import DamagedRow, ProtocolError
 from ...machines.fallback_breaker import FallbackBreaker
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.router.providers import Provider
@@ -334,7 +334,7 @@ class Router:
         except ProtocolError as err:
             self._release(lease)
             return P.error("invalid", str(err), list(ctx.phase.decide("continuations")))
-        except (SealedStateError, DamagedHistory) as err:  # said without content; nothing of the request kept
+        except (SealedStateError, DamagedRow) as err:  # said without content; nothing of the request kept
             self._release(lease)
             return P.error("internal", str(err), list(ctx.phase.decide("continuations")))
         except SnapshotError as err:  # the run's brain or breakers were saved in a shape these tables cannot read

@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from loopfsm.core.errors import FeedArgumentError, SnapshotError
-from loopfsm.router.errors import DamagedHistory, ProtocolError
+from loopfsm.core.errors import FeedArgumentError, SnapshotError, shown
+from loopfsm.router.crypto import Envelope
+from loopfsm.router.errors import DamagedHistory, ProtocolError, SealError
 from ...machines.engine_brain import LoopMachine
 from ...machines.messages import Message
 from loopfsm.machines.router_run import ROUTER_RUN
@@ -120,6 +121,10 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
         perms = prior.permissions if prior is not None else None
         gates = dict(prior.gates) if prior is not None else {}
         text = req.data["message"]
+    if history.get("mode") not in (None, "plaintext", "encrypted"):
+        raise DamagedHistory(
+            "this session's history row names a mode neither plaintext nor encrypted (changed by hand)"
+        )
     if history.get("mode") not in (None, mode):
         raise ProtocolError(f"this session is {history['mode']}: its mode is fixed by its first run")
     sealed = req.data.get("encrypted") or {}
@@ -149,9 +154,9 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
         to_decrypt = {}
         for r in refs:
             row = stored.get(r)
-            if row is None or row.sealed is None:
+            if row is None or not _an_envelope(row.sealed):  # what the client is sent to open
                 raise DamagedHistory(
-                    f"this session's history names {r}, which the store does not hold sealed "
+                    f"this session's history names {shown(r, 80)}, which the store does not hold sealed "
                     "(a row deleted or changed by hand): the session cannot go on from this store"
                 )
             to_decrypt[r] = row.sealed
@@ -183,3 +188,12 @@ def _history_messages(saved: object) -> list[Message]:
                 "the session cannot go on from this store"
             ) from None
     return out
+
+
+def _an_envelope(sealed: object) -> bool:
+    """Whether a stored row's sealed column is an envelope, as the client is sent it to open."""
+    try:
+        Envelope.from_json(sealed)
+    except SealError:
+        return False
+    return True

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from loopfsm.router.errors import ProtocolError
+from loopfsm.router.errors import DamagedHistory, ProtocolError
 from loopfsm.core.errors import SnapshotError
 from ...machines.engine_brain import LoopMachine
 from ...machines.fallback_breaker import FallbackBreaker
@@ -120,9 +120,16 @@ class Ctx:
         self._emit(row["event"])
 
     def history_row(self) -> dict[str, Any]:
-        """The session's history row, read from the store at most once per request."""
+        """The session's history row, read from the store at most once per request.
+
+        One that is not a JSON object was changed by hand: :class:`DamagedHistory`, not an empty
+        conversation the next run would go on from.  A missing one is a session no run has completed in
+        (the sweep ends an expired first run without writing one), so a deleted row reads as that.
+        """
         if self.history is None:
             row = self.services.store().row(self.session_id, "input", "history")
+            if row is not None and not isinstance(row.body, dict):
+                raise DamagedHistory("this session's history row is not a JSON object (changed by hand)")
             self.history = dict(row.body) if row is not None and isinstance(row.body, dict) else {}
         return dict(self.history)
 

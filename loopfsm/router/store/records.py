@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from loopfsm.core.errors import shown
+from loopfsm.router.errors import DamagedRow
 from loopfsm.machines.router_run import ROUTER_RUN
 from loopfsm.machines.run_lock import RUN_LOCK
 
@@ -158,19 +160,28 @@ ROW_COLS = "session_id, kind, row_id, run_id, step, ord, meta, body, sealed, wri
 
 
 def stored_row(r: tuple[Any, ...]) -> StoredRow:
-    """A row as selected with ``ROW_COLS``: meta always JSON, body and sealed JSON or NULL."""
-    return StoredRow(
-        r[0],
-        r[1],
-        r[2],
-        r[3],
-        r[4],
-        r[5],
-        json.loads(r[6]),
-        None if r[7] is None else json.loads(r[7]),
-        None if r[8] is None else json.loads(r[8]),
-        r[9],
-    )
+    """A row as selected with ``ROW_COLS``: meta always JSON, body and sealed JSON or NULL.
+
+    A column that does not parse (changed by hand: not JSON, or nested past the parser) raises
+    :class:`DamagedRow` naming the row, not the parser's ValueError or RecursionError.
+    """
+    try:
+        return StoredRow(
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            r[4],
+            r[5],
+            json.loads(r[6]),
+            None if r[7] is None else json.loads(r[7]),
+            None if r[8] is None else json.loads(r[8]),
+            r[9],
+        )
+    except (ValueError, TypeError, RecursionError):
+        raise DamagedRow(
+            f"stored row {shown(r[1], 20)}:{shown(r[2], 60)} does not read back as JSON (changed by hand)"
+        ) from None
 
 
 STATE_COLS = (
