@@ -215,19 +215,28 @@ class Message:
         """The message :meth:`to_json` wrote; anything else (not an object, a part missing or of another shape)
         is a :class:`FeedArgumentError`, as a wrong field is: JSON from outside (a client's opened history, a
         stored row) is refused in one typed error, never a ``KeyError`` from deep inside."""
+        if isinstance(d, dict) and not d.keys() <= MESSAGE_KEYS:
+            unknown = sorted(map(str, d.keys() - MESSAGE_KEYS))[0]
+            raise FeedArgumentError(f"not a message as Message.to_json writes one (unknown key {shown(unknown)})")
         try:
             return cls(
                 d["role"],
                 d.get("text", ""),
                 tuple(ToolCall.from_json(c) for c in d.get("tool_calls", ())),
                 d.get("tool_call_id"),
-                bool(d.get("is_error", False)),
+                d.get("is_error", False),  # a bool, as __post_init__ checks: "no" is not read as True
                 tuple(Thinking.from_json(t) for t in d.get("thinking", ())),
                 tuple(ServerBlock.from_json(b) for b in d.get("server_blocks", ())),
                 tuple(Citation(dict(c)) for c in d.get("citations", ())),
             )
         except (KeyError, TypeError, AttributeError, ValueError) as err:
             raise FeedArgumentError(f"not a message as Message.to_json writes one ({type(err).__name__})") from None
+
+
+#: The keys :meth:`Message.to_json` writes; from_json refuses any other (it would be dropped without a word).
+MESSAGE_KEYS = frozenset(
+    {"role", "text", "tool_calls", "tool_call_id", "is_error", "thinking", "server_blocks", "citations"}
+)
 
 
 def _need(obj: object, name: str, typ: type, *, nullable: bool = False) -> None:

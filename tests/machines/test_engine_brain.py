@@ -579,9 +579,21 @@ def test_the_compaction_example_of_the_docs_runs():
 
 @pytest.mark.parametrize(
     "bad",
-    [[1], "text", None, {}, {"role": "user", "tool_calls": [5]}, {"role": "user", "server_blocks": [{}]}, {"role": 1}],
+    [
+        [1],
+        "text",
+        None,
+        {},
+        {"role": "user", "tool_calls": [5]},
+        {"role": "user", "server_blocks": [{}]},
+        {"role": 1},
+        {"role": "tool", "text": "x", "tool_call_id": "c1", "is_error": "no"},  # read as True by bool()
+        {"role": "tool", "text": "x", "tool_call_id": "c1", "is_error": 0},
+        {"role": "user", "text": "x", "tool_call": []},  # a misspelt key was dropped without a word
+    ],
 )
 def test_a_message_from_json_that_is_not_one_is_a_feed_argument_error(bad):
-    """JSON from outside (a client's opened history, a stored row) is refused in one typed error."""
+    """JSON from outside (a client's opened history, a stored row) is refused in one typed error: never coerced,
+    never a key dropped."""
     with pytest.raises(FeedArgumentError):
         Message.from_json(bad)
