@@ -355,6 +355,7 @@ ENCRYPTED_DAMAGE = {
         "references the router did not write",
     ),
     "refs-not-a-list": (lambda body, refs: dict(body, refs={"not": "a list"}), "references the router did not write"),
+    "ref-repeated": (lambda body, refs: dict(body, refs=refs + refs[:1]), "references the router did not write"),
     "ref-huge": (
         lambda body, refs: dict(body, refs=refs[:-1] + ["message:" + "x" * 1_000_000]),
         "does not hold sealed",

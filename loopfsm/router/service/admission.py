@@ -146,7 +146,11 @@ def start(ctx: Ctx, prior: RunBundle | None) -> Outcome | Resume:
     ctx.put("message", prompt_id, meta, content=Message.user(text).to_json(), sealed=sealed.get(ref))
     if mode == "encrypted" and history.get("refs"):
         refs = history["refs"]
-        if not isinstance(refs, list) or not all(isinstance(r, str) and ":" in r for r in refs):
+        if (
+            not isinstance(refs, list)
+            or not all(isinstance(r, str) and ":" in r for r in refs)
+            or len(set(refs)) != len(refs)  # each row holds one message, written once
+        ):
             raise DamagedHistory(
                 "this session's history row holds references the router did not write (changed by hand)"
             )
