@@ -285,7 +285,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             said = e.lines() + textwrap.wrap(where, 36, initial_indent="  ", subsequent_indent="  ")
             g.node(
                 sh.node,
-                "".join(line + "\\l" for line in said),
+                "".join(line.replace("\\", "\\\\") + "\\l" for line in said),  # escaped as _wrap escapes
                 shape="note",
                 style="dashed",
                 fontsize="10",

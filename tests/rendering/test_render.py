@@ -395,3 +395,22 @@ def test_a_note_does_not_say_its_feed_only_stays_beside_its_own_arrow_on_it():
     for text, arrow in ((dot.state_graph(s).source, "go: leave"), (mermaid.state_diagram(s), "go (leave)")):
         assert "accepted there without moving" not in text
         assert "may also stay there, for other arguments:" in text and arrow in text
+
+
+def test_a_one_arrow_note_keeps_a_backslash_in_its_words():
+    """The note that says its one arrow's words escapes them as arrows' words are: "\\l" in a description must not
+    turn into a line break (or a backslash vanish) when the words move into the note."""
+    import json
+    import subprocess
+
+    from tests.support.specs import make_registry
+
+    one_arrow = r"[{to: d, description: 'path C:\lib\new'}]"  # YAML single quotes: one backslash each
+    text = MAY_LEAVE.replace("[{when: {k: 1}, to: d, description: leave}, {stay: true, description: keep}]", one_arrow)
+    s = loader.parse(text, "one_arrow.yaml", make_registry())
+    source = dot.state_graph(s).source
+    layout = json.loads(
+        subprocess.run(["dot", "-Tjson"], input=source, capture_output=True, text=True, check=True).stdout
+    )
+    (note,) = [o for o in layout["objects"] if o["name"].startswith("__shared")]
+    assert [op["text"] for op in note["_ldraw_"] if op["op"] == "T"] == ["go: path C:\\lib\\new", "  in b, c, e"]
