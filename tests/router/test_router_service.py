@@ -363,7 +363,9 @@ ENCRYPTED_DAMAGE = {
     "mode-not-a-mode": (lambda body, refs: dict(body, mode={"k": "SECRET-ZEBRA"}), "names a mode neither"),
     "body-a-list": (lambda body, refs: [body], "not a JSON object"),
     "body-null": (lambda body, refs: None, "not a JSON object"),
-    "body-nested-past-the-parser": ("[" * 5000 + "]" * 5000, "does not read back as JSON"),
+    # past json.loads where the recursion limit is the default (DamagedRow); where a test runner raised it, the
+    # row parses and is a list (DamagedHistory): refused either way
+    "body-nested-past-the-parser": ("[" * 5000 + "]" * 5000, ("does not read back as JSON", "not a JSON object")),
 }
 
 
@@ -392,7 +394,8 @@ def test_an_encrypted_history_with_a_hole_is_refused_not_shortened(store_at, tmp
     rows_before = store.backend.run(f"SELECT COUNT(*) FROM {store.rows_table} WHERE session_id = ?", ("enc",))[1]
     r = tc.post("/v1/sessions/enc/execute", json=_sealed_execute(kr, "r2", "two")).json()
     assert r["status"] == "error" and r["data"]["code"] == "internal" and not r["data"]["retryable"], r
-    assert said in r["data"]["error"] and len(r["data"]["error"]) < 400 and "SECRET" not in r["data"]["error"]
+    assert any(words in r["data"]["error"] for words in ((said,) if isinstance(said, str) else said)), r
+    assert len(r["data"]["error"]) < 400 and "SECRET" not in r["data"]["error"]
     if said == "does not hold sealed" and how != "ref-huge":
         assert refs[-1] in r["data"]["error"]
     after = store.load("enc")
