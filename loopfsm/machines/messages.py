@@ -10,7 +10,7 @@ sources its text cites (:class:`Citation`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from loopfsm.core.errors import FeedArgumentError, shown
 from loopfsm.core.fieldtypes import json_problem
@@ -233,12 +233,6 @@ class Message:
             raise FeedArgumentError(f"not a message as Message.to_json writes one ({type(err).__name__})") from None
 
 
-#: The keys :meth:`Message.to_json` writes; from_json refuses any other (it would be dropped without a word).
-MESSAGE_KEYS = frozenset(
-    {"role", "text", "tool_calls", "tool_call_id", "is_error", "thinking", "server_blocks", "citations"}
-)
-
-
 def _need(obj: object, name: str, typ: type, *, nullable: bool = False) -> None:
     value = getattr(obj, name)
     if (nullable and value is None) or type(value) is typ:
@@ -287,3 +281,6 @@ MESSAGE_SCHEMA = {
         "citations": {"type": "array", "items": CITATION_SCHEMA},
     },
 }
+
+#: The keys :meth:`Message.to_json` writes (the schema's): from_json refuses any other, which it would drop unsaid.
+MESSAGE_KEYS: frozenset[str] = frozenset(cast("dict[str, Any]", MESSAGE_SCHEMA["properties"]))

@@ -25,16 +25,24 @@ from loopfsm.rendering.legend import GUARD_COLOR, NOTE_COLOR, Legend
 SOURCE_MARK = "loopfsm-source-sha256"
 
 
-def _wrap(lines: list[str], width: int = 30) -> str:
+WRAP = 30  # characters a line of an arrow's words
+
+
+def _wrap(lines: list[str], width: int = WRAP) -> str:
     out: list[str] = []
     for line in lines:
         feed, sep, words = line.partition(": ")
-        if width < 30 and sep and len(line) > width:  # narrow: the feed on its own line, its words below it
+        if width < WRAP and sep and len(line) > width:  # narrow: the feed on its own line, its words below it
             out += [feed + ":"] + textwrap.wrap(words, width + 6, initial_indent="  ", subsequent_indent="  ")
             continue
         out += textwrap.wrap(line, width, subsequent_indent="  ", break_long_words=False) or [""]
-    # "\l" ends a left-justified line: stacked feeds read as a list, not a centred poem.
-    return "".join(line.replace("\\", "\\\\") + "\\l" for line in out)
+    return _left(out)
+
+
+def _left(lines: list[str]) -> str:
+    """Lines as one DOT label, each left-justified ("\\l" ends it: stacked feeds read as a list, not a centred
+    poem), backslashes escaped so a description's own "\\l" or "\\n" stays text."""
+    return "".join(line.replace("\\", "\\\\") + "\\l" for line in lines)
 
 
 def edge_label(lines: list[str]) -> str:
@@ -285,7 +293,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             said = e.lines() + textwrap.wrap(where, 36, initial_indent="  ", subsequent_indent="  ")
             g.node(
                 sh.node,
-                "".join(line.replace("\\", "\\\\") + "\\l" for line in said),  # escaped as _wrap escapes
+                _left(said),
                 shape="note",
                 style="dashed",
                 fontsize="10",
@@ -340,7 +348,7 @@ FOOT_WRAP = 20
 
 def _width(head: str) -> int:
     """How wide an arrow's words may run, by where it ends."""
-    return FOOT_WRAP if head == AGAIN else 30
+    return FOOT_WRAP if head == AGAIN else WRAP
 
 
 def _moving(ov: Overview) -> dict[str, frozenset[str]]:

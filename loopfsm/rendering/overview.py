@@ -239,14 +239,18 @@ def _may_overlap(a: Branch, b: Branch) -> bool:
     return all(any(v == w for v in mine[c.arg] for w in c.values) for c in b.when if c.arg in mine)
 
 
+def _take(e: Edge, feed: str, words: str, branches: Sequence[Branch], i: int) -> None:
+    """Branch ``i`` of ``feed`` drawn on ``e``: its words, and whether a condition or a guard decides it."""
+    e.feeds.setdefault(feed, []).append(words)
+    e.guarded &= branches[i].guarded
+    e.by_guard |= decided_by_guard(branches, i)
+
+
 def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
     for i, b in enumerate(branches):
         if b.dest is None or b.refusal is not None:
             continue
-        e = moves.setdefault(b.dest, Edge(src, b.dest))
-        e.feeds.setdefault(feed, []).append(branch_words(b))
-        e.guarded &= b.guarded
-        e.by_guard |= decided_by_guard(branches, i)
+        _take(moves.setdefault(b.dest, Edge(src, b.dest)), feed, branch_words(b), branches, i)
     if any(b.dest is None and b.refusal is None for b in branches) and feed not in stays:
         stays.append(feed)
 
@@ -357,15 +361,10 @@ def overview(spec: Spec) -> Overview:
         wild = ev.sources.get(WILDCARD)
         folded: set[str] = set()
         if wild is not None:
-            moving = [b for b in wild if b.dest is not None]
             for i, b in enumerate(wild):
-                if b.dest is None:
-                    continue
-                e = any_moves.setdefault(b.dest, Edge(ANY, b.dest))
-                e.feeds.setdefault(ev.name, []).append(branch_words(b))
-                e.guarded &= b.guarded
-                e.by_guard |= decided_by_guard(wild, i)
-            if len(moving) < len(wild):
+                if b.dest is not None:
+                    _take(any_moves.setdefault(b.dest, Edge(ANY, b.dest)), ev.name, branch_words(b), wild, i)
+            if any(b.dest is None for b in wild):
                 any_stays.append(ev.name)
         else:
             stays = _stays_alike(ev.sources, live)
@@ -392,10 +391,8 @@ def overview(spec: Spec) -> Overview:
                 if b.refusal is not None:  # refusals change nothing: the review sheet lists them
                     continue
                 dst = b.dest or state
-                e = edges.setdefault((state, dst), Edge(state, dst))
-                e.feeds.setdefault(ev.name, []).append(branch_words(b) if b.dest else "")
-                e.guarded &= b.guarded
-                e.by_guard |= decided_by_guard(branches, i)
+                words = branch_words(b) if b.dest else ""
+                _take(edges.setdefault((state, dst), Edge(state, dst)), ev.name, words, branches, i)
     # Self-loops read as "what this state accepts"; their words would only
     # repeat the review sheet, so they keep the feed names alone.
     for e in edges.values():

@@ -122,15 +122,15 @@ class Ctx:
     def history_row(self) -> dict[str, Any]:
         """The session's history row, read from the store at most once per request.
 
-        One that is not a JSON object was changed by hand: :class:`DamagedHistory`, not an empty
-        conversation the next run would go on from.  A missing one is a session no run has completed in
-        (the sweep ends an expired first run without writing one), so a deleted row reads as that.
+        Checked here, where it is read, so no step goes on from one the router did not write (changed by
+        hand): not a JSON object, a mode neither plaintext nor encrypted, or references that are not
+        ``kind:id`` strings each named once raise :class:`DamagedHistory`.  A missing row is a session no
+        run has completed in (the sweep ends an expired first run without writing one), so a deleted row
+        reads as that.
         """
         if self.history is None:
             row = self.services.store().row(self.session_id, "input", "history")
-            if row is not None and not isinstance(row.body, dict):
-                raise DamagedHistory("this session's history row is not a JSON object (changed by hand)")
-            self.history = dict(row.body) if row is not None and isinstance(row.body, dict) else {}
+            self.history = {} if row is None else _checked_history(row.body)
         return dict(self.history)
 
     # -- rows -------------------------------------------------------------------------------
@@ -160,3 +160,21 @@ def restore(run: RunBundle) -> tuple[LoopMachine, ToolHealth]:
     if run.brain is None or run.health is None:  # pragma: no cover - a paused run always kept both
         raise SnapshotError("the live run's bundle holds no brain")
     return LoopMachine.restore(run.brain), ToolHealth.restore(run.health)
+
+
+def _checked_history(body: object) -> dict[str, Any]:
+    """A history row's body as the router writes it, or :class:`DamagedHistory` saying what is not."""
+    if not isinstance(body, dict):
+        raise DamagedHistory("this session's history row is not a JSON object (changed by hand)")
+    if body.get("mode") not in (None, "plaintext", "encrypted"):
+        raise DamagedHistory(
+            "this session's history row names a mode neither plaintext nor encrypted (changed by hand)"
+        )
+    refs = body.get("refs", [])
+    if (
+        not isinstance(refs, list)
+        or not all(isinstance(r, str) and ":" in r for r in refs)
+        or len(set(refs)) != len(refs)  # each row holds one message, written once
+    ):
+        raise DamagedHistory("this session's history row holds references the router did not write (changed by hand)")
+    return dict(body)
