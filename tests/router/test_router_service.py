@@ -426,3 +426,22 @@ def test_a_plaintext_history_entry_that_is_not_a_message_is_refused_by_name(stor
     assert r["data"]["error"].startswith("entry 1 of this session's history row is not a conversation message")
     assert store.load("s").phase == "Idle" and store.load("s").holder is None
     router.close()
+
+
+def test_a_history_row_deleted_whole_reads_as_a_session_no_run_completed_in(store_at):
+    """What docs/router.md says the router cannot tell: the sweep ending an expired first run leaves no history
+    row either, so a deleted one is not refused; the next run goes on as a session's first."""
+    url, prefix = store_at
+    router, tc = make(url, prefix, [{"text": "first"}, {"text": "second"}])
+    assert router.handle("s", {"type": "execute", "request_id": "r1", "data": {"prompt": "one"}})["status"] == (
+        "completed"
+    )
+    store = router.store()
+    store.backend.run(
+        f"DELETE FROM {store.rows_table} WHERE session_id = ? AND kind = 'input' AND row_id = 'history'", ("s",)
+    )
+    again = router.handle("s", {"type": "execute", "request_id": "r2", "data": {"prompt": "two"}})
+    assert again["status"] == "completed", again
+    texts = [m["text"] for m in store.row("s", "input", "history").body["messages"]]
+    assert len(texts) == 2 and texts[0] == "two"  # the first run's conversation is gone, unsaid
+    router.close()
