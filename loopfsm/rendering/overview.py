@@ -109,10 +109,21 @@ class Overview:
     any_label: str  # "any live state", or "other live states" when some state overrides '*'
     shared: list[Shared] = field(default_factory=list)  # feeds alike from some live states, not all
     anywhere: dict[str, list[str]] = field(default_factory=dict)  # feed -> states it may leave for any live state
+    final: list[str] = field(default_factory=list)  # the final states: the ones "any live state" leaves out
 
     def anywhere_lines(self) -> list[str]:
-        """The "may move to any live state" note, one sentence per feed (its arrows are not drawn)."""
-        return [f"{feed} may move to any live state from {', '.join(states)}" for feed, states in self.anywhere.items()]
+        """The "may move from ... to any state" note, one sentence per feed (its arrows are not drawn).
+
+        It names the states it leaves out rather than saying "live": three readers of router_run's picture
+        asked whether "any live state" took in AwaitingEncrypt, which the sentence did not name.
+        """
+        targets = "any state" + (f" but {_or(self.final)}" if self.final else "")
+        return [f"{feed} may move from {_or(states)} to {targets}" for feed, states in self.anywhere.items()]
+
+
+def _or(names: list[str]) -> str:
+    """``A``, ``A or B``, ``A, B or C``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def _literal(v: object) -> str | None:
@@ -404,6 +415,15 @@ def overview(spec: Spec) -> Overview:
     for note, moves in shared.values():
         note.moves = sorted(moves.values(), key=lambda e: order[e.dst])
         notes.append(note)
+    # the final states no "anywhere" feed reaches, so that the note may say "any state but ..." truly
+    reached = {
+        b.dest
+        for ev in spec.events.values()
+        if ev.name in anywhere
+        for st in anywhere[ev.name]
+        for b in spec.expanded_sources(ev).get(st, ())
+        if b.refusal is None
+    }
     return Overview(
         ordered,
         list(any_moves.values()),
@@ -411,4 +431,5 @@ def overview(spec: Spec) -> Overview:
         "other live states" if overridden else "any live state",
         notes,
         anywhere,
+        [s.name for s in spec.states.values() if s.terminal and s.name not in reached],
     )

@@ -227,13 +227,14 @@ def test_router_run_draws_inject_and_break_once_from_notes_naming_the_paused_sta
     brk = notes["from AwaitingDecrypt, AwaitingApproval, AwaitingTool, AwaitingEncrypt"]
     assert f"    {brk} --> Idle: break_run (break)\n" in mmd
     # inject may lead to any state from Idle and each pause: one note says so, no arrow carries it.
-    assert notes["inject may move to any live state from Idle, AwaitingDecrypt, AwaitingApproval, AwaitingTool"]
+    # it names what it leaves out: "any live state" left readers asking whether AwaitingEncrypt was one
+    assert notes["inject may move from Idle, AwaitingDecrypt, AwaitingApproval or AwaitingTool to any state"]
     assert "    Idle --> AwaitingTool: execute (model requested allow/ask tools)\n" in mmd
     assert not [line for line in mmd.splitlines() if "-->" in line and "inject" in line]
     src = dot.state_graph(s).source
     labels = re.findall(r"^\t(\w+) -> \w+ \[label=\"([^\"]*)\"", src, re.M)
     assert [lbl for _, lbl in labels if "inject" in lbl] == []
-    assert "inject may move to any live state" in src and "__anywhere__ ->" not in src
+    assert "inject may move from Idle," in src and "__anywhere__ ->" not in src
     assert "(those arrows are not drawn)" in src
 
 
@@ -414,3 +415,39 @@ def test_a_one_arrow_note_keeps_a_backslash_in_its_words():
     )
     (note,) = [o for o in layout["objects"] if o["name"].startswith("__shared")]
     assert [op["text"] for op in note["_ldraw_"] if op["op"] == "T"] == ["go: path C:\\lib\\new", "  in b, c, e"]
+
+
+JUMPS = """\
+machine: jumps
+description: d
+states:
+  a: {initial: true, description: d}
+  b: {description: d}
+  c: {description: d}
+  done: {terminal: true, description: d}
+  failed: {terminal: true, description: d}
+events:
+  jump:
+    description: from a or b to any live state, and from b to failed too
+    from:
+      a: [{to: a, when: {to: a}, description: x}, {to: b, when: {to: b}, description: x}, {to: c, description: x}]
+      b: [{to: a, when: {to: a}, description: x}, {to: b, when: {to: b}, description: x},
+          {to: failed, when: {to: failed}, description: x}, {to: c, description: x}]
+    args:
+      to: {type: string, default: c}
+  end:
+    description: d
+    from:
+      c: [{to: done, description: x}]
+"""
+
+
+def test_the_anywhere_note_names_the_final_states_it_does_not_reach():
+    """"any live state" left readers asking which states were live: the note says "any state", and names the
+    final states the feed never reaches from the states it lists (failed is reached from b, so not named)."""
+    from tests.support.specs import make_registry
+
+    s = loader.parse(JUMPS, "jumps.yaml", make_registry())
+    ov = overview(s)
+    assert ov.anywhere_lines() == ["jump may move from a or b to any state but done"]
+    assert "jump may move from a or b to any state but done" in re.sub(r"\n\s*", " ", dot.state_graph(s).source)
