@@ -235,6 +235,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         _detailed_edges(spec, g)
         return g
 
+    beside_foot = False
     pairs = {(e.src, into(e.dst, e.src)) for e in moves}
     both = _both_ways(spec, moves, legs) if tall else {}
     ways_on: dict[str, int] = {}
@@ -300,6 +301,14 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
                 color=NOTE_COLOR,
             )
             g.edge(sh.node, into(e.dst, sh.node), **_note_style(e.by_guard))
+            if into(e.dst, sh.node) == AGAIN and not beside_foot:
+                # On the foot's row, left of it (dot puts a flat arrow's tail to the left of its head), its
+                # arrow short and flat into the foot's side: one head fewer on the foot's top, where router_run's
+                # other three arrows end, and no long grey arrow across the bottom of the page.  One note only:
+                # a second one there arced over the first.
+                beside_foot = True
+                with g.subgraph(name="again") as row:
+                    row.node(sh.node)
             continue
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
