@@ -443,7 +443,7 @@ events:
 
 
 def test_the_anywhere_note_names_the_final_states_it_does_not_reach():
-    """"any live state" left readers asking which states were live: the note says "any state", and names the
+    """ "any live state" left readers asking which states were live: the note says "any state", and names the
     final states the feed never reaches from the states it lists (failed is reached from b, so not named)."""
     from tests.support.specs import make_registry
 
