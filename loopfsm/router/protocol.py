@@ -73,8 +73,11 @@ def _fast_validator(name: str) -> Any:
     """The same sub-schema compiled to Python once (fastjsonschema): a quick yes for the common, valid message.
 
     The protocol schema keeps to keywords whose meaning draft 7 and 2020-12
-    share (no ``$ref`` with siblings, no ``prefixItems``), so its yes is
-    jsonschema's yes; a no, or anything it cannot judge, is handed to
+    share (no ``$ref`` with siblings, no ``prefixItems``), so on a value
+    decoded from JSON its yes is jsonschema's yes (a tuple built in Python
+    passes it as an array, and jsonschema's draft 2020-12 refuses it: both
+    the router and the client check what ``json.loads`` made, which has no
+    tuples); a no, or anything it cannot judge, is handed to
     jsonschema, whose first error is what the client reads, so no message
     changes.  Annotations are dropped and ``const`` is spelled ``enum`` as
     for the machine schema (:func:`loopfsm.core.loader._fast_schema`).
@@ -134,7 +137,7 @@ def parse_request(obj: object) -> Request:
 
 
 def check_response(obj: object) -> None:
-    """Check a response envelope against the schema (tests and the reference client use it).
+    """Check a response envelope decoded from JSON against the schema (tests and the reference client use it).
 
     As for a request, the compiled schema answers the common, valid envelope and jsonschema explains a
     refusal.  The reference client checks every response: on the responses of a 20-turn encrypted session
