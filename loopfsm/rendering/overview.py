@@ -109,16 +109,24 @@ class Overview:
     any_label: str  # "any live state", or "other live states" when some state overrides '*'
     shared: list[Shared] = field(default_factory=list)  # feeds alike from some live states, not all
     anywhere: dict[str, list[str]] = field(default_factory=dict)  # feed -> states it may leave for any live state
-    final: list[str] = field(default_factory=list)  # the final states: the ones "any live state" leaves out
+    # feed -> each final state -> the states of ``anywhere`` it is reached from: "any live state" leaves them out
+    finals: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def anywhere_lines(self) -> list[str]:
         """The "may move from ... to any state" note, one sentence per feed (its arrows are not drawn).
 
         It names the states it leaves out rather than saying "live": three readers of router_run's picture
-        asked whether "any live state" took in AwaitingEncrypt, which the sentence did not name.
+        asked whether "any live state" took in AwaitingEncrypt, which the sentence did not name.  A final
+        state reached from some of the states but not all is left out and said apart ("from b also to x").
         """
-        targets = "any state" + (f" but {_or(self.final)}" if self.final else "")
-        return [f"{feed} may move from {_or(states)} to {targets}" for feed, states in self.anywhere.items()]
+        out = []
+        for feed, states in self.anywhere.items():
+            reach = self.finals.get(feed, {})
+            but = [f for f, by in reach.items() if len(by) < len(states)]
+            line = f"{feed} may move from {_or(states)} to any state" + (f" but {', '.join(but)}" if but else "")
+            some = [f"from {_or(by)} also to {f}" for f, by in reach.items() if by and len(by) < len(states)]
+            out.append(line + (f" ({'; '.join(some)})" if some else ""))
+        return out
 
 
 def _or(names: list[str]) -> str:
@@ -415,14 +423,18 @@ def overview(spec: Spec) -> Overview:
     for note, moves in shared.values():
         note.moves = sorted(moves.values(), key=lambda e: order[e.dst])
         notes.append(note)
-    # the final states no "anywhere" feed reaches, so that the note may say "any state but ..." truly
-    reached = {
-        b.dest
+    finals = {
+        ev.name: {
+            f.name: [
+                st
+                for st in anywhere[ev.name]
+                if any(b.dest == f.name and b.refusal is None for b in spec.expanded_sources(ev).get(st, ()))
+            ]
+            for f in spec.states.values()
+            if f.terminal
+        }
         for ev in spec.events.values()
         if ev.name in anywhere
-        for st in anywhere[ev.name]
-        for b in spec.expanded_sources(ev).get(st, ())
-        if b.refusal is None
     }
     return Overview(
         ordered,
@@ -431,5 +443,5 @@ def overview(spec: Spec) -> Overview:
         "other live states" if overridden else "any live state",
         notes,
         anywhere,
-        [s.name for s in spec.states.values() if s.terminal and s.name not in reached],
+        finals,
     )
