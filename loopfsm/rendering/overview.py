@@ -361,6 +361,8 @@ def overview(spec: Spec) -> Overview:
     for dst, words in sorted(universal):
         any_moves[dst] = Edge(ANY, dst, {"any feed": [words]}, by_guard=True)
     anywhere: dict[str, list[str]] = {}
+    finals: dict[str, dict[str, list[str]]] = {}  # for each of anywhere's feeds: final state -> states reaching it
+    final_states = [s.name for s in spec.states.values() if s.terminal]
     events = []
     for ev0 in spec.events.values():
         sources = {st: _strip(bs, universal) for st, bs in ev0.sources.items()}
@@ -371,6 +373,11 @@ def overview(spec: Spec) -> Overview:
             anywhere[ev0.name] = reaching
             for st in reaching:
                 sources.pop(st, None)
+            expanded = spec.expanded_sources(ev0)
+            finals[ev0.name] = {
+                f: [st for st in reaching if any(b.dest == f and b.refusal is None for b in expanded.get(st, ()))]
+                for f in final_states
+            }
         # A feed whose '*' entry every live state leaves for any state is drawn by the note alone.
         if WILDCARD in sources and set(anywhere.get(ev0.name, ())) >= set(live):
             sources.pop(WILDCARD)
@@ -423,19 +430,6 @@ def overview(spec: Spec) -> Overview:
     for note, moves in shared.values():
         note.moves = sorted(moves.values(), key=lambda e: order[e.dst])
         notes.append(note)
-    finals = {
-        ev.name: {
-            f.name: [
-                st
-                for st in anywhere[ev.name]
-                if any(b.dest == f.name and b.refusal is None for b in spec.expanded_sources(ev).get(st, ()))
-            ]
-            for f in spec.states.values()
-            if f.terminal
-        }
-        for ev in spec.events.values()
-        if ev.name in anywhere
-    }
     return Overview(
         ordered,
         list(any_moves.values()),
