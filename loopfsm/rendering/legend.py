@@ -16,47 +16,45 @@ NOTE_COLOR = "#777777"
 class Legend:
     """Which kinds of mark a picture draws: its legend names those and no others."""
 
-    feed_decides: bool
-    guard_decides: bool
-    notes: bool
-    joined: bool
+    ordered: bool  # numbered ways
+    guard_decides: bool  # blue ways
+    moves: bool  # "-> X"
     stays: bool
+    fields: bool
+    notes: bool
     terminal: bool
     again: bool
-    both_ways: bool = False
-    may_stay: bool = False
+    note_guard: bool = False  # a dashed grey arrow from a note
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(mark, its colour, what it means) for each kind drawn."""
         out = []
-        if self.feed_decides:
-            out.append(("\u2500\u2500\u25b6", "black", "taken on that feed (always, or for the arguments named)"))
+        if self.ordered:
+            out.append(("1, 2, 3", "black", "the order a state tries a feed's ways; the first that holds is taken"))
         if self.guard_decides:
             out.append(
                 (
-                    "- - \u25b6",
+                    "blue",
                     GUARD_COLOR,
-                    "decided by a guard (the machine's data, policy or clock): it holds, or one tried first does not",
+                    'decided also by what the machine holds (its data, policy or clock), named after "if"',
                 )
             )
+            out.append(("- - \u25b6", GUARD_COLOR, "an arrow whose ways are all blue"))
+        if self.moves:
+            out.append(("\u2192 X", "black", "the way moves the run to state X; an arrow joins the two boxes"))
+        if self.stays:
+            out.append(("stays", "black", "the state takes the feed and does not move"))
+        if self.fields:
+            out.append(("{ a, b }", "#555555", "the data the state holds"))
         if self.notes:
             out.append(
                 (
                     "grey",
                     NOTE_COLOR,
-                    "an arrow from a note (a box with a folded corner): a feed several states take alike",
+                    "a note (a box with a folded corner) and its arrows: a feed several states take alike"
+                    + (", dashed where a guard decides it" if self.note_guard else ""),
                 )
             )
-        if self.joined:
-            out.append(("\u25cf", "black", "arrows that end alike meet; the words after the dot hold for each"))
-        if self.both_ways:
-            out.append(
-                ("\u25c0\u2500\u25b6", "black", "moves both ways between two states; each label says where it goes")
-            )
-        if self.stays:
-            out.append(("stays on", "#555555", "feeds a state accepts without moving"))
-        if self.may_stay:
-            out.append(("may stay on", "#555555", "feeds that stay for some arguments, leave on an arrow for others"))
         if self.terminal:
             out.append(("double border", "black", "a final state"))
         if self.again:
@@ -64,14 +62,13 @@ class Legend:
         return out
 
     def sheet_rows(self) -> list[tuple[str, str, str]]:
-        """:meth:`rows` with the marks in words, for the review sheet (Markdown has no dashes to show)."""
+        """:meth:`rows` with the marks in words, for the review sheet (Markdown has no colours to show)."""
         words = {
-            "\u2500\u2500\u25b6": "a solid black arrow",
+            "blue": "a way in blue",
             "- - \u25b6": "a dashed blue arrow",
-            "grey": "a grey arrow",
-            "\u25cf": "a dot",
-            "\u25c0\u2500\u25b6": "a two-headed arrow",
-            "stays on": "*stays on ...* in a state's box",
-            "may stay on": "*may stay on ...* in a state's box",
+            "grey": "a grey note",
+            "\u2192 X": "*\u2192 X* after a way",
+            "stays": "*stays* after a way",
+            "1, 2, 3": "the numbers before a feed's ways",
         }
         return [(words.get(mark, mark), color, meaning) for mark, color, meaning in self.rows()]

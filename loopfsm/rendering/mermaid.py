@@ -35,8 +35,8 @@ def _fit(prefix: str, label: str) -> str:
 def _feeds(e: Edge, words: bool = True) -> str:
     # "feed (why; why)": a second colon would read as Mermaid syntax, so words go in brackets.
     if not words:
-        return ", ".join(e.feeds)
-    return ", ".join(f"{', '.join(feeds)} ({w})" if w else ", ".join(feeds) for feeds, w in e.groups())
+        return e.titles()
+    return ", ".join(f"{feeds} ({'; '.join([w, *cases])})" if w else feeds for feeds, w, cases in e.said())
 
 
 def _edge(prefix: str, e: Edge) -> str:
@@ -59,8 +59,7 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
     else:
         ov = overview(spec)
         for e in ov.edges:
-            label = ", ".join(e.feeds) if e.loop else _feeds(e)
-            lines.append(_fit(f"    {e.src} --> {e.dst}", label) if e.loop else _edge(f"    {e.src} --> {e.dst}", e))
+            lines.append(_edge(f"    {e.src} --> {e.dst}", e))
         if ov.any_moves or ov.any_stays:
             lines.append(f'    state "{ov.any_label}" as {ANY}')
             for e in ov.any_moves:
@@ -75,7 +74,7 @@ def state_diagram(spec: Spec, *, detailed: bool = False) -> str:
             if sh.stays:
                 lines += _stays_note(sh.node, stay_groups(sh.stays, sh.moves))
         if ov.anywhere:
-            lines.append(f'    state "{_text("; ".join(ov.anywhere_lines()))}" as {ANYWHERE}')
+            lines.append(f'    state "{_text("; ".join(ov.anywhere_lines(ways=False)))}" as {ANYWHERE}')
         notes = ([ANY] if ov.any_moves or ov.any_stays else []) + [sh.node for sh in ov.shared]
         notes += [ANYWHERE] if ov.anywhere else []
         if notes:

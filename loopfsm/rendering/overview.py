@@ -55,25 +55,69 @@ class Edge:
     # A branch on it has a guard: the machine's own check (its data, policy, clock) decides it, not only
     # which arguments the feed brought (a ``when:``).  Drawn dashed.
     by_guard: bool = False
+    # feed -> where its branches on this arrow stand among the state's ways on that feed, counted from 1 in the
+    # order the table tries them.  Set only when the state has two ways on the feed or more (a stay is one):
+    # readers of router_run saw Idle's four execute arrows, and "decided or aborted" beside
+    # "decided, next turn requests tools", as a conflict with no order to settle it.
+    places: dict[str, list[int]] = field(default_factory=dict)
+    # feed -> place -> what the branch there asks (its when: and guards), said when one arrow carries two places of
+    # a feed in the same words: seed 002's "decided or aborted" is both an abort (1) and a completed turn (5).
+    cases: dict[str, dict[int, str]] = field(default_factory=dict)
 
     @property
     def loop(self) -> bool:
         return self.src == self.dst
 
+    def title(self, feed: str) -> str:
+        """The feed's name with its places when numbered: ``execute (2)``, ``approval_decisions (1, 5)``."""
+        at = self.places.get(feed)
+        if not at:
+            return feed
+        return f"{feed} ({', '.join(map(str, at))})"
+
+    def which(self, feeds: list[str]) -> list[str]:
+        """For places of one feed on this arrow said in the same words, what each asks: ``(1) if aborted``,
+        ``(5) if completed``.  Two readers could not tell which of seed 002's "decided or aborted" was which."""
+        out = []
+        for feed in feeds:
+            at = self.places.get(feed, [])
+            if len(at) > 1 and len(set(self.feeds[feed])) == 1:
+                cases = self.cases.get(feed, {})
+                out += [f"({n}) if {cases[n]}" if cases.get(n) else f"({n}) otherwise" for n in at]
+        return out
+
+    def titles(self) -> str:
+        return ", ".join(self.title(f) for f in self.feeds)
+
     def groups(self) -> list[tuple[list[str], str]]:
         """(feeds, words) in first-seen order; feeds that say the same thing share one line.
 
         Four feeds that each expire at the deadline read as one line
-        ("tool_proposed, dispatch, ...: past the deadline"), not four.
+        ("tool_proposed, dispatch, ...: past the deadline"), not four.  Feeds are named with their places.
         """
+        return [([self.title(f) for f in feeds], words) for words, feeds in self._by_words().items()]
+
+    def said(self) -> list[tuple[str, str, list[str]]]:
+        """(feeds with their places, words, what each same-worded place asks) per group of :meth:`groups`."""
+        return [
+            (", ".join(self.title(f) for f in feeds), words, self.which(feeds))
+            for words, feeds in self._by_words().items()
+        ]
+
+    def lines(self) -> list[str]:
+        """One line per group of :meth:`groups`, each followed by what its same-worded places ask."""
+        out = []
+        for titles, words, cases in self.said():
+            out.append(f"{titles}: {words}" if words else titles)
+            out += ["  " + case for case in cases]
+        return out
+
+    def _by_words(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         for feed, words in self.feeds.items():
             kept = list(dict.fromkeys(w for w in (_without(feed, w) for w in words) if w))
             out.setdefault("; ".join(kept), []).append(feed)
-        return [(feeds, words) for words, feeds in out.items()]
-
-    def lines(self) -> list[str]:
-        return [f"{', '.join(feeds)}: {words}" if words else ", ".join(feeds) for feeds, words in self.groups()]
+        return out
 
 
 def _without(feed: str, words: str) -> str:
@@ -101,6 +145,26 @@ class Shared:
         return "from " + ", ".join(self.states)
 
 
+@dataclass(frozen=True)
+class Way:
+    """One way a state takes a feed, as its card in the picture lists it: the table's branches in the order it
+    tries them, refusals left out (they change nothing; the review sheet lists them).
+
+    ``place`` counts from 1 (2 after a move every state tries first, drawn from the "any live state" note) and
+    is None when the state has one way on the feed.  ``words`` are the branch's short description, or what it
+    asks (``aborted``, ``completed``) when two ways of the feed say the same words.  ``dest`` is None for a
+    stay.  ``guard`` says what the machine holds that decides it (``run_encrypted``, ``not run_encrypted``),
+    empty when the feed's arguments alone do.
+    """
+
+    feed: str
+    place: int | None
+    words: str
+    dest: str | None
+    guard: str
+    by_guard: bool  # a guard decides it: its own, or one on a way tried first (see decided_by_guard)
+
+
 @dataclass
 class Overview:
     edges: list[Edge]
@@ -111,9 +175,14 @@ class Overview:
     anywhere: dict[str, list[str]] = field(default_factory=dict)  # feed -> states it may leave for any live state
     # feed -> each final state -> the states of ``anywhere`` it is reached from: "any live state" leaves them out
     finals: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    # state -> its ways, feed by feed in the table's order: the feeds drawn from the state itself (notes aside)
+    ways: dict[str, list[Way]] = field(default_factory=dict)
+    # feed of ``anywhere`` -> its ways, when every state it is taken from takes it alike (a stay as its state)
+    anywhere_ways: dict[str, list[Way]] = field(default_factory=dict)
 
-    def anywhere_lines(self) -> list[str]:
-        """The "may move from ... to any state" note, one sentence per feed (its arrows are not drawn).
+    def anywhere_lines(self, ways: bool = True) -> list[str]:
+        """The note of feeds that may move to any state (its arrows are not drawn): per feed, its ways when
+        they are alike from each state it is taken from, else a sentence.
 
         It names the states it leaves out rather than saying "live": three readers of router_run's picture
         asked whether "any live state" took in AwaitingEncrypt, which the sentence did not name.  A final
@@ -121,6 +190,11 @@ class Overview:
         """
         out = []
         for feed, states in self.anywhere.items():
+            alike = self.anywhere_ways.get(feed) if ways else None
+            if alike:  # its ways, alike from each state, say where it goes
+                out.append(f"{feed}, from {_or(states)}:")
+                out += [f"{w.place or ''} {w.words} \u2192 {w.dest}".strip() for w in alike]
+                continue
             reach = self.finals.get(feed, {})
             but = [f for f, by in reach.items() if len(by) < len(states)]
             line = f"{feed} may move from {_or(states)} to any state" + (f" but {', '.join(but)}" if but else "")
@@ -252,17 +326,67 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
     )
 
 
+def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1) -> list[Way]:
+    """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two."""
+    drawn = [i for i, b in enumerate(branches) if b.refusal is None]
+    numbered = len(drawn) > 1
+    said = [_without(feed, branch_words(branches[i])) for i in drawn]
+    out = []
+    for (place, i), words in zip(enumerate(drawn, first), said, strict=True):
+        b = branches[i]
+        if said.count(words) > 1 and _case(b):
+            words = _case(b)  # seed 002's "decided or aborted", twice: "aborted", "completed"
+        guard = _deciding(branches, i)
+        dest = None if b.dest in (None, state) else b.dest
+        shown = "" if guard == words else guard
+        out.append(Way(feed, place if numbered else None, words, dest, shown, decided_by_guard(branches, i)))
+    return out
+
+
+def _deciding(branches: Sequence[Branch], i: int) -> str:
+    """What the machine holds that decides branch ``i``, short: its own guards; else, after guarded branches
+    the same arguments reach, "not ..." when there is one of them (router_run's "completed, plaintext" reads
+    "not run_encrypted") and "otherwise" when there are more (the order says the rest).  Empty when no guard
+    decides it (see :func:`decided_by_guard`)."""
+    b = branches[i]
+    if b.guards:
+        return " and ".join(guard_words(g) for g in b.guards)
+    before = [a for a in branches[:i] if a.guards and a.refusal is None and _may_overlap(a, b)]
+    if len(before) == 1 and len(before[0].guards) == 1:
+        said = guard_words(before[0].guards[0])
+        return said.removeprefix("not ") if said.startswith("not ") else f"not {said}"
+    return "otherwise" if before else ""
+
+
 def _may_overlap(a: Branch, b: Branch) -> bool:
     """Whether some feed arguments meet both branches' ``when:`` (an argument named by one only meets it)."""
     mine = {c.arg: c.values for c in a.when}
     return all(any(v == w for v in mine[c.arg] for w in c.values) for c in b.when if c.arg in mine)
 
 
-def _take(e: Edge, feed: str, words: str, branches: Sequence[Branch], i: int) -> None:
-    """Branch ``i`` of ``feed`` drawn on ``e``: its words, and whether a condition or a guard decides it."""
+def _take(e: Edge, feed: str, words: str, branches: Sequence[Branch], i: int, place: int | None = None) -> None:
+    """Branch ``i`` of ``feed`` drawn on ``e``: its words, its place when numbered, and whether a condition or a
+    guard decides it."""
     e.feeds.setdefault(feed, []).append(words)
+    if place is not None:
+        e.places.setdefault(feed, []).append(place)
+        e.cases.setdefault(feed, {})[place] = _case(branches[i])
     e.guarded &= branches[i].guarded
     e.by_guard |= decided_by_guard(branches, i)
+
+
+def _case(b: Branch) -> str:
+    """What branch ``b`` asks, as short as a picture needs: a flag by its name (``aborted``, ``not aborted``), a
+    value by itself (``completed``, ``gate or tools``), then its guards; the review sheet has the conditions whole."""
+    said = []
+    for c in b.when:
+        if len(c.values) == 1 and c.values[0] is True:
+            said.append(c.arg)
+        elif len(c.values) == 1 and c.values[0] is False:
+            said.append(f"not {c.arg}")
+        else:
+            said.append(" or ".join(str(v) for v in c.values))
+    return " and ".join([*said, *(guard_words(g) for g in b.guards)])
 
 
 def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
@@ -364,6 +488,8 @@ def overview(spec: Spec) -> Overview:
     finals: dict[str, dict[str, list[str]]] = {}  # for each of anywhere's feeds: final state -> states reaching it
     final_states = [s.name for s in spec.states.values() if s.terminal]
     events = []
+    ways: dict[str, list[Way]] = {}
+    anywhere_ways: dict[str, list[Way]] = {}
     for ev0 in spec.events.values():
         sources = {st: _strip(bs, universal) for st, bs in ev0.sources.items()}
         # Only a feed that does so from two states or more: one state's feed that may go anywhere
@@ -378,6 +504,13 @@ def overview(spec: Spec) -> Overview:
                 f: [st for st in reaching if any(b.dest == f and b.refusal is None for b in expanded.get(st, ()))]
                 for f in final_states
             }
+            # Where each way goes, a stay written as the state it stays in: alike from every state, the note
+            # lists them (router_run's inject: "5 completed -> Idle" from Idle and from each pause).
+            taken = [
+                [replace(w, dest=w.dest or st) for w in _ways(ev0.name, st, expanded.get(st, ()))] for st in reaching
+            ]
+            if all(t == taken[0] for t in taken):
+                anywhere_ways[ev0.name] = taken[0]
         # A feed whose '*' entry every live state leaves for any state is drawn by the note alone.
         if WILDCARD in sources and set(anywhere.get(ev0.name, ())) >= set(live):
             sources.pop(WILDCARD)
@@ -413,17 +546,29 @@ def overview(spec: Spec) -> Overview:
         for state, branches in ev.sources.items():
             if state == WILDCARD or state in folded or (wild is not None and branches == wild):
                 continue
-            for i, b in enumerate(branches):
-                if b.refusal is not None:  # refusals change nothing: the review sheet lists them
-                    continue
-                dst = b.dest or state
-                words = branch_words(b) if b.dest else ""
-                _take(edges.setdefault((state, dst), Edge(state, dst)), ev.name, words, branches, i)
+            # Refusals change nothing (the review sheet lists them): they are neither drawn nor counted.
+            # The universal move, stripped above, is tried first: it is "any feed (1)" and the state's own
+            # ways count on from 2.
+            drawn = [i for i, b in enumerate(branches) if b.refusal is None]
+            found = _ways(ev.name, state, branches, 2 if universal else 1)
+            ways.setdefault(state, []).extend(found)
+            for i, way in zip(drawn, found, strict=True):
+                dst = branches[i].dest or state
+                e = edges.setdefault((state, dst), Edge(state, dst))
+                _take(e, ev.name, branch_words(branches[i]), branches, i, way.place)
     # Self-loops read as "what this state accepts"; their words would only
-    # repeat the review sheet, so they keep the feed names alone.
+    # repeat the review sheet, so they keep the feed names alone.  A feed that
+    # also leaves the state keeps its words: "may stay on execute (5)" beside
+    # four execute arrows hid router_run's commonest path (a plaintext turn
+    # that completes) from two readers, who asked when it stays.
+    leaving = {(e.src, f) for e in edges.values() if not e.loop for f in e.feeds}
     for e in edges.values():
         if e.loop:
-            e.feeds = {f: [] for f in e.feeds}
+            e.feeds = {f: words if (e.src, f) in leaving else [] for f, words in e.feeds.items()}
+    if any(e.places for e in edges.values()):
+        for e in any_moves.values():
+            if "any feed" in e.feeds:
+                e.places["any feed"] = [1]
     order = {name: i for i, name in enumerate(spec.states)}
     ordered = sorted(edges.values(), key=lambda e: (order[e.src], e.loop, order[e.dst]))
     notes = []
@@ -438,4 +583,6 @@ def overview(spec: Spec) -> Overview:
         notes,
         anywhere,
         finals,
+        ways,
+        anywhere_ways,
     )

@@ -38,7 +38,7 @@ def test_build_then_check_then_edit_makes_it_stale(project, capsys):
     assert main(["build", "--check"]) == 1
     assert "stale: diagrams/turnstile.svg" in capsys.readouterr().err
     assert main(["build"]) == 0
-    assert "coin: the arm is released" in (project / "diagrams" / "turnstile.dot").read_text()
+    assert ">the arm is released \u2192 <I>unlocked</I>" in (project / "diagrams" / "turnstile.dot").read_text()
     assert main(["build", "--check"]) == 0
 
 

@@ -61,7 +61,7 @@ def test_the_index_links_every_machine_and_each_page_has_its_diagram_and_sheet(c
     index = client.get("/").text
     assert 'href="machines/agent_loop.html"' in index and 'href="machines/turnstile.html"' in index
     page = client.get("/machines/agent_loop.html").text
-    assert "<svg" in page and "decided by a guard" in page  # the diagram with its legend
+    assert "<svg" in page and "decided also by what the machine holds" in page  # the diagram with its legend
     for section in ("Design review", "Policy", "Traced", "Invariants"):
         assert f"<h2>{section}" in page, section
     assert 'id="simulator"' in page and "https://" not in page.split("<svg", 1)[0]  # no CDN, no network
@@ -326,7 +326,7 @@ def test_without_graphviz_the_page_says_the_drawing_is_missing_and_shows_the_res
     assert page.status_code == 200
     text = page.text
     assert "<svg" not in text and "needs Graphviz" in text
-    assert "taken on that feed" in text  # the legend, in words
+    assert "the order a state tries a feed" in text  # the legend, in words
     assert "<h2>Policy" in text and '<script type="application/json" id="table">' in text
 
 

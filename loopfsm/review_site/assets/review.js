@@ -20,13 +20,6 @@
 
   // -- details of a state or an arrow ---------------------------------------------------------------
   const stateOf = (node) => (node === "__again__" ? table.initial : node);
-  function trunkOf(join) {
-    for (const g of document.querySelectorAll("g.edge")) {
-      const [a, b] = edgeEnds(g);
-      if (a === join) return stateOf(b);
-    }
-    return null;
-  }
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     return t.split("->");
@@ -52,13 +45,7 @@
     show(name + (s.terminal ? " (final)" : ""), table.branches[name] || [], s.description);
   }
   function showEdge(a, b) {
-    let dst = stateOf(b);
-    if (b.startsWith("__join")) dst = trunkOf(b);
-    if (a.startsWith("__join")) {
-      const into = Object.keys(table.branches).flatMap((s) => table.branches[s].filter((x) => x.to === dst).map((x) => ({ s, x })));
-      show("into " + dst, into.map((p) => p.x), "Arrows meeting at the dot, from each state.");
-      return;
-    }
+    const dst = stateOf(b);
     if (!(a in table.states)) {
       const all = Object.values(table.branches).flat().filter((x) => x.to === dst);
       show("from several states into " + dst, all, "The note stands for several states that take these feeds alike.");
@@ -87,7 +74,6 @@
     const changed = new Set(diff.changed.map(([a, b]) => key(a, b)));
     for (const g of document.querySelectorAll("figure.diagram g.edge")) {
       let [a, b] = edgeEnds(g);
-      if (b.startsWith("__join")) b = trunkOf(b);
       b = stateOf(b);
       if (added.has(key(a, b))) g.classList.add("added");
       else if (changed.has(key(a, b))) g.classList.add("changed");
