@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopfsm.router.store import Row
-from loopfsm.router.store.phase_feeds import PhaseFeeds
+from loopfsm.router.store.phase_feeds import PhaseFeeds, broken_events
 from loopfsm.router.store.serve import Outcome as StoreOutcome, feed_phase
 from .. import protocol as P
 from .context import Ctx, Outcome
@@ -30,7 +30,7 @@ def _feed(ctx: Ctx, out: Outcome, feed: PhaseFeeds) -> tuple[list[str], str | No
         reason = _ENDED[out.kind]
         if phase.state != "Idle":
             return feed("break_run", now=ctx.now, reason=reason), reason
-        return (["run.broken"] if out.kind == "broken" else []), reason
+        return (list(broken_events()) if out.kind == "broken" else []), reason
     if out.kind == "aborted":
         return feed("approval_decisions", outcome="completed", now=ctx.now, aborted=True), "aborted"
     if out.kind == "sealed":

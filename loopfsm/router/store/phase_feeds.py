@@ -17,6 +17,7 @@ state; ``loopfsm store trace URL SESSION`` writes them as a trace file that
 
 from __future__ import annotations
 
+import functools
 import json
 
 from collections.abc import Mapping, Sequence
@@ -62,18 +63,33 @@ class PhaseFeeds:
         return events
 
 
-def _fed_events(spec: Any) -> frozenset[str]:
-    """The trace events only a router_run feed emits (its table's ``emit`` actions): a step whose rows name one
-    moved the phase, so it kept its feed.  ``run.broken`` is left out: the router also writes it itself, for
-    a break that finds the phase Idle (nothing to feed)."""
-    names: set[str] = set()
+def _emitted(spec: Any, feeds: Sequence[str] | None = None) -> list[str]:
+    """The trace events router_run's table emits (its ``emit`` actions), on ``feeds`` or on every feed."""
+    names: dict[str, None] = {}
     for ev in spec.events.values():
+        if feeds is not None and ev.name not in feeds:
+            continue
         for branches in ev.sources.values():
             for b in branches:
                 for act in (*ev.before, *b.actions):
                     if act.name == "emit":
-                        names.update(str(e) for e in act.params.get("events", ()))
-    return frozenset(names - {"run.broken"})
+                        names.update(dict.fromkeys(str(e) for e in act.params.get("events", ())))
+    return list(names)
+
+
+@functools.cache
+def broken_events() -> tuple[str, ...]:
+    """What router_run's ``break_run`` emits (``run.broken``, named in its YAML): the router writes the same
+    itself for a break that finds the phase Idle, where there is nothing to feed."""
+    from loopfsm.machines.router_run import ROUTER_RUN  # noqa: PLC0415 - compiled on first use, not at import
+
+    return tuple(_emitted(ROUTER_RUN.spec, ["break_run"]))
+
+
+def _fed_events(spec: Any) -> frozenset[str]:
+    """The trace events only a router_run feed emits: a step whose rows name one moved the phase, so it kept
+    its feed.  :func:`broken_events` are left out: the router also writes them itself."""
+    return frozenset(_emitted(spec)) - set(broken_events())
 
 
 def session_feeds(

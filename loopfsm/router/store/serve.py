@@ -17,7 +17,7 @@ from typing import Any
 from loopfsm.machines.errors import FencedOut
 from loopfsm.core.errors import LoopFsmError
 from . import ids
-from .phase_feeds import PhaseFeeds
+from .phase_feeds import PhaseFeeds, broken_events
 from .runstore import Admission, Lease, Row, RunStore
 
 
@@ -94,7 +94,7 @@ def serve(
         if adm.answer == "expire":
             fed = feed("break_run", now=now, reason="expired")
         elif request == "break" and phase.state == "Idle":
-            fed = ["run.broken"]  # it preempted a turn that never reached a checkpoint: nothing else to undo
+            fed = list(broken_events())  # it preempted a turn that never reached a checkpoint: nothing to undo
         else:
             fed = feed_phase(feed, session_id, request, request_id, out, now)
     except FencedOut:
