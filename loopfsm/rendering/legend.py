@@ -66,7 +66,7 @@ class Legend:
         words = {
             "blue": "a way in blue",
             "- - \u25b6": "a dashed blue arrow",
-            "grey": "a grey note",
+            "grey": "grey",
             "\u2192 X": "*\u2192 X* after a way",
             "stays": "*stays* after a way",
             "1, 2, 3": "the numbers before a feed's ways",
