@@ -222,6 +222,13 @@ class _Checker:
             if problem:
                 self.error(path, problem, key=True)
 
+        for s in spec.states.values():
+            if s.name.startswith("_"):  # the diagrams' own nodes (__start__, __any__, __again__) are named so
+                self.error(
+                    s.path,
+                    f"state '{s.name}' cannot be used: names beginning with '_' are reserved for loopfsm's own",
+                    key=True,
+                )
         for f in spec.data.values():
             check(f.name, f.path, "data field")
         for p in spec.policy.values():

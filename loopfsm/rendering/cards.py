@@ -70,8 +70,7 @@ def _way_text(w: Way) -> str:
     lines = [html(line) for line in textwrap.wrap(w.words, WORDS_WIDTH, break_long_words=False)] or [""]
     lines[-1] = f"{lines[-1]} {where}".strip()
     if w.guard:
-        said = w.guard if w.guard == "otherwise" else f"if {w.guard}"
-        guard = textwrap.wrap(said, WORDS_WIDTH + 6, break_long_words=False, subsequent_indent="  ")
+        guard = textwrap.wrap(w.guard, WORDS_WIDTH + 6, break_long_words=False, subsequent_indent="  ")
         lines += [f'<FONT POINT-SIZE="10">{html(line)}</FONT>' for line in guard]
     return '<BR ALIGN="LEFT"/>'.join(lines) + '<BR ALIGN="LEFT"/>'
 

@@ -184,7 +184,8 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             attrs = {**attrs, **HIGHLIGHT}
         label = _node_title(spec, s.name) if detailed else card(spec, s.name, ov.ways.get(s.name, []))
         # nohtml: graphviz would pass a description written as "<...>" on as an HTML label, unquoted
-        g.node(s.name, label, tooltip=graphviz.nohtml(s.description), margin="0.1,0.06", fontsize="11", **attrs)
+        tip = graphviz.nohtml(s.description.replace("\\", "\\\\"))  # DOT reads "\\N", "\\n" in a tooltip
+        g.node(s.name, label, tooltip=tip, margin="0.1,0.06", fontsize="11", **attrs)
     g.edge("__start__", spec.initial)
     if tall and spec.terminal_states:
         # Top to bottom, the ends share the last row: where a run can end reads as the page's foot.
@@ -202,7 +203,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         # belonging to whichever line passed nearest.  Dashed blue when every way it stands for is blue, so
         # line and rows match.  One arrow per pair: two (a solid and a dashed one) from router_run's
         # AwaitingApproval into Idle widened the layout by a third.
-        blue = all(w.by_guard for w in ov.ways.get(e.src, []) if w.dest == e.dst)
+        blue = _blue(ov, e.src, e.dst)
         g.edge(e.src, into(e.dst, e.src), **({"style": "dashed", "color": GUARD_COLOR} if blue else {}))
     notes = False
     if ov.any_moves or ov.any_stays:
@@ -269,6 +270,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     return Legend(
         ordered=any(w.place is not None for w in ways),
         guard_decides=any(w.by_guard for w in ways),
+        dashed=any(_blue(ov, e.src, e.dst) for e in ov.edges if not e.loop),
         moves=any(w.dest is not None for w in ways),
         stays=any(w.dest is None for w in ways),
         fields=any(spec.states[s].data for s in spec.states),
@@ -289,6 +291,11 @@ RETURNING = 4
 #: Inches of the foot's copy per arrow that ends there.  Drawn as small as its name, the arrows into it
 #: met at one corner and read as one head.  As wide as the arrows need, each reaches it where it comes down.
 FOOT_PER_ARROW = 0.75
+
+
+def _blue(ov: Overview, src: str, dst: str) -> bool:
+    """Whether every way from ``src`` to ``dst`` is blue (a guard decides it): its arrow is dashed."""
+    return all(w.by_guard for w in ov.ways.get(src, []) if w.dest == dst)
 
 
 def _note_style(by_guard: bool) -> dict[str, str]:

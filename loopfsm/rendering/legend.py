@@ -18,6 +18,7 @@ class Legend:
 
     ordered: bool  # numbered ways
     guard_decides: bool  # blue ways
+    dashed: bool  # an arrow whose ways are all blue
     moves: bool  # "-> X"
     stays: bool
     fields: bool
@@ -36,9 +37,10 @@ class Legend:
                 (
                     "blue",
                     GUARD_COLOR,
-                    'decided also by what the machine holds (its data, policy or clock), named after "if"',
+                    "decided also by what the machine holds (its data, policy or clock), said on the line under it",
                 )
             )
+        if self.dashed:
             out.append(("- - \u25b6", GUARD_COLOR, "an arrow whose ways are all blue"))
         if self.moves:
             out.append(("\u2192 X", "black", "the way moves the run to state X; an arrow joins the two boxes"))

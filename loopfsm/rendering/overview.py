@@ -193,7 +193,10 @@ class Overview:
             alike = self.anywhere_ways.get(feed) if ways else None
             if alike:  # its ways, alike from each state, say where it goes
                 out.append(f"{feed}, from {_or(states)}:")
-                out += [f"{w.place or ''} {w.words} \u2192 {w.dest}".strip() for w in alike]
+                out += [
+                    f"{w.place or ''} {w.words} \u2192 {w.dest}{', ' + w.guard if w.guard else ''}".strip()
+                    for w in alike
+                ]
                 continue
             reach = self.finals.get(feed, {})
             but = [f for f, by in reach.items() if len(by) < len(states)]
@@ -210,9 +213,9 @@ def _or(names: list[str]) -> str:
 
 def _literal(v: object) -> str | None:
     if isinstance(v, (list, tuple)) and all(isinstance(x, (str, int)) for x in v):
-        text = "/".join(str(x) for x in v)
+        text = _BIDI.sub("", "/".join(str(x) for x in v))
     elif isinstance(v, (str, int)) and not isinstance(v, bool):
-        text = str(v)
+        text = _BIDI.sub("", str(v))
     else:
         return None
     return text if len(text) <= 24 else None
@@ -227,9 +230,18 @@ def guard_words(g: Ref) -> str:
     return f"not {text}" if g.negate else text
 
 
+#: Characters that reorder the text drawn after them: "safe path \u202edoog \u2192" with ``to: evil`` drew as
+#: "safe path -> good evil".  A picture drops them.
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069\u200e\u200f]")
+
+
 def short(text: str, limit: int = SHORT) -> str:
-    """The gist of a description: asides dropped, its first clause, cut at a word boundary."""
-    text = " ".join(re.sub(r"\s*\([^()]*\)", "", text).split())
+    """The gist of a description: asides dropped, its first clause, cut at a word boundary.
+
+    A description that is only an aside keeps it; a first word longer than ``limit`` is cut inside it.
+    """
+    text = _BIDI.sub("", text)
+    text = " ".join(re.sub(r"\s*\([^()]*\)", "", text).split()) or " ".join(text.split())
     for stop in (". ", "; ", ": "):
         text = text.split(stop, 1)[0]
     text = text.rstrip(".")
@@ -238,7 +250,8 @@ def short(text: str, limit: int = SHORT) -> str:
         text = head if len(head) >= 12 else text
     if len(text) <= limit + SLACK:  # a cut that saves a word or two loses the clause's point
         return text
-    return textwrap.shorten(text, limit, placeholder="…")
+    cut = textwrap.shorten(text, limit, placeholder="…")
+    return cut if cut != "…" else text[: limit - 1] + "…"
 
 
 def branch_words(b: Branch) -> str:
@@ -326,7 +339,7 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
     )
 
 
-def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1) -> list[Way]:
+def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, otherwise: str | None = None) -> list[Way]:
     """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two."""
     drawn = [i for i, b in enumerate(branches) if b.refusal is None]
     numbered = len(drawn) > 1
@@ -338,24 +351,43 @@ def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1) -> 
             words = _case(b)  # seed 002's "decided or aborted", twice: "aborted", "completed"
         guard = _deciding(branches, i)
         dest = None if b.dest in (None, state) else b.dest
-        shown = "" if guard == words else guard
+        shown = "" if guard.removeprefix("if ") == words else guard
         out.append(Way(feed, place if numbered else None, words, dest, shown, decided_by_guard(branches, i)))
+    if otherwise == "stay" and drawn and all(b.guarded for b in branches):
+        # When no branch holds the feed stays (``otherwise: stay``): a last way, or a card with one guarded way
+        # said it as the only one.
+        out = [replace(w, place=first + k) for k, w in enumerate(out)]
+        out.append(Way(feed, first + len(out), "", None, "otherwise", any(b.guards for b in branches)))
     return out
 
 
 def _deciding(branches: Sequence[Branch], i: int) -> str:
-    """What the machine holds that decides branch ``i``, short: its own guards; else, after guarded branches
-    the same arguments reach, "not ..." when there is one of them (router_run's "completed, plaintext" reads
-    "not run_encrypted") and "otherwise" when there are more (the order says the rest).  Empty when no guard
-    decides it (see :func:`decided_by_guard`)."""
+    """What the machine holds that decides branch ``i``, as the card says it: "if" its own guards; else, after
+    guarded branches the same arguments may reach, "if not X" when one of them, with one guard, is tried
+    first for every argument that reaches this one (router_run's "completed, plaintext" reads "if not
+    run_encrypted"), "unless <its conditions> and X" when only for some, and "otherwise" after several (the
+    order says the rest).  Empty when no guard decides it (see :func:`decided_by_guard`)."""
     b = branches[i]
     if b.guards:
-        return " and ".join(guard_words(g) for g in b.guards)
+        return "if " + " and ".join(guard_words(g) for g in b.guards)
     before = [a for a in branches[:i] if a.guards and a.refusal is None and _may_overlap(a, b)]
-    if len(before) == 1 and len(before[0].guards) == 1:
-        said = guard_words(before[0].guards[0])
-        return said.removeprefix("not ") if said.startswith("not ") else f"not {said}"
-    return "otherwise" if before else ""
+    if not before:
+        return ""
+    if len(before) > 1:
+        return "otherwise"
+    (a,) = before
+    said = " and ".join(guard_words(g) for g in a.guards)
+    if not _covers(a, b):
+        return "unless " + " and ".join([*a.conditions(), said])
+    if len(a.guards) == 1:
+        return "if " + (said.removeprefix("not ") if said.startswith("not ") else f"not {said}")
+    return f"if not ({said})"
+
+
+def _covers(a: Branch, b: Branch) -> bool:
+    """Whether every feed that meets ``b``'s ``when:`` meets ``a``'s too (``a`` asks nothing ``b`` leaves open)."""
+    mine = {c.arg: c.values for c in b.when}
+    return all(c.arg in mine and all(v in c.values for v in mine[c.arg]) for c in a.when)
 
 
 def _may_overlap(a: Branch, b: Branch) -> bool:
@@ -384,9 +416,16 @@ def _case(b: Branch) -> str:
             said.append(c.arg)
         elif len(c.values) == 1 and c.values[0] is False:
             said.append(f"not {c.arg}")
-        else:
-            said.append(" or ".join(str(v) for v in c.values))
+        elif all(isinstance(v, str) and _WORD.fullmatch(v) for v in c.values):
+            said.append(
+                " or ".join(c.values) if len(c.values) == 1 or len(b.when) == 1 else f"({' or '.join(c.values)})"
+            )
+        else:  # a number, null, or words of several: the condition as the review sheet says it
+            said.append(c.label())
     return " and ".join([*said, *(guard_words(g) for g in b.guards)])
+
+
+_WORD = re.compile(r"[\w./-]+")
 
 
 def _note(moves: dict[str, Edge], stays: list[str], feed: str, src: str, branches: tuple[Branch, ...]) -> None:
@@ -507,7 +546,8 @@ def overview(spec: Spec) -> Overview:
             # Where each way goes, a stay written as the state it stays in: alike from every state, the note
             # lists them (router_run's inject: "5 completed -> Idle" from Idle and from each pause).
             taken = [
-                [replace(w, dest=w.dest or st) for w in _ways(ev0.name, st, expanded.get(st, ()))] for st in reaching
+                [replace(w, dest=w.dest or st) for w in _ways(ev0.name, st, expanded.get(st, ()), 1, ev0.otherwise)]
+                for st in reaching
             ]
             if all(t == taken[0] for t in taken):
                 anywhere_ways[ev0.name] = taken[0]
@@ -550,9 +590,9 @@ def overview(spec: Spec) -> Overview:
             # The universal move, stripped above, is tried first: it is "any feed (1)" and the state's own
             # ways count on from 2.
             drawn = [i for i, b in enumerate(branches) if b.refusal is None]
-            found = _ways(ev.name, state, branches, 2 if universal else 1)
+            found = _ways(ev.name, state, branches, 2 if universal else 1, ev.otherwise)
             ways.setdefault(state, []).extend(found)
-            for i, way in zip(drawn, found, strict=True):
+            for i, way in zip(drawn, found[: len(drawn)], strict=True):  # an "otherwise" stay is the card's own
                 dst = branches[i].dest or state
                 e = edges.setdefault((state, dst), Edge(state, dst))
                 _take(e, ev.name, branch_words(branches[i]), branches, i, way.place)

@@ -193,7 +193,7 @@ def test_a_states_card_lists_its_ways_in_the_order_the_table_tries_them():
         "5 completed, plaintext stays",
     ]
     # seed 002's "decided or aborted" for both the abort and the plaintext completion: said by what each asks;
-    # what the machine holds that decides a way is named after "if"
+    # what the machine holds that decides a way is said under it
     assert _card(source, "AwaitingApproval")[3:] == [
         "approval_decisions",
         "1 aborted \u2192 Idle",
@@ -226,8 +226,13 @@ def test_every_way_is_on_its_states_card_numbered_as_the_table_tries_it(path):
         for w in ways:
             by_feed.setdefault(w.feed, []).append(w)
         for feed, group in by_feed.items():
-            drawn = [b for b in s.expanded_sources(s.events[feed])[state] if b.refusal is None][first - 1 :]
-            assert [w.dest or state for w in group] == [b.dest or state for b in drawn], (state, feed)
+            branches = s.expanded_sources(s.events[feed])[state]
+            drawn = [b for b in branches if b.refusal is None][first - 1 :]
+            # ``otherwise: stay`` after branches that are all guarded: a last way, "stays, otherwise"
+            rest = s.events[feed].otherwise == "stay" and all(b.guarded for b in branches)
+            own = group[:-1] if rest else group
+            assert not rest or (group[-1].guard, group[-1].dest) == ("otherwise", None), (state, feed)
+            assert [w.dest or state for w in own] == [b.dest or state for b in drawn], (state, feed)
             places = [w.place for w in group]
             if len(group) > 1:
                 assert places == list(range(first, first + len(group))), (state, feed, places)
@@ -366,7 +371,10 @@ def test_a_way_is_blue_and_its_arrow_dashed_exactly_when_a_guard_decides_it(path
     for state, ways in ov.ways.items():
         for feed in dict.fromkeys(w.feed for w in ways):
             mine = [w for w in ways if w.feed == feed]
-            branches = [b for b in s.expanded_sources(s.events[feed])[state] if b.refusal is None]
+            every = s.expanded_sources(s.events[feed])[state]
+            if s.events[feed].otherwise == "stay" and all(b.guarded for b in every):
+                mine = mine[:-1]  # "stays, otherwise": no branch of the table
+            branches = [b for b in every if b.refusal is None]
             branches = branches[1:] if universal else branches  # the deadline's move, drawn from the note
             full = [b for b in s.expanded_sources(s.events[feed])[state]][1 if universal else 0 :]
             for w, b in zip(mine, branches, strict=True):

@@ -453,3 +453,147 @@ def test_the_anywhere_note_names_the_final_states_it_does_not_reach():
     said = "jump may move from a or b to any state but done, failed (from b also to failed)"
     assert ov.anywhere_lines() == [said]
     assert said in re.sub(r"\\l\s*", " ", dot.state_graph(s).source)  # its ways differ by state: the sentence
+
+
+# What a hostile reader of the cards found (each a machine of a user's own).
+
+CASES = """\
+machine: cases
+description: d
+states:
+  idle: {initial: true, description: "ends in a backslash \\\\"}
+  a: {description: a}
+events:
+  go:
+    description: go
+    args:
+      ok: {type: boolean}
+      r: {type: string, nullable: true}
+      n: {type: integer}
+    otherwise: raise
+    from:
+      idle:
+        - {when: {ok: false}, guard: {name: g, negate: true}, to: a, description: decided}
+        - {when: {r: z}, to: a, description: decided}
+        - {when: {r: null}, to: a, description: decided}
+        - {when: {n: [0, 1]}, to: a, description: decided}
+        - {stay: true, description: "(internal only)"}
+      a:
+        - {guard: ready, to: idle, description: "\\u202esafe path"}
+  hop:
+    description: hop
+    otherwise: stay
+    from:
+      idle: [{guard: ready, to: a, description: "%s"}]
+"""
+
+
+def _registry():
+    from loopfsm.core.registry import Registry
+
+    reg = Registry("cases")
+
+    @reg.guard
+    def g(m, ctx) -> bool:
+        return True
+
+    @reg.guard
+    def ready(m, ctx) -> bool:
+        return True
+
+    return reg
+
+
+def _cases(word: str = "go"):
+    return loader.parse(CASES % word, "cases.yaml", _registry())
+
+
+def test_a_guard_tried_first_for_some_arguments_only_is_said_with_them():
+    """ "if g" under a way the arguments take whatever g is would be false: with ok true, way 2 is taken."""
+    ways = [w for w in overview(_cases()).ways["idle"] if w.feed == "go"]
+    assert [w.guard for w in ways] == ["if not g"] + ["unless ok=false and not g"] * 4
+    # said by what each asks (the descriptions are alike): a value, null and numbers as the sheet says them
+    assert [w.words for w in ways] == ["not ok and not g", "z", "r=null", "n in [0, 1]", "(internal only)"]
+
+
+def test_otherwise_stay_is_a_way_of_its_own():
+    (hop_ready, hop_else) = [w for w in overview(_cases()).ways["idle"] if w.feed == "hop"]
+    assert (hop_ready.place, hop_ready.dest, hop_else.place, hop_else.dest, hop_else.guard) == (
+        1,
+        "a",
+        2,
+        None,
+        "otherwise",
+    )
+    assert (
+        '2</FONT></TD><TD ALIGN="LEFT" BALIGN="LEFT"><FONT COLOR="#1f5fa8"><I>stays</I>'
+        in dot.state_graph(_cases()).source
+    )
+
+
+def test_a_first_word_longer_than_the_limit_is_cut_inside_it():
+    word = "x" * 200
+    (hop, _) = [w for w in overview(_cases(word)).ways["idle"] if w.feed == "hop"]
+    assert hop.words.startswith("xxxxxxxxxx") and hop.words.endswith("…") and len(hop.words) <= 44
+    assert short("(internal only)") == "(internal only)"  # only an aside: kept, not dropped
+
+
+def test_a_right_to_left_override_cannot_move_words_round_in_a_picture():
+    (w,) = overview(_cases()).ways["a"]
+    assert w.words == "safe path" and "\u202e" not in dot.state_graph(_cases()).source
+
+
+def test_a_description_ending_in_a_backslash_is_drawn():
+    svg = dot.to_svg(dot.state_graph(_cases()))
+    assert "ends in a backslash \\" in svg.replace("&#92;", "\\")
+
+
+def test_state_names_beginning_with_an_underscore_are_refused():
+    """They would be the picture's own nodes: a state "__start__" merged with the start dot and lost its card."""
+    from loopfsm.core.errors import SpecError
+
+    text = CASES.replace("  a: {description: a}", "  __any__: {description: a}")
+    text = text.replace("to: a,", "to: __any__,").replace("      a:\n", "      __any__:\n")
+    with pytest.raises(SpecError) as err:
+        loader.parse(text % "go", "cases.yaml", _registry())
+    assert (
+        "cases.yaml:5:3: states.__any__: state '__any__' cannot be used: names beginning with '_' are reserved"
+        in str(err.value)
+    )
+
+
+ANYWHERE_GUARDED = """\
+machine: anywhere
+description: d
+states:
+  idle: {initial: true, description: i}
+  a: {description: a}
+  b: {description: b}
+events:
+  step:
+    description: on
+    from:
+      idle: [{to: a, description: on}]
+      a: [{to: b, description: on}]
+      b: [{to: idle, description: on}]
+  jump:
+    description: a new prompt, from any state
+    from:
+      idle: &jump
+        - {guard: ready, to: a, description: a prompt}
+        - {guard: g, to: b, description: b prompt}
+        - {to: idle, description: plain prompt}
+      a: *jump
+      b: *jump
+"""
+
+
+def test_the_anywhere_note_lists_its_ways_with_the_guards_that_decide_them():
+    """Listed without them, "2 b prompt -> b" read as taken whenever b's prompt came, whatever the guard said."""
+    ov = overview(loader.parse(ANYWHERE_GUARDED, "anywhere.yaml", _registry()))
+    assert ov.anywhere_lines() == [
+        "jump, from idle, a or b:",
+        "1 a prompt \u2192 a, if ready",
+        "2 b prompt \u2192 b, if g",
+        "3 plain prompt \u2192 idle, otherwise",
+    ]
