@@ -321,7 +321,10 @@ def stay_groups(stays: list[str], moves: list[Edge]) -> list[tuple[str, list[str
     leaving = {f for e in moves for f in e.feeds}
     only = [f for f in stays if f not in leaving]
     also = [f for f in stays if f in leaving]
-    groups = [("accepted there without moving:", only), ("may also stay there, for other arguments:", also)]
+    groups = [
+        ("accepted there without moving:", only),
+        ("may also stay there, when the arrow's way does not hold:", also),
+    ]
     return [(heading, feeds) for heading, feeds in groups if feeds]
 
 

@@ -396,7 +396,7 @@ def test_a_note_does_not_say_its_feed_only_stays_beside_its_own_arrow_on_it():
     s = loader.parse(MAY_LEAVE, "may_leave.yaml", make_registry())
     for text, arrow in ((dot.state_graph(s).source, "go: leave"), (mermaid.state_diagram(s), "go (leave)")):
         assert "accepted there without moving" not in text
-        assert "may also stay there, for other arguments:" in text and arrow in text
+        assert "may also stay there, when the arrow's way does not hold:" in text and arrow in text
 
 
 def test_a_one_arrow_note_keeps_a_backslash_in_its_words():
