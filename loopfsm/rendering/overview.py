@@ -246,12 +246,25 @@ def short(text: str, limit: int = SHORT) -> str:
         text = text.split(stop, 1)[0]
     text = text.rstrip(".")
     if len(text) > limit:
-        head = text.split(", ", 1)[0]
+        head = _first_clause(text)
         text = head if len(head) >= 12 else text
     if len(text) <= limit + SLACK:  # a cut that saves a word or two loses the clause's point
         return text
     cut = textwrap.shorten(text, limit, placeholder="…")
     return cut if cut != "…" else text[: limit - 1] + "…"
+
+
+def _first_clause(text: str) -> str:
+    """``text`` up to its first ", " outside brackets: "outcome in [transient, rate_limited]" is one clause."""
+    depth = 0
+    for i, ch in enumerate(text):
+        if ch in "[(":
+            depth += 1
+        elif ch in "])" and depth:
+            depth -= 1
+        elif depth == 0 and text.startswith(", ", i):
+            return text[:i]
+    return text
 
 
 def branch_words(b: Branch) -> str:

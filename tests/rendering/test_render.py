@@ -597,3 +597,9 @@ def test_the_anywhere_note_lists_its_ways_with_the_guards_that_decide_them():
         "2 b prompt \u2192 b, if g",
         "3 plain prompt \u2192 idle, otherwise",
     ]
+
+
+def test_a_clause_is_not_cut_inside_its_brackets():
+    """ "outcome in [transient, rate_limited, ...]" was drawn "outcome in [transient": cut at its first comma."""
+    text = "outcome in [transient, rate_limited] and not quota_left, then more words after it"
+    assert short(text) == "outcome in [transient, rate_limited] and not quota_left"
