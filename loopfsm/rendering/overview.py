@@ -153,8 +153,9 @@ class Way:
     ``place`` counts from 1 (2 after a move every state tries first, drawn from the "any live state" note) and
     is None when the state has one way on the feed.  ``words`` are the branch's short description, or what it
     asks (``aborted``, ``completed``) when two ways of the feed say the same words.  ``dest`` is None for a
-    stay.  ``guard`` says what the machine holds that decides it (``run_encrypted``, ``not run_encrypted``),
-    empty when the feed's arguments alone do.
+    stay.  ``guard`` says what the machine holds that decides it, as the card's line under it says it
+    (``if run_encrypted``, ``if not run_encrypted``, ``unless ok=false and g``, ``otherwise``), empty when
+    the feed's arguments alone do or the words already say it.
     """
 
     feed: str
