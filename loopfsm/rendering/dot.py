@@ -278,6 +278,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
         note_guard=any(e.by_guard for e in noted),
         terminal=bool(spec.terminal_states),
         again=tall and _again(spec, ov) is not None,
+        held=tuple(spec.data),
     )
 
 
@@ -309,11 +310,21 @@ def _again(spec: Spec, ov: Overview) -> str | None:
     return spec.initial if len(back) >= RETURNING else None
 
 
+#: A legend row longer than this wraps: agent_loop's "every state holds" names seventeen fields.
+LEGEND_WIDTH = 96
+
+
+def _wrapped(words: str) -> str:
+    return '<BR ALIGN="LEFT"/>'.join(html(line) for line in textwrap.wrap(words, LEGEND_WIDTH)) + (
+        '<BR ALIGN="LEFT"/>' if len(words) > LEGEND_WIDTH else ""
+    )
+
+
 def _title_with_legend(title: str, legend: Legend) -> str:
     """The picture's title with its legend below it, in the graph's own label: it takes no place in the layout."""
     rows = "".join(
         f'<TR><TD ALIGN="RIGHT"><FONT POINT-SIZE="10" COLOR="{color}">{html(mark)}</FONT></TD>'
-        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10">{html(words)}</FONT></TD></TR>'
+        f'<TD ALIGN="LEFT"><FONT POINT-SIZE="10">{_wrapped(words)}</FONT></TD></TR>'
         for mark, color, words in legend.rows()
     )
     head = f'<TR><TD COLSPAN="2"><FONT POINT-SIZE="14">{html(title)}</FONT></TD></TR>'

@@ -26,6 +26,7 @@ class Legend:
     terminal: bool
     again: bool
     note_guard: bool = False  # a dashed grey arrow from a note
+    held: tuple[str, ...] = ()  # the machine's own data, which every state holds
 
     def rows(self) -> list[tuple[str, str, str]]:
         """(mark, its colour, what it means) for each kind drawn."""
@@ -37,7 +38,8 @@ class Legend:
                 (
                     "blue",
                     GUARD_COLOR,
-                    "decided also by what the machine holds (its data, policy or clock), said on the line under it",
+                    "decided also by what the machine holds (its data, policy or clock), said on the line under it;"
+                    " a black way by the feed's own arguments alone",
                 )
             )
         if self.dashed:
@@ -46,8 +48,10 @@ class Legend:
             out.append(("\u2192 X", "black", "the way moves the run to state X; an arrow joins the two boxes"))
         if self.stays:
             out.append(("stays", "black", "the state takes the feed and does not move"))
-        if self.fields:
-            out.append(("{ a, b }", "#555555", "the data the state holds"))
+        if self.fields or self.held:
+            every = f"every state holds {', '.join(self.held)}" if self.held else ""
+            said = "; ".join(w for w in ("the data the state holds" if self.fields else "", every) if w)
+            out.append(("{ a, b }", "#555555", said))
         if self.notes:
             out.append(
                 (

@@ -362,10 +362,12 @@ def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, oth
     numbered = len(drawn) > 1
     said = [_without(feed, branch_words(branches[i])) for i in drawn]
     out = []
+    cases = [_case(branches[i]) for i in drawn]
     for (place, i), words in zip(enumerate(drawn, first), said, strict=True):
         b = branches[i]
         if said.count(words) > 1 and _case(b):
-            words = _case(b)  # seed 002's "decided or aborted", twice: "aborted", "completed"
+            alike = [c for c, w in zip(cases, said, strict=True) if w == words]
+            words = _told_apart(words, _case(b), alike)
         guard = _deciding(branches, i)
         dest = None if b.dest in (None, state) else b.dest
         shown = "" if guard.removeprefix("if ") == words else guard
@@ -376,6 +378,20 @@ def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, oth
         out = [replace(w, place=first + k) for k, w in enumerate(out)]
         out.append(Way(feed, first + len(out), "", None, "otherwise", any(b.guards for b in branches)))
     return out
+
+
+def _told_apart(words: str, case: str, alike: list[str]) -> str:
+    """A way whose description another way of the feed shares, said by what it asks.
+
+    Seed 002 gives two of AwaitingApproval's ways the words "decided or aborted": the one asking ``aborted``
+    is said "aborted", and the other keeps the alternative no sibling asks, "decided, completed".  Words
+    without such an alternative give way to the case alone ("completed").
+    """
+    options = [o.strip() for o in words.split(" or ")]
+    if case in options:
+        return case
+    left = [o for o in options if o not in alike]
+    return f"{left[0]}, {case}" if len(options) > 1 and len(left) == 1 else case
 
 
 def _deciding(branches: Sequence[Branch], i: int) -> str:

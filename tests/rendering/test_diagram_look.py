@@ -192,15 +192,16 @@ def test_a_states_card_lists_its_ways_in_the_order_the_table_tries_them():
         "4 completed, encrypted \u2192 AwaitingEncrypt",
         "5 completed, plaintext stays",
     ]
-    # seed 002's "decided or aborted" for both the abort and the plaintext completion: said by what each asks;
-    # what the machine holds that decides a way is said under it
+    # seed 002's "decided or aborted" for both the abort and the plaintext completion: the abort says the
+    # alternative it asks, the completion the other one and what it asks; what the machine holds that decides a
+    # way is said under it
     assert _card(source, "AwaitingApproval")[3:] == [
         "approval_decisions",
         "1 aborted \u2192 Idle",
         "2 decided, then a later gate stays",
         "3 decided, next turn requests tools \u2192 AwaitingTool",
         "4 decided, completed, encrypted \u2192 AwaitingEncrypt if run_encrypted",
-        "5 completed \u2192 Idle if not run_encrypted",
+        "5 decided, completed \u2192 Idle if not run_encrypted",
     ]
     # turnstile's locked gate: a coin opens it or stays as credit; pushing only stays
     assert _card(dot.state_graph(spec("turnstile")).source, "locked")[1:] == [
@@ -349,6 +350,11 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
     assert ("does not move" in title) == any(w.dest is None for w in ways)
     assert ("a final state" in title) == bool(s.terminal_states)
     assert ("drawn again" in title) == (dot.AGAIN in source)
+    # what every state holds, so a guard that reads it (router_run's run_encrypted, the run's `encrypted`) has
+    # its data in the picture; a black way is said to be the feed's arguments' alone
+    said = title.replace('<BR ALIGN="LEFT"/>', " ")
+    assert ("every state holds " + ", ".join(s.data) in said) == bool(s.data)
+    assert ("a black way by the feed's own arguments alone" in said) == any(w.by_guard for w in ways)
     sheet = (DIAGRAMS / f"{path.stem}.md").read_text()
     assert "## Reading the diagram" in sheet
     assert all(words in sheet for _, _, words in dot.legend(s).rows())
