@@ -359,7 +359,7 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
 def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, otherwise: str | None = None) -> list[Way]:
     """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two."""
     drawn = [i for i, b in enumerate(branches) if b.refusal is None]
-    numbered = len(drawn) > 1
+    numbered = len(drawn) > 1 or first > 1  # after "any feed (1)" a single way is 2: the deadline comes first
     said = [_without(feed, branch_words(branches[i])) for i in drawn]
     out = []
     cases = [_case(branches[i]) for i in drawn]

@@ -216,7 +216,8 @@ def test_a_states_card_lists_its_ways_in_the_order_the_table_tries_them():
 def test_every_way_is_on_its_states_card_numbered_as_the_table_tries_it(path):
     """Each state's ways are its branches on each feed it takes itself (refusals aside), in the table's order,
     each with its own state or a stay; numbered from 1 when there are two ways or more, from 2 after a
-    move every state tries first (drawn from the note as "any feed (1)"), and not at all otherwise."""
+    move every state tries first (drawn from the note as "any feed (1)"; a lone way too), and not at all
+    otherwise."""
     s = loader.load(path)
     ov = overview(s)
     universal = any(e.places.get("any feed") == [1] for e in ov.any_moves)
@@ -235,7 +236,7 @@ def test_every_way_is_on_its_states_card_numbered_as_the_table_tries_it(path):
             assert not rest or (group[-1].guard, group[-1].dest) == ("otherwise", None), (state, feed)
             assert [w.dest or state for w in own] == [b.dest or state for b in drawn], (state, feed)
             places = [w.place for w in group]
-            if len(group) > 1:
+            if len(group) > 1 or first > 1:  # after "any feed (1)" a lone way is 2: the note's way comes first
                 assert places == list(range(first, first + len(group))), (state, feed, places)
             else:
                 assert places == [None] * len(group), (state, feed, places)
