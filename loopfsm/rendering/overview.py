@@ -357,17 +357,17 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
 
 
 def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, otherwise: str | None = None) -> list[Way]:
-    """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two."""
+    """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two, or
+    when ``first`` is 2 (after "any feed (1)", which is tried before them)."""
     drawn = [i for i, b in enumerate(branches) if b.refusal is None]
-    numbered = len(drawn) > 1 or first > 1  # after "any feed (1)" a single way is 2: the deadline comes first
+    numbered = len(drawn) > 1 or first > 1
     said = [_without(feed, branch_words(branches[i])) for i in drawn]
-    out = []
     cases = [_case(branches[i]) for i in drawn]
-    for (place, i), words in zip(enumerate(drawn, first), said, strict=True):
+    out = []
+    for (place, i), words, case in zip(enumerate(drawn, first), said, cases, strict=True):
         b = branches[i]
-        if said.count(words) > 1 and _case(b):
-            alike = [c for c, w in zip(cases, said, strict=True) if w == words]
-            words = _told_apart(words, _case(b), alike)
+        if said.count(words) > 1 and case:
+            words = _told_apart(words, case, [c for c, w in zip(cases, said, strict=True) if w == words])
         guard = _deciding(branches, i)
         dest = None if b.dest in (None, state) else b.dest
         shown = "" if guard.removeprefix("if ") == words else guard
