@@ -16,7 +16,7 @@ from typing import Any
 
 from loopfsm.core import loader
 from loopfsm.core.errors import ConfigError, LoopFsmError, Problem, SpecError
-from loopfsm.rendering.errors import GraphvizMissing, RenderError
+from loopfsm.rendering.errors import DrawingTooSlow, GraphvizMissing, RenderError
 from loopfsm.cli import table_commands
 from loopfsm.cli import verify_commands
 from loopfsm.cli import review_commands
@@ -40,7 +40,7 @@ from loopfsm.core.pyproject import shown
 
 from loopfsm.cli.project import FileResult, load_machines
 from loopfsm.core.registries import Registries
-from loopfsm.rendering import EXPORTS, FORMATS, parse_formats, render
+from loopfsm.rendering import DOT_TIMEOUT, EXPORTS, FORMATS, parse_formats, render
 from loopfsm.core.spec import Spec
 
 
@@ -184,6 +184,36 @@ def _unique_names(specs: list[Spec]) -> tuple[list[Spec], bool]:
     return kept, clash
 
 
+def _dot_timeout(s: argparse.ArgumentParser) -> None:
+    s.add_argument(
+        "--dot-timeout",
+        type=_seconds,
+        default=DOT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop Graphviz's dot after this long on one picture (default {DOT_TIMEOUT:g})",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"seconds must be more than 0 and less than a day: {text!r}")
+    return value
+
+
+def _too_slow(err: DrawingTooSlow, name: str, others: str) -> DrawingTooSlow:
+    """The timeout said with what to do: draw it without a limit, leave SVG out, or allow longer."""
+    out = DrawingTooSlow(err.seconds)
+    out.args = (
+        f"{err} of {name}; nothing was written. Leave SVG out (--format {others}) and draw it yourself with "
+        f"`dot -Tsvg {name}.dot -o {name}.svg`, or allow longer: --dot-timeout SECONDS",
+    )
+    return out
+
+
 def cmd_render(args: argparse.Namespace) -> int:
     fmts = _formats(args.format)
     project = project_of(args)
@@ -193,11 +223,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         return EXIT_INVALID if clash else status
     rendered: dict[str, str] = {}
     for spec in specs:  # everything is drawn before anything is written: a missing Graphviz writes nothing
+        others = ",".join(f for f in fmts if f != "svg") or "dot,mermaid,md"
         try:
-            rendered.update(render(spec, fmts, detailed=args.detailed))
+            rendered.update(render(spec, fmts, detailed=args.detailed, dot_timeout=args.dot_timeout))
         except GraphvizMissing as err:
-            others = ",".join(f for f in fmts if f != "svg") or "dot,mermaid,md"
             raise GraphvizMissing(f"{err}, or leave SVG out: --format {others}") from None
+        except DrawingTooSlow as err:
+            raise _too_slow(err, spec.name, others) from None
     out = output_dir(Path(args.output) if args.output else shown(project.diagrams))
     for name, text in rendered.items():
         write_file(out / name, text)
@@ -246,13 +278,21 @@ def _svg_current(path: Path, source: str) -> bool:
         return False
 
 
-def _draw(svgs: dict[str, str], out: Path) -> dict[str, str]:
-    """Draw every SVG in ``svgs`` (name -> DOT text) before anything is written, so a missing Graphviz
-    leaves diagrams/ as it was."""
+def _draw(svgs: dict[str, str], out: Path, timeout: float) -> dict[str, str]:
+    """Draw every SVG in ``svgs`` (name -> DOT text) before anything is written, so a missing Graphviz, or one
+    that takes too long, leaves diagrams/ as it was."""
     from loopfsm.rendering.dot import svg_from_source  # noqa: PLC0415
 
+    name = ""
     try:
-        return {name: svg_from_source(source) for name, source in svgs.items()}
+        drawn = {}
+        for name, source in svgs.items():
+            drawn[name] = svg_from_source(source, timeout)
+        return drawn
+    except DrawingTooSlow as err:
+        slow = DrawingTooSlow(err.seconds)  # build stamps every SVG it draws: one drawn by hand reads as stale
+        slow.args = (f"{err} of {out / name}; nothing was written. Allow longer: --dot-timeout SECONDS",)
+        raise slow from None
     except GraphvizMissing as err:
         shown_names = [str(out / n) for n in sorted(svgs)[:5]]
         names = ", ".join(shown_names) + (f" and {len(svgs) - 5} more" if len(svgs) > 5 else "")
@@ -296,7 +336,7 @@ def cmd_build(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         print(f"{out}: {count} files up to date")
         return EXIT_OK
-    drawn = _draw(stale_svgs, out)
+    drawn = _draw(stale_svgs, out, args.dot_timeout)
     output_dir(out)
     for n, t in sorted({**stale_texts, **drawn}.items()):
         write_file(out / n, t)
@@ -462,12 +502,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--detailed", action="store_true", help="also write NAME.detailed.*: every branch with its guards and actions"
     )
+    _dot_timeout(s)
     s.set_defaults(func=cmd_render)
 
     s = sub.add_parser("build", parents=[regs], help="check every machine in machines/ and render it into diagrams/")
     s.add_argument("--check", action="store_true", help="write nothing; fail if diagrams/ is stale")
     s.add_argument("--machines", help="directory of machine files (default: [tool.loopfsm] machines, or machines)")
     s.add_argument("-o", "--output", help="diagram directory (default: [tool.loopfsm] diagrams, or diagrams)")
+    _dot_timeout(s)
     s.set_defaults(func=cmd_build)
 
     s = sub.add_parser(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from loopfsm.core.spec import Spec
+from loopfsm.rendering.errors import DOT_TIMEOUT as DOT_TIMEOUT  # the limit render() and the CLI default to
 
 FORMATS = ("svg", "dot", "mermaid", "md")  # the review views: what render writes by default and build keeps fresh
 EXPORTS = ("xstate", "scxml")  # the table for other tools, written when asked for
@@ -24,13 +25,20 @@ def parse_formats(text: str | list[str] | tuple[str, ...]) -> list[str]:
     return fmts
 
 
-def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detailed: bool = False) -> dict[str, str]:
+def render(
+    spec: Spec,
+    formats: tuple[str, ...] | list[str] = FORMATS,
+    *,
+    detailed: bool = False,
+    dot_timeout: float | None = None,
+) -> dict[str, str]:
     """File name -> content for each requested format, for the machine and each decision chain.
 
     ``xstate`` writes ``NAME.xstate.json`` and ``scxml`` ``NAME.scxml``: one file
     per machine, decisions left out (see :mod:`.export`).  ``detailed`` adds
     ``NAME.detailed.{dot,svg,mmd}``: every branch as its own line with guards
-    and parameters, for checking the table row by row.
+    and parameters, for checking the table row by row.  ``dot_timeout`` is how long Graphviz may take on one
+    picture (:data:`DOT_TIMEOUT` when None) before :class:`DrawingTooSlow`.
     """
     from loopfsm.rendering import dot, matrix, mermaid, scxml, xstate  # noqa: PLC0415
 
@@ -44,7 +52,7 @@ def render(spec: Spec, formats: tuple[str, ...] | list[str] = FORMATS, *, detail
         if "dot" in formats:
             out[f"{stem}.dot"] = g.source
         if "svg" in formats:
-            out[f"{stem}.svg"] = dot.to_svg(g)
+            out[f"{stem}.svg"] = dot.to_svg(g, dot_timeout)
     if "mermaid" in formats:
         out[f"{spec.name}.mmd"] = mermaid.state_diagram(spec)
         if detailed:

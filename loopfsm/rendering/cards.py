@@ -5,8 +5,8 @@ the code, over four rounds of changes: a state's ways on one feed were spread ov
 nothing showed, their words sat by lines that crossed, and two arrows into one state needed a dot to meet at.
 The same readers graded the card (every way of a state listed in its box, numbered in the order the table tries
 them, with where it goes) B+ and B on a first draft: the questions they were asked are answered by reading one
-box.  The arrows between the boxes carry no words; they show the shape of the flow, and the card says which way
-each is.
+box.  The arrows between the boxes carry no words; each leaves the card from its way's line, and the line says
+which way it is.
 """
 
 from __future__ import annotations
@@ -69,24 +69,36 @@ def _way_text(w: Way) -> str:
     where = f"\u2192 <I>{html(w.dest)}</I>" if w.dest else "<I>stays</I>"
     lines = [html(line) for line in textwrap.wrap(w.words, WORDS_WIDTH, break_long_words=False)] or [""]
     lines[-1] = f"{lines[-1]} {where}".strip()
-    if w.guard:
-        guard = textwrap.wrap(w.guard, WORDS_WIDTH + 6, break_long_words=False, subsequent_indent="  ")
-        lines += [f'<FONT POINT-SIZE="10">{html(line)}</FONT>' for line in guard]
+    for said in (w.guard, w.asks):
+        if said:
+            wrapped = textwrap.wrap(said, WORDS_WIDTH + 6, break_long_words=False, subsequent_indent="  ")
+            lines += [f'<FONT POINT-SIZE="10">{html(line)}</FONT>' for line in wrapped]
     return '<BR ALIGN="LEFT"/>'.join(lines) + '<BR ALIGN="LEFT"/>'
 
 
-def _rows(feed: Feed) -> Iterator[str]:
+def port(index: int, back: bool = False) -> str:
+    """The port a way's arrow leaves the card from: the right end of the row of the state's way number
+    ``index`` (counted over all its ways, from 0), or with ``back`` its left end, for an arrow drawn leftwards
+    (out of the right end it looped round the card)."""
+    return f"w{index}{'w' if back else 'e'}"
+
+
+def _rows(feed: Feed, first: int) -> Iterator[str]:
+    """The feed's rows; ``first`` is the index of its first way among the state's ways (for :func:`port`)."""
     if len(feed.ways) == 1 and feed.ways[0].place is None:  # one way: on the feed's own line
         (w,) = feed.ways
         text = f"<B>{html(feed.name)}</B>: {_way_text(w)}"
-        yield f'<TR><TD></TD><TD ALIGN="LEFT" BALIGN="LEFT">{_blue(text, w.by_guard)}</TD></TR>'
+        yield (
+            f'<TR><TD PORT="{port(first, True)}"></TD>'
+            f'<TD PORT="{port(first)}" ALIGN="LEFT" BALIGN="LEFT">{_blue(text, w.by_guard)}</TD></TR>'
+        )
         return
     yield f'<TR><TD></TD><TD ALIGN="LEFT"><B>{html(feed.name)}</B></TD></TR>'
-    for w in feed.ways:
+    for k, w in enumerate(feed.ways, first):
         place = _blue(str(w.place) if w.place is not None else "", w.by_guard)
         yield (
-            f'<TR><TD ALIGN="RIGHT" VALIGN="TOP">{place}</TD>'
-            f'<TD ALIGN="LEFT" BALIGN="LEFT">{_blue(_way_text(w), w.by_guard)}</TD></TR>'
+            f'<TR><TD PORT="{port(k, True)}" ALIGN="RIGHT" VALIGN="TOP">{place}</TD>'
+            f'<TD PORT="{port(k)}" ALIGN="LEFT" BALIGN="LEFT">{_blue(_way_text(w), w.by_guard)}</TD></TR>'
         )
 
 
@@ -102,9 +114,11 @@ def card(spec: Spec, state: str, ways: Sequence[Way]) -> str:
         for line in braced(list(spec.states[state].data), FIELDS_WIDTH)
     ]
     feeds = by_feed(ways)
+    first = 0
     for feed in feeds:
         if not feed.only_stays:
-            rows += _rows(feed)
+            rows += _rows(feed, first)
+        first += len(feed.ways)
     stays = [f.name for f in feeds if f.only_stays]
     if stays:
         for line in textwrap.wrap("stays on " + ", ".join(stays), FIELDS_WIDTH, break_long_words=False):

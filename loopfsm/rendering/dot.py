@@ -8,14 +8,17 @@ own labelled arrow, guards and actions included.
 from __future__ import annotations
 
 import hashlib
+import shutil
+import subprocess
 import textwrap
+from dataclasses import dataclass
 
 import graphviz
 
-from loopfsm.rendering.errors import GraphvizMissing, RenderError
+from loopfsm.rendering.errors import DOT_TIMEOUT, DrawingTooSlow, GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
 from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label
-from loopfsm.rendering.cards import braced, card, html
+from loopfsm.rendering.cards import braced, by_feed, card, html, port
 from loopfsm.rendering.overview import ANY, ANYWHERE, Overview, overview, stay_groups
 from loopfsm.rendering.legend import GUARD_COLOR, NOTE_COLOR, Legend
 
@@ -58,7 +61,22 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
     the number of columns. Worked out from the table, not from a drawing, so
     ``build --check`` still needs no Graphviz.
     """
-    ov = ov or overview(spec)
+    order, dag = _ranked(spec, ov or overview(spec))
+    longest: dict[str, int] = {}
+    for s in reversed(_topological(order, dag)):
+        longest[s] = 1 + max((longest[v] for v in dag[s]), default=0)
+    return max(longest.values(), default=0)
+
+
+def turned(spec: Spec, ov: Overview | None = None) -> set[tuple[str, str]]:
+    """The arrows (from, to) that ``dot`` turns round to rank the states, as :func:`columns` works it out: drawn
+    left to right, they point back to the left."""
+    _, dag = _ranked(spec, ov or overview(spec))
+    return {(e.src, e.dst) for e in (ov or overview(spec)).edges if not e.loop and e.src in dag[e.dst]}
+
+
+def _ranked(spec: Spec, ov: Overview) -> tuple[list[str], dict[str, set[str]]]:
+    """The states, initial first, and the overview's arrows with those that close a cycle turned round."""
     order = [spec.initial, *(s for s in spec.states if s != spec.initial)]
     out: dict[str, list[str]] = {s: [] for s in order}
     for e in ov.edges:
@@ -90,10 +108,7 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
     for s in order:
         if s not in seen:
             visit(s)
-    longest: dict[str, int] = {}
-    for s in reversed(_topological(order, dag)):
-        longest[s] = 1 + max((longest[v] for v in dag[s]), default=0)
-    return max(longest.values(), default=0)
+    return order, dag
 
 
 def _topological(order: list[str], dag: dict[str, set[str]]) -> list[str]:
@@ -150,7 +165,7 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             "fontname": "Helvetica",
             "label": title,
             "labelloc": "t",
-            "nodesep": "0.35" if tall else "0.4",
+            "nodesep": "0.45" if tall else "0.4",
             "ranksep": "0.6",
             "mclimit": "4",
         },
@@ -162,13 +177,16 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     def into(dst: str, src: str) -> str:
         return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
 
-    moves = [e for e in ov.edges if not e.loop]
+    arrows = way_arrows(spec, ov, tall)
     if again is not None:
         # Declared first: dot's first ordering of each row follows the order nodes are met, and with the
         # foot's copy met first router_run's arrows into it cross fewer others.
         tip = f"{spec.initial} again: {RETURNS}"
-        arriving = [e for e in [*moves, *ov.any_moves, *(m for sh in ov.shared for m in sh.moves)]]
-        wide = f"{FOOT_PER_ARROW * sum(1 for e in arriving if into(e.dst, e.src) == AGAIN):g}"
+        noted = [*ov.any_moves, *(m for sh in ov.shared for m in sh.moves)]
+        count = sum(1 for e in noted if into(e.dst, e.src) == AGAIN) + sum(
+            1 for a in arrows if into(a.dst, a.src) == AGAIN
+        )
+        wide = f"{FOOT_PER_ARROW * count:g}"
         g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5", width=wide)
         with g.subgraph(name="again") as row:
             row.attr(rank="sink")
@@ -198,13 +216,12 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         return g
 
     beside_foot = False
-    for e in moves:
-        # No words: the card names each way's state ("-> AwaitingTool"), and words by a line read as
-        # belonging to whichever line passed nearest.  Dashed blue when every way it stands for is blue, so
-        # line and rows match.  One arrow per pair: two (a solid and a dashed one) from router_run's
-        # AwaitingApproval into Idle widened the layout by a third.
-        blue = _blue(ov, e.src, e.dst)
-        g.edge(e.src, into(e.dst, e.src), **({"style": "dashed", "color": GUARD_COLOR} if blue else {}))
+    for a in arrows:
+        style = {"style": "dashed", "color": GUARD_COLOR} if a.blue else {}
+        # A line's arrow leaves where dot aims it (the last line of a card from its foot, the others from their
+        # end); one dot turns round leaves from the line's left end, else it looped round the card.
+        tail = f"{a.src}:{a.port}" + (":w" if a.back else "") if a.port else a.src
+        g.edge(tail, into(a.dst, a.src), **style)
     notes = False
     if ov.any_moves or ov.any_stays:
         notes = True
@@ -261,6 +278,43 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     return g
 
 
+@dataclass(frozen=True)
+class WayArrow:
+    """An arrow between two cards: from the line of a way (``port``), or from the box when ``port`` is None."""
+
+    src: str
+    port: str | None
+    dst: str
+    blue: bool  # a guard decides its way: dashed blue
+    back: bool = False  # it leaves from the line's left end (see way_arrows)
+
+
+def way_arrows(spec: Spec, ov: Overview, tall: bool) -> list[WayArrow]:
+    """Each way that moves, as its arrow: from the right end of its line, or from its left end when the picture
+    runs left to right and ``dot`` turns the arrow round (out of the right end it looped round the card).
+
+    Drawn one per pair of states, an arrow had to be matched to its lines by where it went, and router_run's
+    AwaitingApproval -> Idle was one solid arrow for a black way (1, aborted) and a blue one (5, completed if
+    not run_encrypted).  Two kinds leave from the box's edge instead, one per colour: arrows into a final
+    state (the line says which; from agent_loop's lines they crossed the page to its three ends) and those of a
+    card whose ways all reach one state (stream_assembly's chain stepped sideways at every card).
+    """
+    back_arrows = turned(spec, ov)
+    out: list[WayArrow] = []
+    for state in spec.states:
+        ways = [w for f in by_feed(ov.ways.get(state, [])) for w in f.ways]
+        apart = len({w.dest for w in ways if w.dest is not None and not spec.states[w.dest].terminal}) > 1
+        for k, w in enumerate(ways):
+            if w.dest is None:
+                continue
+            if apart and not spec.states[w.dest].terminal:
+                back = not tall and (state, w.dest) in back_arrows
+                out.append(WayArrow(state, port(k, back), w.dest, w.by_guard, back))
+            elif WayArrow(state, None, w.dest, w.by_guard) not in out:
+                out.append(WayArrow(state, None, w.dest, w.by_guard))
+    return out
+
+
 def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     """What the overview picture of ``spec`` draws, for its legend (in the SVG and the review sheet)."""
     ov = ov or overview(spec)
@@ -270,7 +324,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     return Legend(
         ordered=any(w.place is not None for w in ways),
         guard_decides=any(w.by_guard for w in ways),
-        dashed=any(_blue(ov, e.src, e.dst) for e in ov.edges if not e.loop),
+        dashed=any(w.by_guard and w.dest is not None for w in ways),
         moves=any(w.dest is not None for w in ways),
         stays=any(w.dest is None for w in ways),
         fields=any(spec.states[s].data for s in spec.states),
@@ -292,11 +346,6 @@ RETURNING = 4
 #: Inches of the foot's copy per arrow that ends there.  Drawn as small as its name, the arrows into it
 #: met at one corner and read as one head.  As wide as the arrows need, each reaches it where it comes down.
 FOOT_PER_ARROW = 0.75
-
-
-def _blue(ov: Overview, src: str, dst: str) -> bool:
-    """Whether every way from ``src`` to ``dst`` is blue (a guard decides it): its arrow is dashed."""
-    return all(w.by_guard for w in ov.ways.get(src, []) if w.dest == dst)
 
 
 def _note_style(by_guard: bool) -> dict[str, str]:
@@ -426,33 +475,36 @@ def source_digest(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def to_svg(g: graphviz.Digraph) -> str:
+def to_svg(g: graphviz.Digraph, timeout: float | None = None) -> str:
     """SVG from ``dot``, stamped with the digest of its DOT source (see :func:`svg_from_source`)."""
-    return svg_from_source(g.source)
+    return svg_from_source(g.source, DOT_TIMEOUT if timeout is None else timeout)
 
 
-def svg_from_source(source: str) -> str:
+def svg_from_source(source: str, timeout: float = DOT_TIMEOUT) -> str:
     """SVG from the DOT text ``source``, stamped with the digest of that text.
 
     ``build --check`` compares that stamp with the digest of the DOT text it
     would draw, instead of the SVG bytes: a different Graphviz version on a
     reviewer's machine does not make a fresh diagram look stale, and the check
     needs no Graphviz at all.
+
+    ``dot`` runs as a plain subprocess (the graphviz package's ``pipe`` has no
+    time limit): after ``timeout`` seconds it is stopped and :class:`DrawingTooSlow` says so.
     """
-    try:
-        svg = graphviz.Source(source).pipe(format="svg", encoding="utf-8")
-    except graphviz.ExecutableNotFound as err:
+    program = shutil.which("dot")
+    if program is None:
         raise GraphvizMissing(
             "the Graphviz 'dot' program is not installed, so no SVG can be drawn; "
             "install it (e.g. 'apt-get install -y graphviz')"
-        ) from err
-    except graphviz.CalledProcessError as err:  # DOT text dot refuses: a bug of ours, said in one line
-        said = (err.stderr or b"").decode("utf-8", "replace") if isinstance(err.stderr, bytes) else str(err.stderr)
-        raise RenderError(f"Graphviz's dot refused the drawing: {said.strip()[:300]}") from None
-    except BrokenPipeError:  # dot stopped reading part way (a string over its 16 KiB limit): not our stdout closing
-        raise RenderError(
-            "Graphviz's dot stopped reading the drawing part way through (a label or tooltip too long?)"
-        ) from None
+        )
+    try:
+        done = subprocess.run([program, "-Tsvg"], input=source.encode(), capture_output=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise DrawingTooSlow(timeout) from None
+    if done.returncode != 0:  # DOT text dot refuses (a bug of ours, or a string over its 16 KiB limit): one line
+        said = done.stderr.decode("utf-8", "replace")
+        raise RenderError(f"Graphviz's dot refused the drawing: {said.strip()[:300]}")
+    svg = done.stdout.decode("utf-8")
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)

@@ -18,7 +18,7 @@ class Legend:
 
     ordered: bool  # numbered ways
     guard_decides: bool  # blue ways
-    dashed: bool  # an arrow whose ways are all blue
+    dashed: bool  # the dashed arrow of a blue way
     moves: bool  # "-> X"
     stays: bool
     fields: bool
@@ -43,9 +43,20 @@ class Legend:
                 )
             )
         if self.dashed:
-            out.append(("- - \u25b6", GUARD_COLOR, "an arrow whose ways are all blue"))
+            out.append(("- - \u25b6", GUARD_COLOR, "the arrow of a blue way"))
         if self.moves:
-            out.append(("\u2192 X", "black", "the way moves the run to state X; an arrow joins the two boxes"))
+            edge = (
+                "into a final state, or when all the box's ways reach one state"
+                if self.terminal
+                else ("when all the box's ways reach one state")
+            )
+            out.append(
+                (
+                    "\u2192 X",
+                    "black",
+                    f"the way moves the run to state X, along the arrow that leaves its line (leaves the box {edge})",
+                )
+            )
         if self.stays:
             out.append(("stays", "black", "the state takes the feed and does not move"))
         if self.fields or self.held:

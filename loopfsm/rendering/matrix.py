@@ -89,7 +89,7 @@ def review_sheet(spec: Spec) -> str:
         "",
         "## Reading the diagram",
         "",
-        f"`{spec.name}.svg` draws each state as a card of its ways, one arrow per pair of states; its legend,"
+        f"`{spec.name}.svg` draws each state as a card of its ways, each way's arrow leaving from its line; its legend,"
         " under the title:",
         "",
         *(f"- {mark}: {words}" for mark, _, words in dot.legend(spec).sheet_rows()),

@@ -164,6 +164,9 @@ class Way:
     dest: str | None
     guard: str
     by_guard: bool  # a guard decides it: its own, or one on a way tried first (see decided_by_guard)
+    # What the feed's arguments must say for it, where a sibling way asks the same and less or more
+    # (``if the feed says encrypted``): drawn black under a black way, beside the blue guard lines.
+    asks: str = ""
 
 
 @dataclass
@@ -371,13 +374,48 @@ def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, oth
         guard = _deciding(branches, i)
         dest = None if b.dest in (None, state) else b.dest
         shown = "" if guard.removeprefix("if ") == words else guard
-        out.append(Way(feed, place if numbered else None, words, dest, shown, decided_by_guard(branches, i)))
+        by_guard = decided_by_guard(branches, i)
+        asks = "" if by_guard else _asked(branches, i)
+        out.append(Way(feed, place if numbered else None, words, dest, shown, by_guard, asks))
     if otherwise == "stay" and drawn and all(b.guarded for b in branches):
         # When no branch holds the feed stays (``otherwise: stay``): a last way, or a card with one guarded way
         # said it as the only one.
         out = [replace(w, place=first + k) for k, w in enumerate(out)]
         out.append(Way(feed, first + len(out), "", None, "otherwise", any(b.guards for b in branches)))
     return out
+
+
+def _asked(branches: Sequence[Branch], i: int) -> str:
+    """What the feed's arguments must say for branch ``i``, where its ``when:`` is a sibling's and more, or less.
+
+    router_run's Idle takes ``execute`` with ``outcome: completed, encrypted: true`` before ``outcome:
+    completed``: the feed's own ``encrypted`` decides, where later states ask the run's data (``if
+    run_encrypted``, blue).  Said only in colour, readers called the two "encrypted" inconsistent; the black
+    line says whose it is.  Empty where no sibling without a guard asks a part of the same, or more.
+    """
+    b = branches[i]
+    mine = {c.arg: c.values for c in b.when}
+    siblings = [(j, a) for j, a in enumerate(branches) if j != i and a.refusal is None and not a.guards]
+    for _, a in siblings:
+        theirs = {c.arg: c.values for c in a.when}
+        if len(theirs) < len(mine) and all(mine.get(k) == v for k, v in theirs.items()):
+            return "if the feed says " + " and ".join(_said(c) for c in b.when if c.arg not in theirs)
+    for j, a in siblings:
+        theirs = {c.arg: c.values for c in a.when}
+        if j < i and len(mine) < len(theirs) and all(theirs.get(k) == v for k, v in mine.items()):
+            extra = [c for c in a.when if c.arg not in mine]
+            if len(extra) == 1 and len(extra[0].values) == 1 and isinstance(extra[0].values[0], bool):
+                flag = extra[0]
+                return f"if the feed says {'not ' if flag.values[0] else ''}{flag.arg}"
+            return "unless the feed says " + " and ".join(_said(c) for c in extra)
+    return ""
+
+
+def _said(c: Condition) -> str:
+    """A condition as :func:`_asked` says it: a flag by its name, else as the review sheet writes it."""
+    if len(c.values) == 1 and isinstance(c.values[0], bool):
+        return c.arg if c.values[0] else f"not {c.arg}"
+    return c.label()
 
 
 def _told_apart(words: str, case: str, alike: list[str]) -> str:

@@ -189,3 +189,41 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(argv):
     finally:
         os.close(write_end)
     assert done.returncode == 141 and done.stderr == b"", done.stderr.decode()
+
+
+def _big_machine(path, states: int = 300) -> None:
+    """A table Graphviz takes minutes to draw: a ring of states, each with three more arrows across it."""
+    lines = ["machine: big", "description: big", "states:"]
+    lines += [f"  s{i}: {{description: s{i}{', initial: true' if i == 0 else ''}}}" for i in range(states)]
+    lines.append("events:")
+    for e in range(4):
+        lines += [f"  e{e}:", f"    description: e{e}", "    otherwise: raise", "    from:"]
+        lines += [f"      s{i}: [{{to: s{(i + 1 + e * 97) % states}, description: go {e}}}]" for i in range(states)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_drawing_graphviz_cannot_finish_is_stopped_and_said(project, capsys):
+    """A 300-state table kept dot busy for minutes with nothing said.  It is stopped after --dot-timeout, nothing
+    is written, and the message says what else to do; the advice's --format runs as written."""
+    _big_machine(project / "big.yaml")
+    assert main(["render", "big.yaml", "-o", "out", "--dot-timeout", "0.3"]) == 1
+    err = capsys.readouterr().err
+    assert "dot was stopped after 0.3 s without finishing the drawing of big; nothing was written" in err
+    assert "--dot-timeout SECONDS" in err and "`dot -Tsvg big.dot -o big.svg`" in err
+    assert not (project / "out").exists()
+    assert main(["render", "big.yaml", "-o", "out", "--format", "dot,mermaid,md"]) == 0  # the advice, as written
+    assert (project / "out" / "big.dot").is_file()
+    with pytest.raises(SystemExit):
+        main(["render", "big.yaml", "--dot-timeout", "0"])
+    assert "seconds must be more than 0" in capsys.readouterr().err
+
+
+def test_build_stops_a_drawing_graphviz_cannot_finish_and_writes_nothing(project, capsys):
+    assert main(["build"]) == 0
+    before = {p.name: p.read_bytes() for p in (project / "diagrams").iterdir()}
+    _big_machine(project / "machines" / "big.yaml")
+    capsys.readouterr()
+    assert main(["build", "--dot-timeout", "0.3"]) == 1
+    err = capsys.readouterr().err
+    assert "stopped after 0.3 s without finishing the drawing of diagrams/big.svg; nothing was written" in err
+    assert {p.name: p.read_bytes() for p in (project / "diagrams").iterdir()} == before

@@ -20,9 +20,12 @@
 
   // -- details of a state or an arrow ---------------------------------------------------------------
   const stateOf = (node) => (node === "__again__" ? table.initial : node);
+  // "HalfOpen:w->Open": an arrow leaving the left end of a card's line is titled with that side; the box is
+  // the name before it.
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
-    return t.split("->");
+    const [a, b] = t.split("->");
+    return [a.split(":")[0], b];
   }
   function branchItem(b) {
     const where = b.refuse !== null ? "refused: " + b.refuse : b.to === null ? "stays" : "to " + b.to;
@@ -60,7 +63,7 @@
     if (isNode && !(stateOf(title) in table.states)) continue;
     g.setAttribute("tabindex", "0");
     g.setAttribute("role", "button");
-    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + title.replace("->", " to "));
+    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + edgeEnds(g).join(" to "));
     const act = () => (isNode ? showState(stateOf(title)) : showEdge(...edgeEnds(g)));
     g.addEventListener("click", act);
     g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); act(); } });
