@@ -400,9 +400,10 @@ def _asked(branches: Sequence[Branch], i: int) -> str:
         theirs = {c.arg: c.values for c in a.when}
         if len(theirs) < len(mine) and all(mine.get(k) == v for k, v in theirs.items()):
             return "if the feed says " + " and ".join(_said(c) for c in b.when if c.arg not in theirs)
+    before = [a for j, a in siblings if j < i and _may_overlap(a, b)]
     for j, a in siblings:
         theirs = {c.arg: c.values for c in a.when}
-        if j < i and len(mine) < len(theirs) and all(theirs.get(k) == v for k, v in mine.items()):
+        if len(before) == 1 and j < i and len(mine) < len(theirs) and all(theirs.get(k) == v for k, v in mine.items()):
             extra = [c for c in a.when if c.arg not in mine]
             if len(extra) == 1 and len(extra[0].values) == 1 and isinstance(extra[0].values[0], bool):
                 flag = extra[0]

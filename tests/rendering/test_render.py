@@ -647,3 +647,14 @@ def test_a_black_way_says_what_the_feed_must_say_where_a_sibling_asks_the_same_a
     assert not any(w.by_guard for ws in ways.values() for w in ws)  # black: the feed's arguments alone
     card = dot.state_graph(loader.parse(ASKED, "asked.yaml", None)).source
     assert 'x sealed \u2192 <I>a</I><BR ALIGN="LEFT"/><FONT POINT-SIZE="10">if the feed says sealed</FONT>' in card
+
+
+def test_no_feed_says_line_after_two_earlier_ways_the_arguments_may_reach():
+    """ "unless the feed says kind=a" under a catch-all tried after kind=a and kind=b read as if kind=b went there."""
+    text = ASKED.replace(
+        "        - {when: {kind: y, tier: high}, to: a, description: y high}\n",
+        "        - {when: {kind: x, tier: high}, to: a, description: x high}\n",
+    )
+    ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
+    assert ways[2].asks == "if the feed says tier=high" and ways[1].asks == "if the feed says not sealed"
+    assert [w.asks for w in ways if w.words == "y else"] == [""]
