@@ -71,8 +71,9 @@ def columns(spec: Spec, ov: Overview | None = None) -> int:
 def turned(spec: Spec, ov: Overview | None = None) -> set[tuple[str, str]]:
     """The arrows (from, to) that ``dot`` turns round to rank the states, as :func:`columns` works it out: drawn
     left to right, they point back to the left."""
-    _, dag = _ranked(spec, ov or overview(spec))
-    return {(e.src, e.dst) for e in (ov or overview(spec)).edges if not e.loop and e.src in dag[e.dst]}
+    ov = ov or overview(spec)
+    _, dag = _ranked(spec, ov)
+    return {(e.src, e.dst) for e in ov.edges if not e.loop and e.src in dag[e.dst]}
 
 
 def _ranked(spec: Spec, ov: Overview) -> tuple[list[str], dict[str, set[str]]]:
