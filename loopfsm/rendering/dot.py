@@ -492,6 +492,8 @@ def svg_from_source(source: str, timeout: float = DOT_TIMEOUT) -> str:
     ``dot`` runs as a plain subprocess (the graphviz package's ``pipe`` has no
     time limit): after ``timeout`` seconds it is stopped and :class:`DrawingTooSlow` says so.
     """
+    if not 0 < timeout < 86_400:  # nan, inf and <= 0 too: subprocess would raise ValueError or OverflowError
+        raise RenderError(f"a drawing's time limit must be more than 0 and less than a day (seconds), not {timeout!r}")
     program = shutil.which("dot")
     if program is None:
         raise GraphvizMissing(

@@ -658,3 +658,12 @@ def test_no_feed_says_line_after_two_earlier_ways_the_arguments_may_reach():
     ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
     assert ways[2].asks == "if the feed says tier=high" and ways[1].asks == "if the feed says not sealed"
     assert [w.asks for w in ways if w.words == "y else"] == [""]
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), 0, -5])
+def test_a_time_limit_no_drawing_can_keep_is_a_render_error(seconds):
+    """render(dot_timeout=nan) raised a bare ValueError, inf an OverflowError, 0 and -5 "stopped after -5 s"."""
+    from loopfsm.rendering.errors import RenderError
+
+    with pytest.raises(RenderError, match="time limit must be more than 0"):
+        dot.svg_from_source("digraph { a }", seconds)
