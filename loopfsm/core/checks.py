@@ -31,7 +31,7 @@ from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
 from .when_checks import check_condition
-from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -341,11 +341,19 @@ class _Checker:
                     continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
+                    covering = next((j for j, e in enumerate(branches[:i]) if _covers(e, b)), None)
                     if unguarded_at is not None:
                         self.error(
                             b.path,
                             f"branch {i} of '{ev.name}' from '{state}' can never be taken: "
                             f"branch {unguarded_at} before it has no guard and always wins",
+                        )
+                    elif covering is not None:
+                        self.error(
+                            b.path,
+                            f"branch {i} of '{ev.name}' from '{state}' can never be taken: branch {covering} "
+                            f"before it has no guard and takes every feed it does "
+                            f"({', '.join(branches[covering].conditions())})",
                         )
                     elif not b.guarded:
                         unguarded_at = i
@@ -672,3 +680,16 @@ def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}
+
+
+def _covers(earlier: Branch, later: Branch) -> bool:
+    """Whether ``earlier``, tried first, takes every feed ``later`` could: it has no guard, and each of its
+    ``when:`` conditions holds for every value ``later``'s own condition on that argument allows.
+
+    ``{outcome: completed}`` before ``{outcome: completed, encrypted: true}`` is such a pair: the second is
+    never tried.  A branch with neither (no ``when:``, no guard) is reported as always winning instead.
+    """
+    if earlier.guards or not earlier.when:
+        return False
+    mine = {c.arg: c.values for c in later.when}
+    return all(c.arg in mine and all(any(v == u for u in c.values) for v in mine[c.arg]) for c in earlier.when)

@@ -225,6 +225,30 @@ events:
         "branch 1 of 'go' from 'idle' can never be taken: branch 0 before it has no guard",
         "events.go.from.idle[1]",
     ),
+    "branch shadowed by an earlier when": (
+        HEAD
+        + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    args:
+      outcome: {type: string, enum: [completed, failed, cancelled]}
+      encrypted: {type: boolean}
+    otherwise: stay
+    from:
+      idle:
+        - when: {outcome: [completed, failed]}
+          to: done
+        - when: {outcome: completed, encrypted: true}   # <-
+          stay: true
+""",
+        "branch 1 of 'go' from 'idle' can never be taken: branch 0 before it has no guard and takes every "
+        "feed it does (outcome in [completed, failed])",
+        "events.go.from.idle[1]",
+    ),
     "missing initial state": (
         HEAD
         + """\
