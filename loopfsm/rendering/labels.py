@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from loopfsm.core.spec import Branch, Decision, Ref, Rule, Spec, policy_ref
+from loopfsm.core.spec import Branch, Condition, Decision, Ref, Rule, Spec, policy_ref
 
 
 _UNITS = (("h", 3_600_000), ("min", 60_000), ("s", 1_000))
@@ -70,6 +70,13 @@ def guards_label(spec: Spec, guards: tuple[Ref, ...]) -> str:
 def condition_label(spec: Spec, b: Branch | Rule) -> str:
     """What must hold for branch or rule ``b``: its ``when:`` conditions, then its guards (empty: always)."""
     return " and ".join([*b.conditions(), *(ref_label(spec, g) for g in b.guards)])
+
+
+def said(c: Condition) -> str:
+    """A ``when:`` condition as a card's "if the feed says" line says it: a flag by its name, else its label."""
+    if len(c.values) == 1 and isinstance(c.values[0], bool):
+        return c.arg if c.values[0] else f"not {c.arg}"
+    return c.label()
 
 
 def branch_label(spec: Spec, event: str, b: Branch) -> str:

@@ -38,6 +38,8 @@ from collections.abc import Sequence
 
 from loopfsm.core.spec import WILDCARD, Branch, Condition, EventDef, Ref, Spec
 
+from .labels import said
+
 ANY = "__any__"
 ANYWHERE = "__anywhere__"  # the note for feeds that may lead to any live state
 SHORT = 44
@@ -359,12 +361,13 @@ def decided_by_guard(branches: Sequence[Branch], i: int) -> bool:
     )
 
 
-def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, otherwise: str | None = None) -> list[Way]:
+def _ways(feed: EventDef, state: str, branches: Sequence[Branch], first: int, otherwise: str | None) -> list[Way]:
     """``state``'s ways on ``feed``: its branches but refusals, numbered from ``first`` when there are two, or
     when ``first`` is 2 (after "any feed (1)", which is tried before them)."""
+    nullable = frozenset(name for name, f in feed.args.items() if f.nullable)
     drawn = [i for i, b in enumerate(branches) if b.refusal is None]
     numbered = len(drawn) > 1 or first > 1
-    said = [_without(feed, branch_words(branches[i])) for i in drawn]
+    said = [_without(feed.name, branch_words(branches[i])) for i in drawn]
     cases = [_case(branches[i]) for i in drawn]
     out = []
     for (place, i), words, case in zip(enumerate(drawn, first), said, cases, strict=True):
@@ -375,23 +378,24 @@ def _ways(feed: str, state: str, branches: Sequence[Branch], first: int = 1, oth
         dest = None if b.dest in (None, state) else b.dest
         shown = "" if guard.removeprefix("if ") == words else guard
         by_guard = decided_by_guard(branches, i)
-        asks = "" if by_guard else _asked(branches, i)
-        out.append(Way(feed, place if numbered else None, words, dest, shown, by_guard, asks))
+        asks = "" if by_guard else _asked(branches, i, nullable)
+        out.append(Way(feed.name, place if numbered else None, words, dest, shown, by_guard, asks))
     if otherwise == "stay" and drawn and all(b.guarded for b in branches):
         # When no branch holds the feed stays (``otherwise: stay``): a last way, or a card with one guarded way
         # said it as the only one.
         out = [replace(w, place=first + k) for k, w in enumerate(out)]
-        out.append(Way(feed, first + len(out), "", None, "otherwise", any(b.guards for b in branches)))
+        out.append(Way(feed.name, first + len(out), "", None, "otherwise", any(b.guards for b in branches)))
     return out
 
 
-def _asked(branches: Sequence[Branch], i: int) -> str:
+def _asked(branches: Sequence[Branch], i: int, nullable: frozenset[str] = frozenset()) -> str:
     """What the feed's arguments must say for branch ``i``, where its ``when:`` is a sibling's and more, or less.
 
     router_run's Idle takes ``execute`` with ``outcome: completed, encrypted: true`` before ``outcome:
     completed``: the feed's own ``encrypted`` decides, where later states ask the run's data (``if
     run_encrypted``, blue).  Said only in colour, readers called the two "encrypted" inconsistent; the black
-    line says whose it is.  Empty where no sibling without a guard asks a part of the same, or more.
+    line says whose it is.  Empty where no sibling without a guard asks a part of the same, or more.  A flag
+    that may be null is not said "not" (null takes the later way too): "unless the feed says encrypted".
     """
     b = branches[i]
     mine = {c.arg: c.values for c in b.when}
@@ -399,24 +403,18 @@ def _asked(branches: Sequence[Branch], i: int) -> str:
     for _, a in siblings:
         theirs = {c.arg: c.values for c in a.when}
         if len(theirs) < len(mine) and all(mine.get(k) == v for k, v in theirs.items()):
-            return "if the feed says " + " and ".join(_said(c) for c in b.when if c.arg not in theirs)
+            return "if the feed says " + " and ".join(said(c) for c in b.when if c.arg not in theirs)
     before = [a for j, a in siblings if j < i and _may_overlap(a, b)]
     for j, a in siblings:
         theirs = {c.arg: c.values for c in a.when}
         if len(before) == 1 and j < i and len(mine) < len(theirs) and all(theirs.get(k) == v for k, v in mine.items()):
             extra = [c for c in a.when if c.arg not in mine]
-            if len(extra) == 1 and len(extra[0].values) == 1 and isinstance(extra[0].values[0], bool):
+            flags = len(extra) == 1 and len(extra[0].values) == 1 and isinstance(extra[0].values[0], bool)
+            if flags and extra[0].arg not in nullable:
                 flag = extra[0]
                 return f"if the feed says {'not ' if flag.values[0] else ''}{flag.arg}"
-            return "unless the feed says " + " and ".join(_said(c) for c in extra)
+            return "unless the feed says " + " and ".join(said(c) for c in extra)
     return ""
-
-
-def _said(c: Condition) -> str:
-    """A condition as :func:`_asked` says it: a flag by its name, else as the review sheet writes it."""
-    if len(c.values) == 1 and isinstance(c.values[0], bool):
-        return c.arg if c.values[0] else f"not {c.arg}"
-    return c.label()
 
 
 def _told_apart(words: str, case: str, alike: list[str]) -> str:
@@ -618,7 +616,7 @@ def overview(spec: Spec) -> Overview:
             # Where each way goes, a stay written as the state it stays in: alike from every state, the note
             # lists them (router_run's inject: "5 completed -> Idle" from Idle and from each pause).
             taken = [
-                [replace(w, dest=w.dest or st) for w in _ways(ev0.name, st, expanded.get(st, ()), 1, ev0.otherwise)]
+                [replace(w, dest=w.dest or st) for w in _ways(ev0, st, expanded.get(st, ()), 1, ev0.otherwise)]
                 for st in reaching
             ]
             if all(t == taken[0] for t in taken):
@@ -662,7 +660,7 @@ def overview(spec: Spec) -> Overview:
             # The universal move, stripped above, is tried first: it is "any feed (1)" and the state's own
             # ways count on from 2.
             drawn = [i for i, b in enumerate(branches) if b.refusal is None]
-            found = _ways(ev.name, state, branches, 2 if universal else 1, ev.otherwise)
+            found = _ways(ev, state, branches, 2 if universal else 1, ev.otherwise)
             ways.setdefault(state, []).extend(found)
             for i, way in zip(drawn, found[: len(drawn)], strict=True):  # an "otherwise" stay is the card's own
                 dst = branches[i].dest or state

@@ -650,14 +650,19 @@ def test_a_black_way_says_what_the_feed_must_say_where_a_sibling_asks_the_same_a
 
 
 def test_no_feed_says_line_after_two_earlier_ways_the_arguments_may_reach():
-    """ "unless the feed says kind=a" under a catch-all tried after kind=a and kind=b read as if kind=b went there."""
+    """ "unless the feed says sealed" under kind=x, tried after "x sealed" and "x high", named one of the two.
+    (Written with "x high" after "x open", the case was a branch never taken, which `check` now refuses.)"""
     text = ASKED.replace(
         "        - {when: {kind: y, tier: high}, to: a, description: y high}\n",
-        "        - {when: {kind: x, tier: high}, to: a, description: x high}\n",
+        "",
+    ).replace(
+        "        - {when: {kind: x}, to: b, description: x open}\n",
+        "        - {when: {kind: x, tier: high}, to: a, description: x high}\n"
+        "        - {when: {kind: x}, to: b, description: x open}\n",
     )
     ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
-    assert ways[2].asks == "if the feed says tier=high" and ways[1].asks == "if the feed says not sealed"
-    assert [w.asks for w in ways if w.words == "y else"] == [""]
+    assert [w.words for w in ways] == ["x sealed", "x high", "x open", "y else"]
+    assert [w.asks for w in ways] == ["if the feed says sealed", "if the feed says tier=high", "", ""]
 
 
 @pytest.mark.parametrize("seconds", [float("nan"), float("inf"), 0, -5])
@@ -667,3 +672,10 @@ def test_a_time_limit_no_drawing_can_keep_is_a_render_error(seconds):
 
     with pytest.raises(RenderError, match="time limit must be more than 0"):
         dot.svg_from_source("digraph { a }", seconds)
+
+
+def test_a_flag_that_may_be_null_is_not_said_not():
+    """`sealed: null` takes the way after "x sealed" too: "if the feed says not sealed" said it could not."""
+    text = ASKED.replace("      sealed: {type: boolean}\n", "      sealed: {type: boolean, nullable: true}\n")
+    ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
+    assert [w.asks for w in ways[:2]] == ["if the feed says sealed", "unless the feed says sealed"]
