@@ -174,24 +174,20 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         edge_attr={"fontname": "Helvetica", "fontsize": "10"},
     )
     again = _again(spec, ov) if tall and not detailed else None
+    copies: list[str] = []
 
     def into(dst: str, src: str) -> str:
-        return AGAIN if again is not None and dst == spec.initial and src != "__start__" else dst
+        """Where an arrow from ``src`` to ``dst`` ends: a copy of the initial state of its own, when drawn again."""
+        if again is None or dst != spec.initial or src == "__start__":
+            return dst
+        # One small copy per arrow, where that arrow comes down.  One copy at the page's foot took five
+        # arrows from all over router_run's page: they crossed the cards on the way and their heads met.
+        copies.append(f"{AGAIN_PREFIX}{len(copies)}__")
+        g.node(copies[-1], _node_title(spec, spec.initial), tooltip=again_tip, style="rounded,dotted", penwidth="1.5")
+        return copies[-1]
 
+    again_tip = f"{spec.initial} again: {RETURNS}"
     arrows = way_arrows(spec, ov, tall)
-    if again is not None:
-        # Declared first: dot's first ordering of each row follows the order nodes are met, and with the
-        # foot's copy met first router_run's arrows into it cross fewer others.
-        tip = f"{spec.initial} again: {RETURNS}"
-        noted = [*ov.any_moves, *(m for sh in ov.shared for m in sh.moves)]
-        count = sum(1 for e in noted if into(e.dst, e.src) == AGAIN) + sum(
-            1 for a in arrows if into(a.dst, a.src) == AGAIN
-        )
-        wide = f"{FOOT_PER_ARROW * count:g}"
-        g.node(AGAIN, _node_title(spec, spec.initial), tooltip=tip, style="rounded,dotted", penwidth="1.5", width=wide)
-        with g.subgraph(name="again") as row:
-            row.attr(rank="sink")
-            row.node(AGAIN)
     g.node("__start__", "", shape="point", width="0.15")
     for s in spec.states.values():
         # Filled white: a card's middle is mostly space between its lines, and a click there (the review page
@@ -219,9 +215,9 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     beside_foot = False
     for a in arrows:
         style = {"style": "dashed", "color": GUARD_COLOR} if a.blue else {}
-        # A line's arrow leaves where dot aims it (the last line of a card from its foot, the others from their
-        # end); one dot turns round leaves from the line's left end, else it looped round the card.
-        tail = f"{a.src}:{a.port}" + (":w" if a.back else "") if a.port else a.src
+        # A line's arrow leaves its right end (":e": aimed without a side, dot sent a card's last line's arrow
+        # out of the card's foot); one dot turns round leaves from the line's left end, else it looped round.
+        tail = f"{a.src}:{a.port}:" + ("w" if a.back else "e") if a.port else a.src
         g.edge(tail, into(a.dst, a.src), **style)
     notes = False
     if ov.any_moves or ov.any_stays:
@@ -257,14 +253,17 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
                 fontsize="10",
                 color=NOTE_COLOR,
             )
-            g.edge(sh.node, into(e.dst, sh.node), **_note_style(e.by_guard))
-            if into(e.dst, sh.node) == AGAIN and not beside_foot:
-                # On the foot's row, left of it (dot puts a flat arrow's tail to the left of its head), its
-                # arrow short and flat into the foot's side: no long grey arrow across the bottom of the page.
-                # One note only: a second one there arced over the first.
+            end = into(e.dst, sh.node)
+            g.edge(sh.node, end, **_note_style(e.by_guard))
+            if end.startswith(AGAIN_PREFIX) and not beside_foot:
+                # At the page's foot, its copy of the initial state on its row to its right (dot puts a flat
+                # arrow's tail to the left of its head): a note that stops every live state is no step of a
+                # run, and above the cards it stood beside Idle as if it came first.
                 beside_foot = True
                 with g.subgraph(name="again") as row:
+                    row.attr(rank="sink")
                     row.node(sh.node)
+                    row.node(end)
             continue
         note = textwrap.wrap(sh.label, 34, subsequent_indent="  ")
         if sh.stays:
@@ -337,16 +336,19 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     )
 
 
-AGAIN = "__again__"
-RETURNS = "the runs that end come back here; the same state as the one at the top, drawn again"
-#: The initial state is drawn a second time, at the foot, when this many moves from other states
-#: return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
+#: Each copy of the initial state drawn again is named this and its number: ``__again0__``, ``__again1__``...
+AGAIN_PREFIX = "__again"
+
+
+def drawn_again(g: graphviz.Digraph) -> list[str]:
+    """The copies of the initial state an overview ``g`` draws at the ends of the arrows back to it."""
+    return list(dict.fromkeys(m for line in g.body if (m := line.split(" ", 1)[0].strip()).startswith(AGAIN_PREFIX)))
+
+
+RETURNS = "a run that ends comes back here; the same state as the one at the top, drawn again"
+#: The initial state is drawn again, at the end of each arrow back to it, when this many moves from other
+#: states return to it in a top-to-bottom picture: long arrows climbing back up crossed the whole drawing.
 RETURNING = 4
-
-
-#: Inches of the foot's copy per arrow that ends there.  Drawn as small as its name, the arrows into it
-#: met at one corner and read as one head.  As wide as the arrows need, each reaches it where it comes down.
-FOOT_PER_ARROW = 0.75
 
 
 def _note_style(by_guard: bool) -> dict[str, str]:

@@ -75,7 +75,7 @@ class Legend:
         if self.terminal:
             out.append(("double border", "black", "a final state"))
         if self.again:
-            out.append(("dotted box", "black", "the initial state drawn again, where runs end"))
+            out.append(("dotted box", "black", "the initial state drawn again at the end of each arrow back to it"))
         return out
 
     def sheet_rows(self) -> list[tuple[str, str, str]]:

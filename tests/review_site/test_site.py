@@ -565,10 +565,14 @@ def decided_states(page: str) -> dict[str, str]:
     """The states the page's picture outlines for changed decision rules, each with the words drawn beside it."""
     svg = page.split("<svg", 1)[1].split("</svg>", 1)[0]
     found = {}
+    copies = 0  # of the initial state, drawn again at each arrow back to it: one key, "__again__", for all
     for m in re.finditer(r'<g id="node\d+" class="node decided">\s*<title>([^<]*)</title>(.*?)(?=<!--|$)', svg, re.S):
         words = re.findall(r'<text [^>]*fill="#c2410c">([^<]*)</text>', m.group(2))
-        found[html.unescape(m.group(1))] = html.unescape(" / ".join(words))
-    assert svg.count('class="node decided"') == len(found)  # no outlined state the pattern missed
+        name = html.unescape(m.group(1))
+        copies += name.startswith("__again")
+        found["__again__" if name.startswith("__again") else name] = html.unescape(" / ".join(words))
+    assert svg.count('class="node decided"') == len(found) - ("__again__" in found) + copies  # none missed
+    assert copies in (0, len(re.findall(r"<title>__again\d+__</title>", svg)))  # every copy outlined, or none
     return found
 
 
@@ -589,7 +593,7 @@ def decided_list(page: str) -> str:
         ),
         pytest.param(
             [(IDLE_BREAK, IDLE_BREAK.replace("{request: break}", "{request: [break, inject]}"))],
-            # Idle is drawn again at the picture's foot, where runs end: that copy is outlined, its words said once
+            # Idle is drawn again where each arrow back to it ends: the copies are outlined, the words said once
             {"Idle": "admit: 1 rule changed", "__again__": ""},
             "rule break_when_idle: when request=break -> request in [break, inject]",
             id="a when",

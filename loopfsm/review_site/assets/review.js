@@ -19,13 +19,13 @@
   const json = (v) => JSON.stringify(v);
 
   // -- details of a state or an arrow ---------------------------------------------------------------
-  const stateOf = (node) => (node === "__again__" ? table.initial : node);
-  // "HalfOpen:w->Open": an arrow leaving the left end of a card's line is titled with that side; the box is
-  // the name before it.
+  const stateOf = (node) => (node.startsWith("__again") ? table.initial : node);
+  // "HalfOpen:w3w:w->Open": an arrow leaving a card's line is titled with its line and side; the box is the
+  // name before them.  An arrow back to the initial state ends at a copy of it ("__again2__").
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     const [a, b] = t.split("->");
-    return [a.split(":")[0], b];
+    return [a.split(":")[0], stateOf(b)];
   }
   function branchItem(b) {
     const where = b.refuse !== null ? "refused: " + b.refuse : b.to === null ? "stays" : "to " + b.to;
@@ -48,7 +48,7 @@
     show(name + (s.terminal ? " (final)" : ""), table.branches[name] || [], s.description);
   }
   function showEdge(a, b) {
-    const dst = stateOf(b);
+    const dst = b;
     if (!(a in table.states)) {
       const all = Object.values(table.branches).flat().filter((x) => x.to === dst);
       show("from several states into " + dst, all, "The note stands for several states that take these feeds alike.");
@@ -76,8 +76,7 @@
     const added = new Set(diff.added.map(([a, b]) => key(a, b)));
     const changed = new Set(diff.changed.map(([a, b]) => key(a, b)));
     for (const g of document.querySelectorAll("figure.diagram g.edge")) {
-      let [a, b] = edgeEnds(g);
-      b = stateOf(b);
+      const [a, b] = edgeEnds(g);
       if (added.has(key(a, b))) g.classList.add("added");
       else if (changed.has(key(a, b))) g.classList.add("changed");
     }
