@@ -204,14 +204,15 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _too_slow(err: DrawingTooSlow, name: str, others: str) -> DrawingTooSlow:
+def _too_slow(err: DrawingTooSlow, out: Path, others: str) -> DrawingTooSlow:
     """The timeout said with what to do: draw it without a limit, leave SVG out, or allow longer."""
-    out = DrawingTooSlow(err.seconds)
-    out.args = (
-        f"{err} of {name}; nothing was written. Leave SVG out (--format {others}) and draw it yourself with "
-        f"`dot -Tsvg {name}.dot -o {name}.svg`, or allow longer: --dot-timeout SECONDS",
+    slow = DrawingTooSlow(err.seconds, err.picture)
+    drawn = out / (err.picture or "")
+    slow.args = (
+        f"{err}; nothing was written. Leave SVG out (--format {others}) and draw it yourself with "
+        f"`dot -Tsvg {drawn}.dot -o {drawn}.svg`, or allow longer: --dot-timeout SECONDS",
     )
-    return out
+    return slow
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -222,15 +223,17 @@ def cmd_render(args: argparse.Namespace) -> int:
     if not specs:  # nothing to draw: leave no empty output folder behind
         return EXIT_INVALID if clash else status
     rendered: dict[str, str] = {}
+    where = Path(args.output) if args.output else shown(project.diagrams)
     for spec in specs:  # everything is drawn before anything is written: a missing Graphviz writes nothing
         others = ",".join(f for f in fmts if f != "svg") or "dot,mermaid,md"
         try:
             rendered.update(render(spec, fmts, detailed=args.detailed, dot_timeout=args.dot_timeout))
         except GraphvizMissing as err:
             raise GraphvizMissing(f"{err}, or leave SVG out: --format {others}") from None
-        except DrawingTooSlow as err:
-            raise _too_slow(err, spec.name, others) from None
-    out = output_dir(Path(args.output) if args.output else shown(project.diagrams))
+        except DrawingTooSlow as err:  # the advice draws from the .dot file: it is in the formats it names
+            with_dot = others if "dot" in others.split(",") else f"dot,{others}"
+            raise _too_slow(err, where, with_dot) from None
+    out = output_dir(where)
     for name, text in rendered.items():
         write_file(out / name, text)
         print(out / name)

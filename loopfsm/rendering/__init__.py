@@ -10,6 +10,7 @@ from typing import Any
 
 from loopfsm.core.spec import Spec
 from loopfsm.rendering.errors import DOT_TIMEOUT as DOT_TIMEOUT  # the limit render() and the CLI default to
+from loopfsm.rendering.errors import DrawingTooSlow
 
 FORMATS = ("svg", "dot", "mermaid", "md")  # the review views: what render writes by default and build keeps fresh
 EXPORTS = ("xstate", "scxml")  # the table for other tools, written when asked for
@@ -52,7 +53,10 @@ def render(
         if "dot" in formats:
             out[f"{stem}.dot"] = g.source
         if "svg" in formats:
-            out[f"{stem}.svg"] = dot.to_svg(g, dot_timeout)
+            try:
+                out[f"{stem}.svg"] = dot.to_svg(g, dot_timeout)
+            except DrawingTooSlow as err:  # said with the picture: the detailed one, or a decision chart
+                raise DrawingTooSlow(err.seconds, stem) from None
     if "mermaid" in formats:
         out[f"{spec.name}.mmd"] = mermaid.state_diagram(spec)
         if detailed:

@@ -20,6 +20,8 @@ class GraphvizMissing(RenderError):
 class DrawingTooSlow(RenderError):
     """Graphviz's ``dot`` did not finish one picture within the time allowed (a table of hundreds of states)."""
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, picture: str | None = None) -> None:
         self.seconds = seconds
-        super().__init__(f"Graphviz's dot was stopped after {seconds:g} s without finishing the drawing")
+        self.picture = picture  # the file stem of the picture, when known: "big", "big.detailed", "big.admit"
+        said = f" of {picture}" if picture else ""
+        super().__init__(f"Graphviz's dot was stopped after {seconds:g} s without finishing the drawing{said}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loopfsm.cli.main import main
+from unittest.mock import patch
 from loopfsm.rendering.dot import svg_stamp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -209,13 +210,35 @@ def test_a_drawing_graphviz_cannot_finish_is_stopped_and_said(project, capsys):
     assert main(["render", "big.yaml", "-o", "out", "--dot-timeout", "0.3"]) == 1
     err = capsys.readouterr().err
     assert "dot was stopped after 0.3 s without finishing the drawing of big; nothing was written" in err
-    assert "--dot-timeout SECONDS" in err and "`dot -Tsvg big.dot -o big.svg`" in err
+    assert "--dot-timeout SECONDS" in err and "`dot -Tsvg out/big.dot -o out/big.svg`" in err
     assert not (project / "out").exists()
     assert main(["render", "big.yaml", "-o", "out", "--format", "dot,mermaid,md"]) == 0  # the advice, as written
     assert (project / "out" / "big.dot").is_file()
     with pytest.raises(SystemExit):
         main(["render", "big.yaml", "--dot-timeout", "0"])
     assert "seconds must be more than 0" in capsys.readouterr().err
+
+
+def test_the_advice_names_the_picture_that_timed_out_and_a_format_that_writes_its_dot_file(project, capsys):
+    """The advice named the overview (big.dot) when the detailed picture had timed out, and with --format svg,md
+    it told the user to leave SVG out with --format md, which writes no .dot file to draw from."""
+    _big_machine(project / "big.yaml")
+    args = ["render", "big.yaml", "-o", "pics", "--format", "svg,md", "--detailed", "--dot-timeout", "0.3"]
+    with patch("loopfsm.rendering.dot.to_svg", side_effect=_slow_after_first):
+        assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "drawing of big.detailed; nothing was written" in err
+    assert "(--format dot,md)" in err and "`dot -Tsvg pics/big.detailed.dot -o pics/big.detailed.svg`" in err
+    assert not (project / "pics").exists()
+
+
+def _slow_after_first(g, timeout=None):
+    """dot.to_svg that draws the first picture and times out on the next (the detailed one)."""
+    from loopfsm.rendering.errors import DrawingTooSlow
+
+    if "(detailed)" in g.source:
+        raise DrawingTooSlow(timeout or 30)
+    return "<svg/>"
 
 
 def test_build_stops_a_drawing_graphviz_cannot_finish_and_writes_nothing(project, capsys):
