@@ -218,6 +218,10 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         # A line's arrow leaves its right end (":e": aimed without a side, dot sent a card's last line's arrow
         # out of the card's foot); one dot turns round leaves from the line's left end, else it looped round.
         tail = f"{a.src}:{a.port}:" + ("w" if a.back else "e") if a.port else a.src
+        if a.port is None and tall and spec.states[a.dst].terminal:
+            # Into a final state on the page's last row: from the card's foot, below all its lines.  Aimed
+            # without a side it could leave the card's edge level with a line whose arrow goes elsewhere.
+            tail = f"{a.src}:s"
         g.edge(tail, into(a.dst, a.src), **style)
     notes = False
     if ov.any_moves or ov.any_stays:

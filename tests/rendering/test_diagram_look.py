@@ -88,9 +88,14 @@ def _edges(layout: dict) -> dict[tuple[str, str], dict]:
     """The laid-out edges by (tail, head); a tail that is a card's line reads ``Idle:w3e`` (see cards.port)."""
     names = {o["_gvid"]: o["name"] for o in layout["objects"]}
     return {
-        (names[e["tail"]] + (":" + e["tailport"].split(":")[0] if e.get("tailport") else ""), names[e["head"]]): e
+        (names[e["tail"]] + (":" + e["tailport"].split(":")[0] if _lined(e) else ""), names[e["head"]]): e
         for e in layout.get("edges", [])
     }
+
+
+def _lined(edge: dict) -> bool:
+    """Whether an edge leaves a card's line (``w3e``), not its box (no port, or a side: ``s``)."""
+    return edge.get("tailport", "").startswith("w")
 
 
 def _state(tail: str) -> str:
@@ -113,8 +118,9 @@ AGAIN = "__again__"
 
 
 def _arrows(source: str) -> list[Arrow]:
-    """The arrows of the DOT text, in its order: ``Idle:w3e:e -> AwaitingEncrypt`` leaves Idle's fourth way."""
-    found = re.findall(r"^\t(\w+)(?::(\w+)(?::[ew])?)? -> (\w+)( \[.*\])?$", source, re.M)
+    """The arrows of the DOT text, in its order: ``Idle:w3e:e -> AwaitingEncrypt`` leaves Idle's fourth way,
+    ``Start:s -> Terminal`` Start's box (from its foot)."""
+    found = re.findall(r"^\t(\w+)(?::(w\d+[ew]))?(?::[ews])? -> (\w+)( \[.*\])?$", source, re.M)
     return [
         Arrow(a, p or None, AGAIN if b.startswith(dot.AGAIN_PREFIX) else b, "style=dashed" in attrs)
         for a, p, b, attrs in found
@@ -144,7 +150,7 @@ def test_agent_loop_draws_the_deadline_once_from_the_any_live_state_note():
     assert ov.any_label == "any live state"
     source = dot.state_graph(s).source
     assert source.count("past the") == 1 and "any feed (1): past the\\l  deadline" in source
-    into_expired = re.findall(r"^\t(\w+) -> expired ", source, re.M)
+    into_expired = re.findall(r"^\t(\w+)(?::s)? -> expired ", source, re.M)
     # Before: seven arrows (every live state and two notes); now the note's and the one that says
     # something else (awaiting_approval: decided too late, approval lapsed).
     assert sorted(into_expired) == [ANY, "awaiting_approval"]
@@ -601,6 +607,29 @@ def test_a_ways_arrow_leaves_the_end_of_its_line_not_the_cards_foot(path):
         edge = left if port_side.endswith(":w") else right
         assert abs(x0 - edge) < 12, (path.stem, tail, port_side, x0, edge)
         assert bottom + 4 < y0 < top - 4, (path.stem, tail, port_side, y0, bottom, top)
+
+
+@pytest.mark.parametrize("path", MACHINES, ids=lambda p: p.stem)
+def test_a_cards_arrow_into_a_final_state_leaves_its_foot_below_its_lines(path):
+    """Top to bottom, an arrow from a card's box into a final state left wherever dot aimed it: agent_loop's
+    planning -> completed left the card's left edge level with "final_answer", a line whose ways go elsewhere
+    too.  It leaves the card's foot, below every line."""
+    s = loader.load(path)
+    source = dot.state_graph(s).source
+    if "rankdir=TB" not in source:
+        pytest.skip("left to right: the final states are not on a row below the cards")
+    layout = _layout(source)
+    boxes = _boxes(layout)
+    names = {o["_gvid"]: o["name"] for o in layout["objects"]}
+    checked = 0
+    for e in layout.get("edges", []):
+        tail, head = names[e["tail"]], names[e["head"]]
+        if tail not in s.states or head not in s.terminal_states or e.get("tailport", "").startswith("w"):
+            continue
+        x0, y0 = _curve(e["pos"])[0]
+        assert abs(y0 - boxes[tail][1]) < 4, (path.stem, tail, head, y0, boxes[tail])
+        checked += 1
+    assert checked or not s.terminal_states or path.stem == "router_run"
 
 
 def test_an_arrow_leaves_its_ways_line_on_the_side_it_goes():
