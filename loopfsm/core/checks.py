@@ -30,8 +30,8 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import check_condition
-from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Spec, leaf_refs, policy_ref
+from .when_checks import check_condition, covers
+from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -341,7 +341,7 @@ class _Checker:
                     continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
-                    covering = next((j for j, e in enumerate(branches[:i]) if _covers(e, b)), None)
+                    covering = next((j for j, e in enumerate(branches[:i]) if covers(e, b)), None)
                     if unguarded_at is not None:
                         self.error(
                             b.path,
@@ -489,6 +489,7 @@ class _Checker:
                 )
             covered: set[str] = set()
             names: dict[str, int] = {}
+            tried: list[tuple[Rule, set[str]]] = []
             for i, r in enumerate(d.rules):
                 if r.name in names:
                     self.error(
@@ -500,12 +501,21 @@ class _Checker:
                 scope = set(r.states) if r.states is not None else set(spec.states)
                 for j, st in enumerate(r.states or ()):
                     self.state_ref(st, r.path + ("states", j))
+                wider = next((e for e, where in tried if scope <= where and covers(e, r)), None)
                 if scope and scope <= covered:
                     self.error(
                         r.path,
                         f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
                         f"rules already answer in {', '.join(sorted(scope))}",
                     )
+                elif scope and wider is not None:
+                    self.error(
+                        r.path,
+                        f"rule '{r.name}' of '{d.name}' can never be chosen: rule '{wider.name}' before it has "
+                        f"no guard, answers in its states and takes every call it does "
+                        f"({', '.join(wider.conditions())})",
+                    )
+                tried.append((r, scope))
                 for c in r.when:
                     check_condition(f"decision '{d.name}'", d.args, c, self.error)
                 for g in leaf_refs(r.guards):
@@ -680,16 +690,3 @@ def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}
-
-
-def _covers(earlier: Branch, later: Branch) -> bool:
-    """Whether ``earlier``, tried first, takes every feed ``later`` could: it has no guard, and each of its
-    ``when:`` conditions holds for every value ``later``'s own condition on that argument allows.
-
-    ``{outcome: completed}`` before ``{outcome: completed, encrypted: true}`` is such a pair: the second is
-    never tried.  A branch with neither (no ``when:``, no guard) is reported as always winning instead.
-    """
-    if earlier.guards or not earlier.when:
-        return False
-    mine = {c.arg: c.values for c in later.when}
-    return all(c.arg in mine and all(any(v == u for u in c.values) for v in mine[c.arg]) for c in earlier.when)

@@ -13,7 +13,7 @@ from typing import Any
 from .errors import did_you_mean
 from .fieldtypes import fits_type, python_checker, yaml_shown
 from .registry import BUILTIN_CODECS
-from .spec import Condition, FieldDef
+from .spec import Branch, Condition, FieldDef, Rule
 
 # The argument types a ``when:`` compares by equality: a YAML scalar means the same value to each.
 _WHEN_TYPES = frozenset({"integer", "number", "string", "boolean"})
@@ -94,3 +94,17 @@ def _every_value(f: FieldDef) -> set[tuple[type, Any]] | None:
     else:
         return None
     return values | {(type(None), None)} if f.nullable else values
+
+
+def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
+    """Whether ``earlier``, tried first, takes every feed ``later`` could: it has no guard, and each of its
+    ``when:`` conditions holds for every value ``later``'s own condition on that argument allows.
+
+    ``{outcome: completed}`` before ``{outcome: completed, encrypted: true}`` is such a pair: the second is
+    never tried.  A branch with neither (no ``when:``, no guard) is reported as always winning instead.  The
+    same holds of a decision's rules, where the earlier one answers in the later one's states.
+    """
+    if earlier.guards or not earlier.when:
+        return False
+    mine = {c.arg: c.values for c in later.when}
+    return all(c.arg in mine and all(any(v == u for u in c.values) for v in mine[c.arg]) for c in earlier.when)

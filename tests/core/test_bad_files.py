@@ -470,6 +470,38 @@ decisions:
         "rule name 'answer' is used twice in 'ask' (first at rule 0)",
         "decisions.ask.rules[1].name",
     ),
+    "decision rule shadowed by an earlier when": (
+        HEAD
+        + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+decisions:
+  ask:
+    description: what next
+    args:
+      kind: {type: string, enum: [a, b, c]}
+    rules:
+      - name: first
+        when: {kind: [a, b]}
+        result: {name: constant, params: {value: go}}
+      - name: second   # <-
+        states: [idle]
+        when: {kind: a}
+        result: {name: constant, params: {value: stop}}
+      - name: rest
+        result: {name: constant, params: {value: wait}}
+""",
+        "rule 'second' of 'ask' can never be chosen: rule 'first' before it has no guard, answers in its states "
+        "and takes every call it does (kind in [a, b])",
+        "decisions.ask.rules[1]",
+    ),
     "unknown error class in outcomes": (
         HEAD
         + """\
