@@ -288,17 +288,22 @@ def user_machines(draw: Any) -> str:
             if s != states[0] and not draw(st.booleans()):
                 continue
             lines.append(f"      {s}:")
+            taken: list[str] = []  # the when: of earlier branches here with no guard
             for _ in range(draw(st.integers(1, 3))):
                 guard = draw(st.sampled_from(GUARDS))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))), 1).replace("%s", draw(st.sampled_from("ab")))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))))
                 when = draw(st.sampled_from(WHENS)).replace("%d", str(draw(st.integers(-1, 3))))
+                if when in taken or (when.startswith("{x: [0, 2], kind: a}") and "{kind: a}" in taken):
+                    when = ""  # an earlier branch with no guard takes every feed this one would: check refuses it
                 if not when:
                     lines.append(f"        - guard: {guard}")
                 else:
                     lines.append(f"        - when: {when}")
                     if draw(st.booleans()):
                         lines.append(f"          guard: {guard}")
+                    else:
+                        taken.append(when)
                 move = draw(st.sampled_from(["stay", "to", "refuse", "divide"]))
                 to = draw(st.sampled_from(states))
                 keep = "keep_x, " if to in carrying else ""
