@@ -31,7 +31,7 @@ from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
 from .when_checks import check_condition, covers
-from .spec import MISSING, WILDCARD, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
+from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -101,6 +101,13 @@ class _Checker:
 
     def warn(self, path: PathT, message: str, *, key: bool = False) -> None:
         self.problems.append(self.src.problem(path, message, key=key, severity="warning"))
+
+    def branch_place(self, b: Branch, i: int, beside: Branch | None = None) -> str:
+        """ "branch 1", its place in its list; a ``first:`` one before a state's own by its path and line."""
+        if beside is None or b.path[:-1] == beside.path[:-1]:
+            return f"branch {b.path[-1] if isinstance(b.path[-1], int) else i}"
+        at = self.src.problem(b.path, "")
+        return f"the branch {at.path} (line {at.line})"
 
     # -- references -------------------------------------------------------
     def state_ref(self, name: str, path: PathT, *, key: bool = False) -> bool:
@@ -345,15 +352,16 @@ class _Checker:
                     if unguarded_at is not None:
                         self.error(
                             b.path,
-                            f"branch {i} of '{ev.name}' from '{state}' can never be taken: "
-                            f"branch {unguarded_at} before it has no guard and always wins",
+                            f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken: "
+                            f"{self.branch_place(branches[unguarded_at], unguarded_at, b)} before it has no "
+                            f"guard and always wins",
                         )
                     elif covering is not None:
                         self.error(
                             b.path,
-                            f"branch {i} of '{ev.name}' from '{state}' can never be taken: branch {covering} "
-                            f"before it has no guard and takes every feed it does "
-                            f"({', '.join(branches[covering].conditions())})",
+                            f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken: "
+                            f"{self.branch_place(branches[covering], covering, b)} before it has no guard and "
+                            f"takes every feed it does ({', '.join(branches[covering].conditions())})",
                         )
                     elif not b.guarded:
                         unguarded_at = i

@@ -470,6 +470,30 @@ decisions:
         "rule name 'answer' is used twice in 'ask' (first at rule 0)",
         "decisions.ask.rules[1].name",
     ),
+    "branch shadowed by a first: branch": (
+        HEAD
+        + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    args:
+      outcome: {type: string, enum: [completed, failed]}
+      encrypted: {type: boolean}
+    otherwise: stay
+    first:
+      - {when: {outcome: completed}, to: done}
+    from:
+      idle:
+        - {when: {outcome: completed, encrypted: true}, stay: true}   # <-
+""",
+        # its own place (0 under idle), and the first: branch by its path and line: "branch 0" of idle is itself
+        "branch 0 of 'go' from 'idle' can never be taken: the branch events.go.first[0] (line 17) before it has no "
+        "guard and takes every feed it does (outcome=completed)",
+        "events.go.from.idle[0]",
+    ),
     "decision rule shadowed by an earlier when": (
         HEAD
         + """\

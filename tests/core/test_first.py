@@ -250,7 +250,12 @@ def test_an_unguarded_shared_branch_hides_the_states_own_branches():
     text = SHARED.replace("      - guard: cancelled\n        refuse:", "      - refuse:")
     found = problems(text)
     assert any(
-        p.startswith(f"{marked_line(text, 'limit: 0')}: branch 1 of 'poke' from 'waiting' can never be taken")
+        # the state's own branch 0, after the shared one, named by its path: "branch 1" was its place in the
+        # copied list, and "branch 0 before it" the shared branch, which is no branch 0 of the state's
+        p.startswith(
+            f"{marked_line(text, 'limit: 0')}: branch 0 of 'poke' from 'waiting' can never be taken: the branch "
+            "events.poke.first[0] (line "
+        )
         for p in found
     )
 
