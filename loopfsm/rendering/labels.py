@@ -72,9 +72,10 @@ def condition_label(spec: Spec, b: Branch | Rule) -> str:
     return " and ".join([*b.conditions(), *(ref_label(spec, g) for g in b.guards)])
 
 
-def said(c: Condition) -> str:
-    """A ``when:`` condition as a card's "if the feed says" line says it: a flag by its name, else its label."""
-    if len(c.values) == 1 and isinstance(c.values[0], bool):
+def said(c: Condition, nullable: frozenset[str] = frozenset()) -> str:
+    """A ``when:`` condition as a card's "if the feed says" line says it: a flag by its name ("not" it when
+    false), else its label; a false flag that may be null too by its label ("enc=false"): null is not false."""
+    if len(c.values) == 1 and isinstance(c.values[0], bool) and (c.values[0] or c.arg not in nullable):
         return c.arg if c.values[0] else f"not {c.arg}"
     return c.label()
 

@@ -399,11 +399,11 @@ def _asked(branches: Sequence[Branch], i: int, nullable: frozenset[str] = frozen
     """
     b = branches[i]
     mine = {c.arg: c.values for c in b.when}
-    siblings = [(j, a) for j, a in enumerate(branches) if j != i and a.refusal is None and not a.guards]
+    siblings = [(j, a) for j, a in enumerate(branches) if j != i and not a.guards]
     for _, a in siblings:
         theirs = {c.arg: c.values for c in a.when}
         if len(theirs) < len(mine) and all(mine.get(k) == v for k, v in theirs.items()):
-            return "if the feed says " + " and ".join(said(c) for c in b.when if c.arg not in theirs)
+            return "if the feed says " + " and ".join(said(c, nullable) for c in b.when if c.arg not in theirs)
     before = [a for j, a in siblings if j < i and _may_overlap(a, b)]
     for j, a in siblings:
         theirs = {c.arg: c.values for c in a.when}
@@ -413,7 +413,7 @@ def _asked(branches: Sequence[Branch], i: int, nullable: frozenset[str] = frozen
             if flags and extra[0].arg not in nullable:
                 flag = extra[0]
                 return f"if the feed says {'not ' if flag.values[0] else ''}{flag.arg}"
-            return "unless the feed says " + " and ".join(said(c) for c in extra)
+            return "unless the feed says " + " and ".join(said(c, nullable) for c in extra)
     return ""
 
 

@@ -679,3 +679,22 @@ def test_a_flag_that_may_be_null_is_not_said_not():
     text = ASKED.replace("      sealed: {type: boolean}\n", "      sealed: {type: boolean, nullable: true}\n")
     ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
     assert [w.asks for w in ways[:2]] == ["if the feed says sealed", "unless the feed says sealed"]
+
+
+def test_a_false_flag_that_may_be_null_is_said_by_its_value():
+    """`sealed: false` before a catch-all: null takes the catch-all, so neither line may say "not sealed"."""
+    text = ASKED.replace("      sealed: {type: boolean}\n", "      sealed: {type: boolean, nullable: true}\n").replace(
+        "{kind: x, sealed: true}", "{kind: x, sealed: false}"
+    )
+    ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
+    assert [w.asks for w in ways[:2]] == ["if the feed says sealed=false", "unless the feed says sealed=false"]
+
+
+def test_a_way_after_a_refusal_its_arguments_decide_says_what_the_feed_must_not_say():
+    """A refusal is not drawn: the way after `{sealed: true} refuse` read as taken on every feed."""
+    text = ASKED.replace(
+        "        - {when: {kind: x, sealed: true}, to: a, description: x sealed}\n",
+        "        - {when: {kind: x, sealed: true}, refuse: sealed runs cannot}\n",
+    )
+    ways = overview(loader.parse(text, "asked.yaml", None)).ways["idle"]
+    assert (ways[0].words, ways[0].asks) == ("x open", "if the feed says not sealed")
