@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 from collections.abc import Iterable, Sequence
@@ -208,9 +209,10 @@ def _too_slow(err: DrawingTooSlow, out: Path, others: str) -> DrawingTooSlow:
     """The timeout said with what to do: draw it without a limit, leave SVG out, or allow longer."""
     slow = DrawingTooSlow(err.seconds, err.picture)
     drawn = out / (err.picture or "")
+    dot_file, svg_file = shlex.quote(f"{drawn}.dot"), shlex.quote(f"{drawn}.svg")  # a folder may hold a space
     slow.args = (
         f"{err}; nothing was written. Leave SVG out (--format {others}) and draw it yourself with "
-        f"`dot -Tsvg {drawn}.dot -o {drawn}.svg`, or allow longer: --dot-timeout SECONDS",
+        f"`dot -Tsvg {dot_file} -o {svg_file}`, or allow longer: --dot-timeout SECONDS",
     )
     return slow
 

@@ -183,7 +183,10 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
         # One small copy per arrow, where that arrow comes down.  One copy at the page's foot took five
         # arrows from all over router_run's page: they crossed the cards on the way and their heads met.
         copies.append(f"{AGAIN_PREFIX}{len(copies)}__")
-        g.node(copies[-1], _node_title(spec, spec.initial), tooltip=again_tip, style="rounded,dotted", penwidth="1.5")
+        look = {"style": "rounded,dotted", "penwidth": "1.5"}
+        if highlight == spec.initial:  # a live instance in the initial state is at each copy too
+            look = {**HIGHLIGHT, "style": "rounded,filled,dotted"}
+        g.node(copies[-1], _node_title(spec, spec.initial), tooltip=again_tip, **look)
         return copies[-1]
 
     again_tip = f"{spec.initial} again: {RETURNS}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -222,14 +223,19 @@ def test_a_drawing_graphviz_cannot_finish_is_stopped_and_said(project, capsys):
 def test_the_advice_names_the_picture_that_timed_out_and_a_format_that_writes_its_dot_file(project, capsys):
     """The advice named the overview (big.dot) when the detailed picture had timed out, and with --format svg,md
     it told the user to leave SVG out with --format md, which writes no .dot file to draw from."""
-    _big_machine(project / "big.yaml")
-    args = ["render", "big.yaml", "-o", "pics", "--format", "svg,md", "--detailed", "--dot-timeout", "0.3"]
+    _big_machine(project / "big.yaml", states=12)  # dot is stopped by the stand-in below, not by size
+    args = ["render", "big.yaml", "-o", "my pics", "--format", "svg,md", "--detailed", "--dot-timeout", "0.3"]
     with patch("loopfsm.rendering.dot.to_svg", side_effect=_slow_after_first):
         assert main(args) == 1
     err = capsys.readouterr().err
     assert "drawing of big.detailed; nothing was written" in err
-    assert "(--format dot,md)" in err and "`dot -Tsvg pics/big.detailed.dot -o pics/big.detailed.svg`" in err
-    assert not (project / "pics").exists()
+    # quoted: `dot -Tsvg my pics/...` read "my" as the file (a folder with a space; a hostile user's finding)
+    command = "dot -Tsvg 'my pics/big.detailed.dot' -o 'my pics/big.detailed.svg'"
+    assert "(--format dot,md)" in err and f"`{command}`" in err
+    assert not (project / "my pics").exists()
+    assert main(["render", "big.yaml", "-o", "my pics", "--format", "dot,md", "--detailed"]) == 0  # as advised
+    subprocess.run(shlex.split(command), cwd=project, check=True, timeout=120, capture_output=True)
+    assert (project / "my pics" / "big.detailed.svg").stat().st_size > 0
 
 
 def _slow_after_first(g, timeout=None):
