@@ -54,7 +54,12 @@ ROUTER_FAULTS = [
         "live_exactly_while_paused",
         (PLAINTEXT_DONE, PLAINTEXT_DONE.replace(" {name: end_run, params: {how: completed}},", "")),
     ),
-    ("seal_only_encrypted_runs", ("          guard: run_encrypted\n", "")),
+    # the guard turned round: a plaintext run is sealed (with the guard left out, `check` refuses the table
+    # first: the plaintext branch after it could never be taken; see the test below)
+    (
+        "seal_only_encrypted_runs",
+        ("          guard: run_encrypted\n", "          guard: {name: run_encrypted, negate: true}\n"),
+    ),
     (
         "decrypt_only_at_a_run_start",
         (
@@ -78,3 +83,13 @@ def test_a_planted_fault_in_the_router_run_is_caught_and_replayed(tmp_path, monk
     assert "shortest counterexample" in out
     assert main(["replay", str(faulty), str(tmp_path / f"router_run.{invariant}.trace.yaml")]) == 1
     assert f"invariant {invariant} violated after step" in capsys.readouterr().out
+
+
+def test_the_sealing_guard_left_out_is_refused_by_check_before_verify(tmp_path, capsys):
+    """Without `guard: run_encrypted` every completed run is sealed and the plaintext branch after it is never
+    taken: `check` says so, at that branch, in each of the three states, and verify will not drive the table."""
+    faulty = planted_copy(ROUTER_RUN, tmp_path, "          guard: run_encrypted\n", "")
+    assert main(["check", str(faulty)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("can never be taken: branch") == 3 and "takes every feed it does (outcome=completed)" in err
+    assert main(["verify", str(faulty), *ROUTER_BOUND]) == 2
