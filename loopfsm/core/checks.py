@@ -30,7 +30,7 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import check_condition, covers
+from .when_checks import check_condition, taken_before, taken_words
 from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -348,7 +348,7 @@ class _Checker:
                     continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
-                    covering = next((j for j, e in enumerate(branches[:i]) if covers(e, b)), None)
+                    taken = taken_before(branches[:i], b, ev.args)
                     if unguarded_at is not None:
                         self.error(
                             b.path,
@@ -356,12 +356,12 @@ class _Checker:
                             f"{self.branch_place(branches[unguarded_at], unguarded_at, b)} before it has no "
                             f"guard and always wins",
                         )
-                    elif covering is not None:
+                    elif taken:
+                        places = [self.branch_place(branches[j], j, b) for j in taken]
                         self.error(
                             b.path,
                             f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken: "
-                            f"{self.branch_place(branches[covering], covering, b)} before it has no guard and "
-                            f"takes every feed it does ({', '.join(branches[covering].conditions())})",
+                            f"{taken_words(places, [branches[j] for j in taken])}",
                         )
                     elif not b.guarded:
                         unguarded_at = i
@@ -509,19 +509,19 @@ class _Checker:
                 scope = set(r.states) if r.states is not None else set(spec.states)
                 for j, st in enumerate(r.states or ()):
                     self.state_ref(st, r.path + ("states", j))
-                wider = next((e for e, where in tried if scope <= where and covers(e, r)), None)
+                wide = [e for e, where in tried if scope <= where]
+                taken = taken_before(wide, r, d.args)
                 if scope and scope <= covered:
                     self.error(
                         r.path,
                         f"rule '{r.name}' of '{d.name}' can never be chosen: earlier unguarded "
                         f"rules already answer in {', '.join(sorted(scope))}",
                     )
-                elif scope and wider is not None:
+                elif scope and taken:
                     self.error(
                         r.path,
-                        f"rule '{r.name}' of '{d.name}' can never be chosen: rule '{wider.name}' before it has "
-                        f"no guard, answers in its states and takes every call it does "
-                        f"({', '.join(wider.conditions())})",
+                        f"rule '{r.name}' of '{d.name}' can never be chosen: "
+                        + taken_words([repr(wide[j].name) for j in taken], [wide[j] for j in taken], rules=True),
                     )
                 tried.append((r, scope))
                 for c in r.when:

@@ -6,8 +6,10 @@ Kept apart from :mod:`.checks` as :mod:`.policy_checks` is: one kind of entry, c
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import did_you_mean
@@ -69,11 +71,11 @@ def check_condition(owner: str, args: dict[str, FieldDef], c: Condition, error: 
                 f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
                 f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
             )
-    seen: set[tuple[type, Any]] = set()
+    seen: set[_Key] = set()
     for i, v in enumerate(c.values):
-        if (type(v), v) in seen:
+        if _key(v) in seen:
             error(c.path + (i,), f"{yaml_shown(v)} is listed twice for argument '{c.arg}'")
-        seen.add((type(v), v))
+        seen.add(_key(v))
     every = _every_value(f)
     if every is not None and every <= seen:
         # Always true, the branch is unconditional in all but name: the ones after it never run,
@@ -85,15 +87,39 @@ def check_condition(owner: str, args: dict[str, FieldDef], c: Condition, error: 
         )
 
 
-def _every_value(f: FieldDef) -> set[tuple[type, Any]] | None:
-    """Every value an argument can take, when there are few enough to list (an enum, a boolean), else None."""
+# A value as ``==`` tells it apart at run time (``ctx.args[arg] == only``): ``1`` and ``1.0`` are one value
+# of a number argument, and a boolean is its own kind (check_condition keeps ``true`` off number arguments).
+_Key = tuple[str, Any]
+
+# A bounded integer argument with at most this many values has them listed, as an enum's are.
+_FEW = 64
+
+
+def _key(v: Any) -> _Key:
+    if isinstance(v, bool):
+        return ("boolean", v)
+    if isinstance(v, (int, float)):
+        return ("number", v)
+    return (type(v).__name__, v)
+
+
+def _every_value(f: FieldDef) -> set[_Key] | None:
+    """Every value an argument can take, when there are few enough to list (an enum, a boolean, an integer
+    bounded both ways by at most ``_FEW`` values), else None."""
     if f.enum is not None:
-        values = {(type(x), x) for x in f.enum}
+        values = {_key(x) for x in f.enum}
     elif f.type == "boolean":
-        values = {(bool, True), (bool, False)}
+        values = {_key(True), _key(False)}
+    elif (
+        f.type == "integer"
+        and isinstance(f.minimum, int)
+        and isinstance(f.maximum, int)
+        and 0 <= f.maximum - f.minimum < _FEW
+    ):
+        values = {_key(n) for n in range(f.minimum, f.maximum + 1)}
     else:
         return None
-    return values | {(type(None), None)} if f.nullable else values
+    return values | {_key(None)} if f.nullable else values
 
 
 def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
@@ -108,3 +134,98 @@ def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
         return False
     mine = {c.arg: c.values for c in later.when}
     return all(c.arg in mine and all(any(v == u for u in c.values) for v in mine[c.arg]) for c in earlier.when)
+
+
+# Past this many combinations of values the union is not worked out (``covered_together`` says None).
+_MOST_POINTS = 4096
+
+
+class _Other:
+    """Any value of an argument that no condition lists: one stand-in for them all."""
+
+    def __repr__(self) -> str:
+        return "<any other value>"
+
+
+_OTHER = _Other()
+
+
+def taken_before(earlier: Sequence[Branch | Rule], later: Branch | Rule, args: dict[str, FieldDef]) -> list[int]:
+    """The places in ``earlier`` of the unguarded ones that take every feed ``later`` could, so it is never
+    tried: one that :func:`covers` it, else several together; empty when some feed reaches ``later``.
+
+    A branch or rule with neither ``when:`` nor guard is left alone: after ``when:`` lists that take every
+    value it is the table's own "otherwise" (a state whose branches are all guarded must say one), and the
+    check that it always wins is said where it stands before others.
+    """
+    if not later.guarded:
+        return []
+    one = next((i for i, e in enumerate(earlier) if covers(e, later)), None)
+    return [one] if one is not None else covered_together(earlier, later, args) or []
+
+
+def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = False) -> str:
+    """Why a branch (or, ``rules``, a decision's rule) is never tried: who before it takes what it would.
+
+    ``places`` name the ones :func:`taken_before` found, as the message names them ("branch 0"; a rule's
+    name in quotes), and ``by`` are those branches or rules, whose conditions it quotes.
+    """
+    one = len(places) == 1
+    who = places[0] if one else f"{', '.join(places[:-1])} and {places[-1]}"
+    if rules:
+        who = f"rule {who}" if one else f"rules {who}"
+    has, answers, takes = ("has", "answers", "takes") if one else ("have", "answer", "together take")
+    where = f", {answers} in its states and" if rules else " and"
+    conditions = "; ".join(", ".join(e.conditions()) for e in by)
+    return f"{who} before it {has} no guard{where} {takes} every {'call' if rules else 'feed'} it does ({conditions})"
+
+
+def covered_together(
+    earlier: Sequence[Branch | Rule], later: Branch | Rule, args: dict[str, FieldDef]
+) -> list[int] | None:
+    """The places in ``earlier`` of the unguarded ones that together take every feed ``later`` could, when no
+    one of them does alone (:func:`covers` says that); None when they do not, or it is not worked out.
+
+    ``{encrypted: true}``, ``{encrypted: false}``, then ``{outcome: completed}`` on a boolean ``encrypted``
+    is such a case: the third is never tried.  The values worth trying are few: on each argument an earlier
+    condition names, ``later``'s own values when it lists some, else every value the argument can take
+    when they can be listed (an enum, a boolean, a small bounded integer, null when nullable), else the
+    values the conditions name and one stand-in for all the others.  A combination none of them takes
+    means ``later`` can run; the stand-in errs that way when the others are in fact none (a pattern).
+    """
+    tried = [(i, e) for i, e in enumerate(earlier) if not e.guards and e.when]
+    names = list(dict.fromkeys(c.arg for _, e in tried for c in e.when))
+    if len(tried) < 2 or not names:
+        return None
+    mine = {c.arg: c.values for c in later.when}
+    domains: list[list[Any]] = []
+    for name in names:
+        f = args.get(name)
+        if f is None or f.list or f.type not in _WHEN_TYPES:
+            return None  # check_condition reports it
+        if name in mine:
+            domains.append(list(mine[name]))
+            continue
+        every = _every_value(f)
+        if every is not None:
+            domains.append([v for _, v in every])
+            continue
+        named = {_key(v): v for _, e in tried for c in e.when if c.arg == name for v in c.values}
+        domains.append([*named.values(), _OTHER])
+    if math.prod(len(d) for d in domains) > _MOST_POINTS:
+        return None
+    takers: set[int] = set()
+    for point in itertools.product(*domains):
+        at = dict(zip(names, point, strict=True))
+        taker = next(
+            (
+                i
+                for i, e in tried
+                if all(at[c.arg] is not _OTHER and any(_key(at[c.arg]) == _key(v) for v in c.values) for c in e.when)
+            ),
+            None,
+        )
+        if taker is None:
+            return None
+        takers.add(taker)
+    return sorted(takers) if len(takers) > 1 else None

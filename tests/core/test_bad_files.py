@@ -526,6 +526,42 @@ decisions:
         "and takes every call it does (kind in [a, b])",
         "decisions.ask.rules[1]",
     ),
+    "decision rule taken by earlier rules together": (
+        HEAD
+        + """\
+states:
+  idle: {initial: true, description: waiting}
+  done: {terminal: true, description: finished}
+events:
+  go:
+    description: start
+    from:
+      idle:
+        - to: done
+decisions:
+  ask:
+    description: what next
+    args:
+      kind: {type: string, enum: [a, b, c]}
+      urgent: {type: boolean}
+    rules:
+      - name: first
+        when: {kind: [a, b]}
+        result: {name: constant, params: {value: go}}
+      - name: second
+        when: {kind: c}
+        result: {name: constant, params: {value: stop}}
+      - name: third   # <-
+        states: [idle]
+        when: {urgent: true}
+        result: {name: constant, params: {value: wait}}
+      - name: rest
+        result: {name: constant, params: {value: wait}}
+""",
+        "rule 'third' of 'ask' can never be chosen: rules 'first' and 'second' before it have no guard, answer in "
+        "its states and together take every call it does (kind in [a, b]; kind=c)",
+        "decisions.ask.rules[2]",
+    ),
     "unknown error class in outcomes": (
         HEAD
         + """\

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 import transitions
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from transitions.extensions import GraphMachine, LockedMachine
 
@@ -36,6 +36,7 @@ from loopfsm import (
     IllegalFeed,
     LoopFsmError,
     NoBranchMatched,
+    SpecError,
     compile_spec,
     load_machine,
     parse,
@@ -290,11 +291,16 @@ def user_machines(draw: Any) -> str:
             lines.append(f"      {s}:")
             taken: list[str] = []  # the when: of earlier branches here with no guard
             for _ in range(draw(st.integers(1, 3))):
+                if {"{kind: a}", "{kind: [b, null]}"} <= set(taken):
+                    break  # the two take every kind between them: check refuses any branch after them
                 guard = draw(st.sampled_from(GUARDS))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))), 1).replace("%s", draw(st.sampled_from("ab")))
                 guard = guard.replace("%d", str(draw(st.integers(-1, 3))))
                 when = draw(st.sampled_from(WHENS)).replace("%d", str(draw(st.integers(-1, 3))))
-                if when in taken or (when.startswith("{x: [0, 2], kind: a}") and "{kind: a}" in taken):
+                pair = when.startswith("{x: [0, 2], kind: a}") and (
+                    "{kind: a}" in taken or {"{x: 0}", "{x: 2}"} <= set(taken)
+                )
+                if when in taken or pair:
                     when = ""  # an earlier branch with no guard takes every feed this one would: check refuses it
                 if not when:
                     lines.append(f"        - guard: {guard}")
@@ -330,7 +336,13 @@ def user_machines(draw: Any) -> str:
 @given(user_machines(), st.data())
 def test_generated_user_machines_run_the_same_on_both_engines(text: str, data: Any) -> None:
     reg = user_registry()
-    compiled = compile_spec(parse(text, "fuzzed.yaml", reg), reg)
+    try:
+        spec = parse(text, "fuzzed.yaml", reg)
+    except SpecError as err:  # the generator leaves out the plain cases; a mix of earlier conditions is rare
+        errors = [p for p in err.problems if p.severity == "error"]
+        assume(not all("can never be taken" in p.message for p in errors))
+        raise
+    compiled = compile_spec(spec, reg)
     feeds = data.draw(st.lists(feeds_of(compiled), max_size=20))
     policy = data.draw(st.sampled_from([None, {"limit": 0}, {"limit": 3}]))
     drive_both(compiled, feeds, policy)

@@ -349,3 +349,79 @@ def test_decision_views_and_diff_print_the_rules_condition(tmp_path: Path):
     new.write_text(TRIAGE.replace("when: {kind: spam}", "when: {kind: [spam, question]}"))
     changes = [c.text for c in diff_specs(load_for_diff(str(old)), load_for_diff(str(new))).changes]
     assert changes == ["decision queue rule drop: when kind=spam -> kind in [spam, question]"]
+
+
+def _branches(*whens: str) -> str:
+    """WHEN_FEED with one branch per ``when:``, each to ``b``, and the arguments a bounded integer and a number."""
+    text = WHEN_FEED.replace(
+        "      maybe:",
+        "      level: {type: integer, minimum: 0, maximum: 2, default: 0}\n"
+        "      ratio: {type: number, default: 0}\n      maybe:",
+    )
+    rows = "".join(f"        - when: {w}\n          to: b\n" for w in whens)
+    return text.replace("        - when: WHEN\n          to: b\n", rows)
+
+
+@pytest.mark.parametrize(
+    "whens, taken_by",
+    [
+        # a boolean's two values, then a branch on another argument
+        (("{urgent: true}", "{urgent: false}", "{verdict: approve}  # <-"), "(urgent=true; urgent=false)"),
+        # an enum's values spread over two branches
+        (("{verdict: approve}", "{verdict: reject, score: 1}", "{score: 1}  # <-"), "together"),
+        # an unbounded integer: the later branch lists only values the earlier ones take
+        (("{score: 1}", "{score: [2, 3]}", "{score: [1, 3], urgent: true}  # <-"), "together"),
+        # a bounded integer's every value
+        (("{level: [0, 1]}", "{level: 2}", "{urgent: true}  # <-"), "together"),
+        # 1.0 is the feed's 1 to a number argument
+        (("{ratio: 1}", "{ratio: 2}", "{ratio: [1.0, 2.0]}  # <-"), "together"),
+    ],
+)
+def test_a_branch_earlier_unguarded_branches_take_together_is_refused(whens, taken_by):
+    """Each earlier one takes part of what it would, none all of it: it is never tried all the same."""
+    text = _branches(*whens)
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.line == marked_line(text) and problem.path == "events.go.from.a[2]"
+    assert "branch 2 of 'go' from 'a' can never be taken: branch 0 and branch 1 before it have no guard" in (
+        problem.message
+    )
+    assert "together take every feed it does" in problem.message and taken_by in problem.message
+
+
+@pytest.mark.parametrize(
+    "whens",
+    [
+        ("{maybe: true}", "{maybe: false}", "{verdict: approve}"),  # null is neither
+        ("{score: 1}", "{score: 2}", "{score: [1, 3]}"),  # 3 is the third's own
+        ("{score: 1}", "{score: 2}", "{urgent: true}"),  # any other score
+        ("{level: 0}", "{level: 1}", "{urgent: true}"),  # level 2
+        ("{verdict: approve, urgent: true}", "{verdict: reject}", "{verdict: approve}"),  # approve, not urgent
+    ],
+)
+def test_a_branch_some_feed_reaches_past_the_earlier_ones_is_kept(whens):
+    parse(_branches(*whens), "m.yaml")
+
+
+def test_every_value_of_a_bounded_integer_listed_always_holds():
+    text = _branches("{level: [0, 1, 2]}  # <-")
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.line == marked_line(text) and problem.path == "events.go.from.a[0].when.level"
+    assert "so this condition always holds" in problem.message
+
+
+def test_a_number_listed_as_an_integer_and_a_float_is_listed_twice():
+    text = _branches("{ratio: [1, 2, 1.0]}")
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    (problem,) = err.value.problems
+    assert problem.path == "events.go.from.a[0].when.ratio[2]" and "number 1.0 is listed twice" in problem.message
+
+
+def test_a_branch_with_neither_when_nor_guard_after_lists_that_take_every_value_is_the_otherwise():
+    """A state whose branches are all guarded must say what happens otherwise: the last plain branch may say it."""
+    spec = parse(_branches("{urgent: true}", "{urgent: false}") + "        - stay: true\n", "m.yaml")
+    assert len(spec.events["go"].sources["a"]) == 3
