@@ -30,7 +30,7 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import check_condition, taken_before, taken_words
+from .when_checks import Comparisons, check_condition, taken_before, taken_words
 from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -95,6 +95,7 @@ class _Checker:
         self.used: dict[str, set[str]] = {"guard": set(), "action": set(), "result": set(), "generator": set()}
         self.unresolved = False  # a state name did not resolve: graph checks would only echo it
         self.feed_args: dict[str, FieldDef] | None = None  # the arguments of the feed whose branches are checked
+        self.work = Comparisons()  # of branches with earlier ones, looking for those never taken: bounded
 
     def error(self, path: PathT, message: str, *, key: bool = False) -> None:
         self.problems.append(self.src.problem(path, message, key=key))
@@ -348,7 +349,7 @@ class _Checker:
                     continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
-                    taken = taken_before(branches[:i], b, ev.args)
+                    taken = taken_before(branches[:i], b, ev.args, self.work)
                     if unguarded_at is not None:
                         self.error(
                             b.path,
@@ -358,11 +359,8 @@ class _Checker:
                         )
                     elif taken:
                         places = [self.branch_place(branches[j], j, b) for j in taken]
-                        self.error(
-                            b.path,
-                            f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken: "
-                            f"{taken_words(places, [branches[j] for j in taken])}",
-                        )
+                        never = f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken"
+                        self.error(b.path, f"{never}: {taken_words(places, [branches[j] for j in taken])}")
                     elif not b.guarded:
                         unguarded_at = i
                     for c in b.when:
@@ -510,7 +508,7 @@ class _Checker:
                 for j, st in enumerate(r.states or ()):
                     self.state_ref(st, r.path + ("states", j))
                 wide = [e for e, where in tried if scope <= where]
-                taken = taken_before(wide, r, d.args)
+                taken = taken_before(wide, r, d.args, self.work)
                 if scope and scope <= covered:
                     self.error(
                         r.path,
@@ -672,6 +670,7 @@ class _Checker:
         self.events()
         self.graph()
         self.decisions()
+        self.work.report(self.warn)
         self.outcomes()
         self.trace()
         self.migrations()

@@ -10,11 +10,13 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import did_you_mean
 from .fieldtypes import fits_type, python_checker, yaml_shown
 from .registry import BUILTIN_CODECS
+from .source import PathT
 from .spec import Branch, Condition, FieldDef, Rule
 
 # The argument types a ``when:`` compares by equality: a YAML scalar means the same value to each.
@@ -139,6 +141,39 @@ def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
 # Past this many combinations of values the union is not worked out (``covered_together`` says None).
 _MOST_POINTS = 4096
 
+#: The comparisons of a branch with an earlier one a file's check may make looking for branches never taken:
+#: about a second.  Each way is compared with every earlier one of its list, so a hostile file of thousands
+#: of branches (a 1 MiB file holds 4,000 of twelve conditions each) took 20 s before, and 41 s with the
+#: combinations; past this the rest are not looked at, and ``check`` warns so.
+COMPARISONS = 1_000_000
+
+
+@dataclass
+class Comparisons:
+    """What is left of a file's :data:`COMPARISONS`, and where they ran out (None while some are left)."""
+
+    left: int = field(default_factory=lambda: COMPARISONS)
+    ran_out_at: PathT | None = None
+
+    def spend(self, n: int, at: PathT) -> bool:
+        """Take ``n`` of them for the branch at ``at``; False, and nothing taken, when fewer are left."""
+        if n > self.left:
+            if self.ran_out_at is None:
+                self.ran_out_at = at
+            self.left = 0
+            return False
+        self.left -= n
+        return True
+
+    def report(self, warn: Callable[..., None]) -> None:
+        """Warn, at the first branch or rule not looked at, that those from there on were not."""
+        if self.ran_out_at is not None:
+            warn(
+                self.ran_out_at,
+                f"this file has too many branches to look for ones never taken in under {COMPARISONS:,} "
+                "comparisons: from this one on, they were not looked for",
+            )
+
 
 class _Other:
     """Any value of an argument that no condition lists: one stand-in for them all."""
@@ -150,18 +185,31 @@ class _Other:
 _OTHER = _Other()
 
 
-def taken_before(earlier: Sequence[Branch | Rule], later: Branch | Rule, args: dict[str, FieldDef]) -> list[int]:
+def taken_before(
+    earlier: Sequence[Branch | Rule], later: Branch | Rule, args: dict[str, FieldDef], work: Comparisons
+) -> list[int]:
     """The places in ``earlier`` of the unguarded ones that take every feed ``later`` could, so it is never
-    tried: one that :func:`covers` it, else several together; empty when some feed reaches ``later``.
+    tried: one that :func:`covers` it, else several together; empty when some feed reaches ``later``, or
+    when ``work`` has too few comparisons left to tell.
 
     A branch or rule with neither ``when:`` nor guard is left alone: after ``when:`` lists that take every
     value it is the table's own "otherwise" (a state whose branches are all guarded must say one), and the
     check that it always wins is said where it stands before others.
     """
-    if not later.guarded:
+    if not later.guarded or not earlier or not work.spend(len(earlier), later.path):
         return []
-    one = next((i for i, e in enumerate(earlier) if covers(e, later)), None)
-    return [one] if one is not None else covered_together(earlier, later, args) or []
+    mine = {c.arg: {_key(v) for v in c.values} for c in later.when}
+    # The unguarded ones some feed of ``later`` could meet: a condition on an argument ``later`` names
+    # shares a value with it.  Only they can take its feeds.
+    meeting = [
+        (i, e)
+        for i, e in enumerate(earlier)
+        if not e.guards and e.when and all(c.arg not in mine or mine[c.arg] & set(map(_key, c.values)) for c in e.when)
+    ]
+    one = next((i for i, e in meeting if covers(e, later)), None)
+    if one is not None:
+        return [one]
+    return covered_together(meeting, later, args, work) or []
 
 
 def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = False) -> str:
@@ -181,10 +229,11 @@ def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = Fa
 
 
 def covered_together(
-    earlier: Sequence[Branch | Rule], later: Branch | Rule, args: dict[str, FieldDef]
+    meeting: list[tuple[int, Branch | Rule]], later: Branch | Rule, args: dict[str, FieldDef], work: Comparisons
 ) -> list[int] | None:
-    """The places in ``earlier`` of the unguarded ones that together take every feed ``later`` could, when no
-    one of them does alone (:func:`covers` says that); None when they do not, or it is not worked out.
+    """The places of the unguarded ones in ``meeting`` (place, branch) that together take every feed ``later``
+    could, when no one of them does alone (:func:`covers` says that); None when they do not, or it is not
+    worked out (too many combinations, or too few of ``work``'s comparisons left).
 
     ``{encrypted: true}``, ``{encrypted: false}``, then ``{outcome: completed}`` on a boolean ``encrypted``
     is such a case: the third is never tried.  The values worth trying are few: on each argument an earlier
@@ -193,7 +242,7 @@ def covered_together(
     values the conditions name and one stand-in for all the others.  A combination none of them takes
     means ``later`` can run; the stand-in errs that way when the others are in fact none (a pattern).
     """
-    tried = [(i, e) for i, e in enumerate(earlier) if not e.guards and e.when]
+    tried = meeting
     names = list(dict.fromkeys(c.arg for _, e in tried for c in e.when))
     if len(tried) < 2 or not names:
         return None
@@ -212,7 +261,8 @@ def covered_together(
             continue
         named = {_key(v): v for _, e in tried for c in e.when if c.arg == name for v in c.values}
         domains.append([*named.values(), _OTHER])
-    if math.prod(len(d) for d in domains) > _MOST_POINTS:
+    points = math.prod(len(d) for d in domains)
+    if points > _MOST_POINTS or not work.spend(points * len(tried), later.path):
         return None
     takers: set[int] = set()
     for point in itertools.product(*domains):
