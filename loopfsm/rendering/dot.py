@@ -225,7 +225,10 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             # Into a final state on the page's last row: from the card's foot, below all its lines.  Aimed
             # without a side it could leave the card's edge level with a line whose arrow goes elsewhere.
             tail = f"{a.src}:s"
-        g.edge(tail, into(a.dst, a.src), **style)
+        # A line's arrow is named for its line ("way:Idle:w3"): the SVG's title keeps only the side, and the
+        # review page shows the branch the arrow stands for.
+        named = {"id": f"way:{a.src}:{a.port[:-1]}"} if a.port else {}
+        g.edge(tail, into(a.dst, a.src), **style, **named)
     notes = False
     if ov.any_moves or ov.any_stays:
         notes = True

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from collections.abc import Sequence
 
 from loopfsm.core.spec import WILDCARD, Branch, Condition, EventDef, Ref, Spec
+from loopfsm.core.tracing import branch_name
 
 from .labels import said
 
@@ -169,6 +170,9 @@ class Way:
     # What the feed's arguments must say for it, where a sibling way asks the same and less or more
     # (``if the feed says encrypted``): drawn black under a black way, beside the blue guard lines.
     asks: str = ""
+    # The branch it is, by its trace name (``execute/Idle[2]``), for the review page's arrow details; empty for
+    # the "otherwise" row.  Not compared: a note's ways are alike when their words and places are.
+    branch: str = field(default="", compare=False)
 
 
 @dataclass
@@ -379,7 +383,8 @@ def _ways(feed: EventDef, state: str, branches: Sequence[Branch], first: int, ot
         shown = "" if guard.removeprefix("if ") == words else guard
         by_guard = decided_by_guard(branches, i)
         asks = "" if by_guard else _asked(branches, i, nullable)
-        out.append(Way(feed.name, place if numbered else None, words, dest, shown, by_guard, asks))
+        name = branch_name(feed.name, b.source, b.index, b.name)
+        out.append(Way(feed.name, place if numbered else None, words, dest, shown, by_guard, asks, name))
     if otherwise == "stay" and drawn and all(b.guarded for b in branches):
         # When no branch holds the feed stays (``otherwise: stay``): a last way, or a card with one guarded way
         # said it as the only one.

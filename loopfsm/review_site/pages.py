@@ -26,7 +26,8 @@ from loopfsm.rendering.errors import GraphvizMissing, RenderError
 from loopfsm.rendering.labels import condition_label, guards_label, ref_label
 from loopfsm.rendering.diff import MachineDiff
 from loopfsm.rendering.matrix import review_sheet
-from loopfsm.rendering.overview import overview
+from loopfsm.rendering.cards import by_feed
+from loopfsm.rendering.overview import ANY, ANYWHERE, overview
 from loopfsm.core.tracing import branch_name
 from loopfsm.review_site.decision_changes import DecisionChange, decision_changes, grouped
 
@@ -138,7 +139,28 @@ def table_json(spec: Spec) -> dict[str, Any]:
             for name, s in spec.states.items()
         },
         "branches": states,
+        **_drawn(spec),
     }
+
+
+def _drawn(spec: Spec) -> dict[str, Any]:
+    """What the overview draws for the page's arrow details: each card's ways in order (a line's arrow is named
+    ``way:<state>:w<k>`` for its way ``k``), and the feeds each note stands for, so that an arrow lists the
+    branches it is drawn for and no other (a note's ways are not its states' lines)."""
+    ov = overview(spec)
+    ways = {
+        state: [{"port": f"w{k}", "branch": w.branch, "to": w.dest} for k, w in enumerate(ws)]
+        for state in spec.states
+        if (ws := [w for f in by_feed(ov.ways.get(state, [])) for w in f.ways])
+    }
+    notes: dict[str, list[str]] = {}
+    for e in ov.any_moves:
+        notes.setdefault(ANY, []).extend(f for f in e.feeds if f not in notes.get(ANY, []))
+    if ov.anywhere:
+        notes[ANYWHERE] = list(ov.anywhere)
+    for sh in ov.shared:
+        notes[sh.node] = list(dict.fromkeys(f for e in sh.moves for f in e.feeds))
+    return {"ways": ways, "notes": notes}
 
 
 def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = (), decided: Sequence[DecisionChange] = ()) -> str:

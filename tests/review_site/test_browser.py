@@ -155,6 +155,40 @@ def test_a_state_and_an_arrow_show_their_branches_by_click_and_by_keyboard(site,
     assert page.errors == []
 
 
+def test_an_arrow_lists_the_branches_it_is_drawn_for_and_no_other(site, page):
+    """router_run's AwaitingApproval -> Idle is two arrows, 1 aborted and 5 completed: each lists its own branch;
+    the break note's arrow only break_run's, and the start arrow none (it listed every branch into Idle)."""
+    page.goto(site + "machines/router_run.html")
+    page.wait_for_selector("#sim-state")
+
+    def chosen(arrow: Any) -> tuple[str, list[str]]:
+        arrow.first.focus()  # as the keyboard does: an arrow's thin line is under the picture's background
+        page.keyboard.press("Enter")
+        return page.text_content("#details h2") or "", page.locator("#details ol.branches li code").all_text_contents()
+
+    def clicked(selector: str) -> tuple[str, list[str]]:
+        return chosen(page.locator(selector))
+
+    assert clicked('figure.diagram g.edge[id="way:AwaitingApproval:w0"]') == (
+        "AwaitingApproval \u2192 Idle",
+        ["approval_decisions/AwaitingApproval[0]"],
+    )
+    fifth = clicked('figure.diagram g.edge[id="way:AwaitingApproval:w4"]')
+    assert fifth[1] == ["approval_decisions/AwaitingApproval[4]"]
+    note = page.locator("figure.diagram g.edge", has=page.locator("title", has_text=re.compile("^__shared1__->")))
+    _, names = chosen(note)
+    assert names and all(n.startswith("break_run/") for n in names) and len(names) == len(set(names))
+    start = page.locator("figure.diagram g.edge", has=page.locator("title", has_text=re.compile("^__start__->")))
+    assert chosen(start) == ("start \u2192 Idle", []) and "No branch." in (page.text_content("#details") or "")
+    # a box's arrow: every way of the card into its target (tool_breaker's Closed -> Open)
+    page.goto(site + "machines/tool_breaker.html")
+    page.wait_for_selector("#sim-state")
+    box = page.locator("figure.diagram g.edge", has=page.locator("title", has_text=re.compile("^Closed->Open$")))
+    _, listed = chosen(box)
+    assert len(listed) == 3 and all(n.startswith("record/Closed[") for n in listed)
+    assert page.errors == []
+
+
 def test_at_200_percent_zoom_the_page_reflows_without_a_sideways_scroll(site, browser):
     context = browser.new_context(viewport={"width": 640, "height": 900}, device_scale_factor=2)
     page = context.new_page()

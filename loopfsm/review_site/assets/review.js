@@ -20,12 +20,13 @@
 
   // -- details of a state or an arrow ---------------------------------------------------------------
   const stateOf = (node) => (node.startsWith("__again") ? table.initial : node);
-  // "HalfOpen:w3w:w->Open": an arrow leaving a card's line is titled with its line and side; the box is the
-  // name before them.  An arrow back to the initial state ends at a copy of it ("__again2__").
+  // An arrow's title is "HalfOpen:w->Open" (the box, the side its line's arrow leaves from, the target); a
+  // line's arrow is named for its way ("way:HalfOpen:w3").  An arrow back to the initial state ends at a
+  // copy of it ("__again2__").
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     const [a, b] = t.split("->");
-    return [a.split(":")[0], stateOf(b)];
+    return [a.split(":")[0], stateOf(b), g.id.startsWith("way:") ? g.id.split(":")[2] : null];
   }
   function branchItem(b) {
     const where = b.refuse !== null ? "refused: " + b.refuse : b.to === null ? "stays" : "to " + b.to;
@@ -47,15 +48,25 @@
     if (!s) return;
     show(name + (s.terminal ? " (final)" : ""), table.branches[name] || [], s.description);
   }
-  function showEdge(a, b) {
-    const dst = b;
-    if (!(a in table.states)) {
-      const all = Object.values(table.branches).flat().filter((x) => x.to === dst);
-      show("from several states into " + dst, all, "The note stands for several states that take these feeds alike.");
+  // The branches an arrow is drawn for, and no other: a line's arrow its way's, a box's arrow the ways of its
+  // card that reach the target, a note's arrow the branches of the feeds it stands for.
+  function showEdge(a, b, port) {
+    if (a === "__start__") {
+      show("start \u2192 " + b, [], "A new run starts in " + b + ".");
       return;
     }
-    const list = (table.branches[a] || []).filter((x) => x.to === dst);
-    show(a + " \u2192 " + dst, list, null);
+    const byName = (names) => (table.branches[a] || []).filter((x) => names.includes(x.name));
+    if (!(a in table.states)) {
+      const feeds = table.notes[a] || [];
+      const all = Object.values(table.branches).flat().filter((x) => x.to === b
+        && (feeds.includes(x.feed) || (feeds.includes("any feed") && x.shared)));
+      const seen = new Set();
+      const once = all.filter((x) => !seen.has(x.name) && seen.add(x.name));
+      show("from several states into " + b, once, "The note stands for several states that take these feeds alike.");
+      return;
+    }
+    const ways = (table.ways[a] || []).filter((w) => (port ? w.port === port : w.to === b));
+    show(a + " \u2192 " + b, byName(ways.map((w) => w.branch)), null);
   }
   for (const g of document.querySelectorAll("figure.diagram g.node, figure.diagram g.edge")) {
     const isNode = g.classList.contains("node");
@@ -63,7 +74,7 @@
     if (isNode && !(stateOf(title) in table.states)) continue;
     g.setAttribute("tabindex", "0");
     g.setAttribute("role", "button");
-    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + edgeEnds(g).join(" to "));
+    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + edgeEnds(g).slice(0, 2).join(" to "));
     const act = () => (isNode ? showState(stateOf(title)) : showEdge(...edgeEnds(g)));
     g.addEventListener("click", act);
     g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); act(); } });
