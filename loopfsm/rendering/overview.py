@@ -135,8 +135,7 @@ def _without(feed: str, words: str) -> str:
 class Shared:
     """A note standing for several live states, and the feeds each of them takes the same way.
 
-    ``node`` is the note's node name in DOT and Mermaid; ``moves`` start at it.
-    """
+    ``node`` is the note's node name in DOT and Mermaid; ``moves`` start at it."""
 
     node: str
     states: list[str]
@@ -170,9 +169,7 @@ class Way:
     # What the feed's arguments must say for it, where a sibling way asks the same and less or more
     # (``if the feed says encrypted``): drawn black under a black way, beside the blue guard lines.
     asks: str = ""
-    # The branch it is, by its trace name (``execute/Idle[2]``), for the review page's arrow details; empty for
-    # the "otherwise" row.  Not compared: a note's ways are alike when their words and places are.
-    branch: str = field(default="", compare=False)
+    branch: str = field(default="", compare=False)  # its trace name, for the review page; "" for "otherwise"
 
 
 @dataclass
@@ -383,7 +380,7 @@ def _ways(feed: EventDef, state: str, branches: Sequence[Branch], first: int, ot
         shown = "" if guard.removeprefix("if ") == words else guard
         by_guard = decided_by_guard(branches, i)
         asks = "" if by_guard else _asked(branches, i, nullable)
-        name = branch_name(feed.name, b.source, b.index, b.name)
+        name = branch_name(feed.name, b.source, b.index, b.name)  # not compared: notes' ways alike by their words
         out.append(Way(feed.name, place if numbered else None, words, dest, shown, by_guard, asks, name))
     if otherwise == "stay" and drawn and all(b.guarded for b in branches):
         # When no branch holds the feed stays (``otherwise: stay``): a last way, or a card with one guarded way
