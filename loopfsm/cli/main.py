@@ -205,14 +205,21 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _too_slow(err: DrawingTooSlow, out: Path, others: str) -> DrawingTooSlow:
-    """The timeout said with what to do: draw it without a limit, leave SVG out, or allow longer."""
+def _too_slow(err: DrawingTooSlow, out: Path, others: str, stems: list[str]) -> DrawingTooSlow:
+    """The timeout said with what to do: draw the pictures without a limit, leave SVG out, or allow longer.
+
+    ``stems`` are every picture of the machine (``big``, ``big.detailed``, a decision chart): nothing was
+    written, so the advice draws them all, not only the one that timed out (the overview went missing)."""
     slow = DrawingTooSlow(err.seconds, err.picture)
-    drawn = out / (err.picture or "")
-    dot_file, svg_file = shlex.quote(f"{drawn}.dot"), shlex.quote(f"{drawn}.svg")  # a folder may hold a space
+    drawn = [shlex.quote(str(out / stem)) for stem in stems]  # a folder may hold a space
+    if len(drawn) == 1:
+        command = f"dot -Tsvg {shlex.quote(f'{out / stems[0]}.dot')} -o {shlex.quote(f'{out / stems[0]}.svg')}"
+    else:
+        command = f'for f in {" ".join(drawn)}; do dot -Tsvg "$f.dot" -o "$f.svg"; done'
     slow.args = (
-        f"{err}; nothing was written. Leave SVG out (--format {others}) and draw it yourself with "
-        f"`dot -Tsvg {dot_file} -o {svg_file}`, or allow longer: --dot-timeout SECONDS",
+        f"{err}; nothing was written. Leave SVG out (--format {others}) and draw "
+        f"{'it' if len(drawn) == 1 else 'the pictures'} yourself with `{command}`, or allow longer: "
+        "--dot-timeout SECONDS",
     )
     return slow
 
@@ -234,7 +241,10 @@ def cmd_render(args: argparse.Namespace) -> int:
             raise GraphvizMissing(f"{err}, or leave SVG out: --format {others}") from None
         except DrawingTooSlow as err:  # the advice draws from the .dot file: it is in the formats it names
             with_dot = others if "dot" in others.split(",") else f"dot,{others}"
-            raise _too_slow(err, where, with_dot) from None
+            stems = [
+                n.removesuffix(".dot") for n in render(spec, ["dot"], detailed=args.detailed) if n.endswith(".dot")
+            ]
+            raise _too_slow(err, where, with_dot, stems) from None
     out = output_dir(where)
     for name, text in rendered.items():
         write_file(out / name, text)
