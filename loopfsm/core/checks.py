@@ -30,7 +30,7 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import Comparisons, check_condition, taken_before, taken_words
+from .when_checks import Comparisons, check_condition, taken_before, taken_words, takes_every_feed
 from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -379,7 +379,7 @@ class _Checker:
                             b.path + ("to",),
                             f"transition out of terminal state '{state}' to '{b.dest}': terminal states are forever",
                         )
-                if unguarded_at is None and ev.otherwise is None:
+                if unguarded_at is None and ev.otherwise is None and not takes_every_feed(branches, ev.args, self.work):
                     self.error(
                         ev.path + ("from", state),
                         f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "

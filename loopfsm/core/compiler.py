@@ -262,7 +262,8 @@ class CompiledMachine:
                 ignored_in=frozenset(
                     s for s in spec.terminal_states if s not in sources and spec.terminal_behaviour(ev) == "ignore"
                 ),
-                otherwise_raise=frozenset(all_guarded if ev.otherwise == "raise" else ()),
+                # No otherwise: check let it pass only where the when: lists take every feed; loud if not so
+                otherwise_raise=frozenset(all_guarded if ev.otherwise != "stay" else ()),
                 enums={
                     n: (*f.enum, *((None,) if f.nullable else ())) for n, f in ev.args.items() if f.enum and not f.list
                 },

@@ -10,7 +10,7 @@ import itertools
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import did_you_mean
@@ -211,6 +211,17 @@ def taken_before(
     if one is not None:
         return [one]
     return covered_together(meeting, later, args, work) or []
+
+
+def takes_every_feed(branches: Sequence[Branch], args: dict[str, FieldDef], work: Comparisons) -> bool:
+    """Whether some of ``branches`` with a ``when:`` and no guard take every feed between them (``{fast: true}``
+    and ``{fast: false}`` on a boolean that cannot be null): then none holding never happens, and a state whose
+    branches are all guarded needs no ``otherwise``."""
+    if not branches:
+        return False
+    anything = replace(branches[-1], when=(), guards=())
+    meeting = [(i, b) for i, b in enumerate(branches) if not b.guards and b.when]
+    return covered_together(meeting, anything, args, work) is not None
 
 
 def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = False) -> str:

@@ -38,7 +38,9 @@ def _cell(spec: Spec, event: str, state: str, sources: dict[str, tuple[Branch, .
         if b.actions:
             move += " / " + ", ".join(f"`{ref_label(spec, a)}`" for a in b.actions)
         parts.append(move)
-    if all(b.guarded for b in sources[state]):
+    if all(b.guarded for b in sources[state]) and ev.otherwise is None:
+        parts.append("one holds for every feed (the `when:` lists take every value)")
+    elif all(b.guarded for b in sources[state]):
         parts.append("none holds: " + ("stay" if ev.otherwise == "stay" else "raises `NoBranchMatched`"))
     return "; ".join(parts)
 

@@ -441,3 +441,35 @@ def test_a_file_of_too_many_branches_is_looked_at_up_to_its_comparisons_and_warn
     # 1 + 2 + ... + 7 = 28 comparisons for branches 1 to 7; branch 8 would make 36
     (warning,) = [p for p in err.value.problems if p.severity == "warning"]
     assert warning.path == "events.go.from.a[8]" and "from this one on, they were not looked for" in warning.message
+
+
+def test_a_state_whose_when_lists_take_every_feed_between_them_needs_no_otherwise():
+    """``otherwise`` says what happens when no branch holds; with ``{urgent: true}`` and ``{urgent: false}``
+    that never happens, and asking for it made the table declare a case that cannot arise."""
+    text = dedent("""
+        machine: m
+        description: d
+        states:
+          a: {initial: true, description: a}
+          b: {terminal: true, description: b}
+        events:
+          go:
+            description: go
+            args:
+              urgent: {type: boolean}
+            from:
+              a:
+                - {when: {urgent: true}, to: b}
+                - {when: {urgent: false}, to: b}
+    """)
+    compiled = compile_spec(parse(text, "m.yaml"))
+    for engine in ("transitions", "interpreter"):
+        for urgent in (True, False):
+            run = compiled.new(engine=engine)
+            run.go(urgent=urgent)
+            assert run.state == "b"
+    sheet = matrix.review_sheet(compiled.spec)
+    assert "if `urgent=false` → `b`; one holds for every feed (the `when:` lists take every value) |" in sheet
+    nullable = text.replace("{type: boolean}", "{type: boolean, nullable: true}")
+    with pytest.raises(SpecError, match="is guarded, but the event does not declare what happens when none holds"):
+        parse(nullable, "m.yaml")  # null is neither: a feed with urgent=null takes no branch
