@@ -175,6 +175,7 @@ def test_an_arrow_lists_the_branches_it_is_drawn_for_and_no_other(site, page):
     )
     fifth = clicked('figure.diagram g.edge[id="way:AwaitingApproval:w4"]')
     assert fifth[1] == ["approval_decisions/AwaitingApproval[4]"]
+    shot(page, "router_run_arrow")
     note = page.locator("figure.diagram g.edge", has=page.locator("title", has_text=re.compile("^__shared1__->")))
     _, names = chosen(note)
     assert names and all(n.startswith("break_run/") for n in names) and len(names) == len(set(names))
