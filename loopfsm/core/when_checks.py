@@ -241,7 +241,7 @@ def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = Fa
 
 
 def covered_together(
-    meeting: list[tuple[int, Branch | Rule]], later: Branch | Rule, args: dict[str, FieldDef], work: Comparisons
+    meeting: Sequence[tuple[int, Branch | Rule]], later: Branch | Rule, args: dict[str, FieldDef], work: Comparisons
 ) -> list[int] | None:
     """The places of the unguarded ones in ``meeting`` (place, branch) that together take every feed ``later``
     could, when no one of them does alone (:func:`covers` says that); None when they do not, or it is not

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import graphviz
 
+from loopfsm.rendering.svgtext import flowed
 from loopfsm.rendering.errors import DOT_TIMEOUT, DrawingTooSlow, GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
 from loopfsm.rendering.labels import branch_label, chain_steps, decision_signature, ref_label
@@ -484,8 +485,13 @@ def _wrap_each(lines: list[str], width: int) -> list[str]:
     return out
 
 
+#: Changed when what is drawn from the same DOT text changes (2: each card line's runs joined, see
+#: :mod:`.svgtext`), so ``build`` redraws SVGs an older loopfsm drew.
+SVG_FORMAT = 2
+
+
 def source_digest(source: str) -> str:
-    return hashlib.sha256(source.encode()).hexdigest()
+    return hashlib.sha256(f"svg {SVG_FORMAT}\n{source}".encode()).hexdigest()
 
 
 def to_svg(g: graphviz.Digraph, timeout: float | None = None) -> str:
@@ -519,7 +525,7 @@ def svg_from_source(source: str, timeout: float = DOT_TIMEOUT) -> str:
     if done.returncode != 0:  # DOT text dot refuses (a bug of ours, or a string over its 16 KiB limit): one line
         said = done.stderr.decode("utf-8", "replace")
         raise RenderError(f"Graphviz's dot refused the drawing: {said.strip()[:300]}")
-    svg = done.stdout.decode("utf-8")
+    svg = flowed(done.stdout.decode("utf-8"))
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
     return str(head + stamp + sep + rest)
