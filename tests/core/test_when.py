@@ -473,3 +473,33 @@ def test_a_state_whose_when_lists_take_every_feed_between_them_needs_no_otherwis
     nullable = text.replace("{type: boolean}", "{type: boolean, nullable: true}")
     with pytest.raises(SpecError, match="is guarded, but the event does not declare what happens when none holds"):
         parse(nullable, "m.yaml")  # null is neither: a feed with urgent=null takes no branch
+
+
+def test_were_no_branch_of_such_a_state_to_hold_the_feed_would_raise_not_stay(monkeypatch):
+    """check lets a state go without ``otherwise`` only where its lists take every feed; the compiled feed
+    still raises should none hold (here check is told they do, for a flag that may be null)."""
+    from loopfsm.core import checks  # noqa: PLC0415
+
+    monkeypatch.setattr(checks, "takes_every_feed", lambda *_: True)
+    text = dedent("""
+        machine: m
+        description: d
+        states:
+          a: {initial: true, description: a}
+          b: {terminal: true, description: b}
+        events:
+          go:
+            description: go
+            args:
+              urgent: {type: boolean, nullable: true}
+            from:
+              a:
+                - {when: {urgent: true}, to: b}
+                - {when: {urgent: false}, to: b}
+    """)
+    compiled = compile_spec(parse(text, "m.yaml"))
+    for engine in ("transitions", "interpreter"):
+        run = compiled.new(engine=engine)
+        with pytest.raises(NoBranchMatched):
+            run.go(urgent=None)
+        assert run.state == "a"
