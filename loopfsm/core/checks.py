@@ -30,7 +30,7 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import Comparisons, check_condition, taken_before, taken_words, takes_every_feed
+from .when_checks import Comparisons, check_condition, left_out_words, taken_before, taken_words, takes_every_feed
 from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -383,7 +383,8 @@ class _Checker:
                     self.error(
                         ev.path + ("from", state),
                         f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
-                        "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'",
+                        "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'"
+                        + left_out_words(self.work),
                         key=True,
                     )
         self.feed_args = None

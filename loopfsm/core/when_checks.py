@@ -108,20 +108,27 @@ def _key(v: Any) -> _Key:
 def _every_value(f: FieldDef) -> set[_Key] | None:
     """Every value an argument can take, when there are few enough to list (an enum, a boolean, an integer
     bounded both ways by at most ``_FEW`` values), else None."""
+    values = _every_listed(f)
+    return None if values is None else {_key(v) for v in values}
+
+
+def _every_listed(f: FieldDef) -> list[Any] | None:
+    """:func:`_every_value`'s values in an order that does not change from run to run (the enum's, false after
+    true, the integers upward, null last), for a message that names one."""
     if f.enum is not None:
-        values = {_key(x) for x in f.enum}
+        values: list[Any] = list(f.enum)
     elif f.type == "boolean":
-        values = {_key(True), _key(False)}
+        values = [True, False]
     elif (
         f.type == "integer"
         and isinstance(f.minimum, int)
         and isinstance(f.maximum, int)
         and 0 <= f.maximum - f.minimum < _FEW
     ):
-        values = {_key(n) for n in range(f.minimum, f.maximum + 1)}
+        values = list(range(f.minimum, f.maximum + 1))
     else:
         return None
-    return values | {_key(None)} if f.nullable else values
+    return [*values, None] if f.nullable else values
 
 
 def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
@@ -155,6 +162,7 @@ class Comparisons:
 
     left: int = field(default_factory=lambda: COMPARISONS)
     ran_out_at: PathT | None = None
+    left_out: dict[str, Any] | None = None  # the last combination of values found that no branch takes
 
     def spend(self, n: int, at: PathT) -> bool:
         """Take ``n`` of them for the branch at ``at``; False, and nothing taken, when fewer are left."""
@@ -216,12 +224,27 @@ def taken_before(
 def takes_every_feed(branches: Sequence[Branch], args: dict[str, FieldDef], work: Comparisons) -> bool:
     """Whether some of ``branches`` with a ``when:`` and no guard take every feed between them (``{fast: true}``
     and ``{fast: false}`` on a boolean that cannot be null): then none holding never happens, and a state whose
-    branches are all guarded needs no ``otherwise``."""
+    branches are all guarded needs no ``otherwise``.  When they do not, ``work.left_out`` says what is left."""
+    work.left_out = None
     if not branches:
         return False
     anything = replace(branches[-1], when=(), guards=())
     meeting = [(i, b) for i, b in enumerate(branches) if not b.guards and b.when]
     return covered_together(meeting, anything, args, work) is not None
+
+
+def left_out_words(work: Comparisons) -> str:
+    """`` (a feed with urgent=null takes none of them)``: what :func:`takes_every_feed` found no branch takes,
+    when it is a value it can name (not "any other"); empty otherwise."""
+    at = work.left_out
+    if not at or any(v is _OTHER for v in at.values()):
+        return ""
+    said = ", ".join(f"{k}={'null' if v is None else _literal(v)}" for k, v in at.items())
+    return f" (a feed with {said} takes none of them)"
+
+
+def _literal(v: Any) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
 
 
 def taken_words(places: list[str], by: Sequence[Branch | Rule], rules: bool = False) -> str:
@@ -267,9 +290,9 @@ def covered_together(
         if name in mine:
             domains.append(list(mine[name]))
             continue
-        every = _every_value(f)
+        every = _every_listed(f)
         if every is not None:
-            domains.append([v for _, v in every])
+            domains.append(every)
             continue
         named = {_key(v): v for _, e in tried for c in e.when if c.arg == name for v in c.values}
         domains.append([*named.values(), _OTHER])
@@ -288,6 +311,7 @@ def covered_together(
             None,
         )
         if taker is None:
+            work.left_out = at
             return None
         takers.add(taker)
     return sorted(takers) if len(takers) > 1 else None

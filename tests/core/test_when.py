@@ -471,8 +471,13 @@ def test_a_state_whose_when_lists_take_every_feed_between_them_needs_no_otherwis
     sheet = matrix.review_sheet(compiled.spec)
     assert "if `urgent=false` → `b`; one holds for every feed (the `when:` lists take every value) |" in sheet
     nullable = text.replace("{type: boolean}", "{type: boolean, nullable: true}")
-    with pytest.raises(SpecError, match="is guarded, but the event does not declare what happens when none holds"):
+    with pytest.raises(SpecError) as err:
         parse(nullable, "m.yaml")  # null is neither: a feed with urgent=null takes no branch
+    (problem,) = err.value.problems
+    assert problem.message.endswith(
+        "is guarded, but the event does not declare what happens when none holds: add 'otherwise: stay' or "
+        "'otherwise: raise' (a feed with urgent=null takes none of them)"
+    )
 
 
 def test_were_no_branch_of_such_a_state_to_hold_the_feed_would_raise_not_stay(monkeypatch):
