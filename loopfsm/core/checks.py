@@ -30,7 +30,7 @@ from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
 from .tracing import attribute_problem, move_problems, trace_attributes
 from .policy_checks import check_policy, yaml_kind
-from .when_checks import Comparisons, check_condition, left_out_words, taken_before, taken_words, takes_every_feed
+from .when_checks import Comparisons, check_condition, falls_short, left_out_words, taken_before, taken_words
 from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
@@ -349,7 +349,7 @@ class _Checker:
                     continue
                 unguarded_at = None
                 for i, b in enumerate(branches):
-                    taken = taken_before(branches[:i], b, ev.args, self.work)
+                    taken = taken_before(branches[:i], b, ev.args, self.work) if self.work.left else []
                     if unguarded_at is not None:
                         self.error(
                             b.path,
@@ -379,9 +379,10 @@ class _Checker:
                             b.path + ("to",),
                             f"transition out of terminal state '{state}' to '{b.dest}': terminal states are forever",
                         )
-                if unguarded_at is None and ev.otherwise is None and not takes_every_feed(branches, ev.args, self.work):
+                at = ev.path + ("from", state)
+                if unguarded_at is None and ev.otherwise is None and falls_short(branches, ev.args, self.work, at):
                     self.error(
-                        ev.path + ("from", state),
+                        at,
                         f"every branch of '{ev.name}' from '{state}' is guarded, but the event does not "
                         "declare what happens when none holds: add 'otherwise: stay' or 'otherwise: raise'"
                         + left_out_words(self.work),
@@ -508,7 +509,7 @@ class _Checker:
                 scope = set(r.states) if r.states is not None else set(spec.states)
                 for j, st in enumerate(r.states or ()):
                     self.state_ref(st, r.path + ("states", j))
-                wide = [e for e, where in tried if scope <= where]
+                wide = [e for e, where in tried if scope <= where] if self.work.spend(len(tried), r.path) else []
                 taken = taken_before(wide, r, d.args, self.work)
                 if scope and scope <= covered:
                     self.error(
@@ -690,11 +691,9 @@ def check_spec(spec: Spec, registry: Registry) -> list[Problem]:
 def check_structure(spec: Spec) -> tuple[list[Problem], dict[str, list[str]]]:
     """The checks that need only the file, and what was left unchecked for want of its registry.
 
-    Everything but the registry's names is still checked (states, reachability,
-    shadowing, policy bounds, built-in field types); the second value maps
-    "guard", "action", "result", "field type" and "error class" to the names
-    only the registry could vouch for.
-    """
+    Everything but the registry's names is still checked (states, reachability, shadowing, policy bounds,
+    built-in field types); the second value maps "guard", "action", "result", "field type" and "error class"
+    to the names only the registry could vouch for."""
     checker = _Checker(spec, None)
     problems = checker.run()
     return problems, {kind: sorted(names) for kind, names in checker.unchecked.items()}

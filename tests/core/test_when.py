@@ -431,16 +431,17 @@ def test_a_file_of_too_many_branches_is_looked_at_up_to_its_comparisons_and_warn
     """Each branch is compared with every earlier one: a 1 MiB file of 4,000 took 20 s; now about a second."""
     from loopfsm.core import when_checks
 
-    monkeypatch.setattr(when_checks, "COMPARISONS", 30)
+    monkeypatch.setattr(when_checks, "COMPARISONS", 60)
     whens = [f"{{score: {i}}}" for i in range(3, 15)]
     text = _branches("{score: [1, 2]}", "{score: 1}", *whens)  # branch 1 is taken by 0 alone: found in budget
     with pytest.raises(SpecError) as err:
         parse(text + "        - {when: {score: 3}, stay: true}\n", "m.yaml")  # taken by branch 2: past them
     (error,) = [p for p in err.value.problems if p.severity == "error"]
     assert error.path == "events.go.from.a[1]"
-    # 1 + 2 + ... + 7 = 28 comparisons for branches 1 to 7; branch 8 would make 36
+    # branch k costs the k earlier ones and every value listed up to it (k + 1 + (k + 1)): 4 + 6 + ... + 14 = 54
+    # for branches 1 to 6; branch 7 would make 70 (a 60,000-value list counts as what it is, not as one)
     (warning,) = [p for p in err.value.problems if p.severity == "warning"]
-    assert warning.path == "events.go.from.a[8]" and "from this one on, they were not looked for" in warning.message
+    assert warning.path == "events.go.from.a[7]" and "from this one on, they were not looked for" in warning.message
 
 
 def test_a_state_whose_when_lists_take_every_feed_between_them_needs_no_otherwise():
@@ -485,7 +486,7 @@ def test_were_no_branch_of_such_a_state_to_hold_the_feed_would_raise_not_stay(mo
     still raises should none hold (here check is told they do, for a flag that may be null)."""
     from loopfsm.core import checks  # noqa: PLC0415
 
-    monkeypatch.setattr(checks, "takes_every_feed", lambda *_: True)
+    monkeypatch.setattr(checks, "falls_short", lambda *_: False)
     text = dedent("""
         machine: m
         description: d
@@ -508,3 +509,23 @@ def test_were_no_branch_of_such_a_state_to_hold_the_feed_would_raise_not_stay(mo
         with pytest.raises(NoBranchMatched):
             run.go(urgent=None)
         assert run.state == "a"
+
+
+def test_past_its_comparisons_check_refuses_no_state_for_wanting_an_otherwise(monkeypatch):
+    """Once they ran out, a state whose lists take every feed was told to add ``otherwise``: an error for
+    a table that is right.  Past them nothing is refused for it; the warning says where looking stopped."""
+    from loopfsm.core import when_checks  # noqa: PLC0415
+
+    burn = "".join(f"        - {{when: {{n: {k}}}, to: b}}\n" for k in range(12))
+    text = (
+        "machine: m\ndescription: d\nstates:\n  a: {initial: true, description: a}\n"
+        "  b: {terminal: true, description: b}\nevents:\n"
+        "  burn:\n    description: spends the comparisons\n    otherwise: raise\n"
+        "    args:\n      n: {type: integer}\n    from:\n      a:\n" + burn + "  go:\n    description: go\n"
+        "    args:\n      x: {type: boolean}\n    from:\n      a:\n"
+        "        - {when: {x: true}, to: b}\n        - {when: {x: false}, to: b}\n"
+    )
+    assert parse(text, "m.yaml").events["go"].otherwise is None  # with comparisons to spare: no otherwise needed
+    monkeypatch.setattr(when_checks, "COMPARISONS", 20)
+    spec = parse(text, "m.yaml")  # not refused: before, "every branch of 'go' from 'a' is guarded ..."
+    assert spec.events["go"].otherwise is None
