@@ -141,8 +141,8 @@ def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
     """
     if earlier.guards or not earlier.when:
         return False
-    mine = {c.arg: c.values for c in later.when}
-    return all(c.arg in mine and all(any(v == u for u in c.values) for v in mine[c.arg]) for c in earlier.when)
+    mine = {c.arg: {_key(v) for v in c.values} for c in later.when}
+    return all(c.arg in mine and mine[c.arg] <= {_key(v) for v in c.values} for c in earlier.when)
 
 
 # How much of the conditions a message quotes.
@@ -220,9 +220,7 @@ def taken_before(
         for i, e in enumerate(earlier)
         if not e.guards and e.when and all(c.arg not in mine or mine[c.arg] & set(map(_key, c.values)) for c in e.when)
     ]
-    one = next(
-        (i for i, e in meeting if all(mine.get(c.arg, {_OTHER}) <= set(map(_key, c.values)) for c in e.when)), None
-    )
+    one = next((i for i, e in meeting if covers(e, later)), None)
     if one is not None:
         return [one]
     return covered_together(meeting, later, args, work) or []

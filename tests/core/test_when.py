@@ -444,25 +444,28 @@ def test_a_file_of_too_many_branches_is_looked_at_up_to_its_comparisons_and_warn
     assert warning.path == "events.go.from.a[7]" and "from this one on, they were not looked for" in warning.message
 
 
+EXHAUSTIVE = dedent("""
+    machine: m
+    description: d
+    states:
+      a: {initial: true, description: a}
+      b: {terminal: true, description: b}
+    events:
+      go:
+        description: go
+        args:
+          urgent: {type: boolean}
+        from:
+          a:
+            - {when: {urgent: true}, to: b}
+            - {when: {urgent: false}, to: b}
+""")
+
+
 def test_a_state_whose_when_lists_take_every_feed_between_them_needs_no_otherwise():
     """``otherwise`` says what happens when no branch holds; with ``{urgent: true}`` and ``{urgent: false}``
     that never happens, and asking for it made the table declare a case that cannot arise."""
-    text = dedent("""
-        machine: m
-        description: d
-        states:
-          a: {initial: true, description: a}
-          b: {terminal: true, description: b}
-        events:
-          go:
-            description: go
-            args:
-              urgent: {type: boolean}
-            from:
-              a:
-                - {when: {urgent: true}, to: b}
-                - {when: {urgent: false}, to: b}
-    """)
+    text = EXHAUSTIVE
     compiled = compile_spec(parse(text, "m.yaml"))
     for engine in ("transitions", "interpreter"):
         for urgent in (True, False):
@@ -487,22 +490,7 @@ def test_were_no_branch_of_such_a_state_to_hold_the_feed_would_raise_not_stay(mo
     from loopfsm.core import checks  # noqa: PLC0415
 
     monkeypatch.setattr(checks, "falls_short", lambda *_: False)
-    text = dedent("""
-        machine: m
-        description: d
-        states:
-          a: {initial: true, description: a}
-          b: {terminal: true, description: b}
-        events:
-          go:
-            description: go
-            args:
-              urgent: {type: boolean, nullable: true}
-            from:
-              a:
-                - {when: {urgent: true}, to: b}
-                - {when: {urgent: false}, to: b}
-    """)
+    text = EXHAUSTIVE.replace("{type: boolean}", "{type: boolean, nullable: true}")
     compiled = compile_spec(parse(text, "m.yaml"))
     for engine in ("transitions", "interpreter"):
         run = compiled.new(engine=engine)
