@@ -154,8 +154,8 @@ _MOST_POINTS = 4096
 #: The comparisons of a branch with an earlier one a file's check may make looking for branches never taken.
 #: Each way is compared with every earlier one of its list, so a hostile file of thousands of branches (a
 #: 1 MiB file holds 4,000 of twelve conditions each) took 20 s before this bound, and 41 s with the
-#: combinations; now the comparisons take 1.6 s of CPU for it (a 2-vCPU Xeon virtual machine, 5 December
-#: 2026), and past this the rest are not looked at: ``check`` warns so.
+#: combinations; past this the rest are not looked at (docs/security.md has the figures), and ``check``
+#: warns so.
 COMPARISONS = 1_000_000
 
 
