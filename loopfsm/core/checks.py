@@ -21,17 +21,17 @@ from .fieldtypes import (
     annotation_name,
     fits_type,
     named_in,
-    python_checker,
     yaml_shown,
 )
+from .field_checks import check_field
 from .invariants import BUILTINS, STEP_ONLY
 from .migration_checks import check_migrations
 from .verify_model import check_verify_model, value_misfit
 from .registry import BUILTIN_CODECS, DataField, Entry, Registry, StateName
-from .tracing import attribute_problem, move_problems, trace_attributes
-from .policy_checks import check_policy, yaml_kind
+from .tracing import attribute_problem, branch_name, move_problems, trace_attributes
+from .policy_checks import check_policy
 from .when_checks import Comparisons, check_condition, falls_short, left_out_words, taken_before, taken_words
-from .spec import MISSING, WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
+from .spec import WILDCARD, Branch, EventDef, FieldDef, Ref, Rule, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
@@ -109,6 +109,13 @@ class _Checker:
             return f"branch {b.path[-1] if isinstance(b.path[-1], int) else i}"
         at = self.src.problem(b.path, "")
         return f"the branch {at.path} (line {at.line})"
+
+    def never(self, b: Branch, i: int, state: str) -> str:
+        """ "branch 3 of 'go' from 'a' can never be taken"; a state's own branch after ``first:`` ones is traced
+        by its place among all the state tries (``go/a[4]`` for branch 3), said too when the two differ."""
+        feed = str(b.path[1])
+        traced = f" (traced as {branch_name(feed, b.source, b.index, b.name)})" if b.index != b.path[-1] else ""
+        return f"{self.branch_place(b, i)} of '{feed}' from '{state}'{traced} can never be taken"
 
     # -- references -------------------------------------------------------
     def state_ref(self, name: str, path: PathT, *, key: bool = False) -> bool:
@@ -262,46 +269,12 @@ class _Checker:
     # -- fields, policy ----------------------------------------------------
     def fields(self, fields: dict[str, FieldDef], *, need_default: bool = False) -> None:
         for f in fields.values():
-            if need_default and f.default is MISSING and not (f.list or f.nullable):
-                self.error(
-                    f.path,
-                    f"field '{f.name}' needs a 'default' (or 'nullable: true'): a new instance must start with a value",
-                    key=True,
-                )
-            codec = (self.reg.codecs if self.reg is not None else BUILTIN_CODECS).get(f.type)
-            if codec is None and self.reg is None:
+            if self.reg is None and f.type not in BUILTIN_CODECS:
                 self.skip("field type", f.type)
                 continue
-            if codec is None:
-                assert self.reg is not None
-                self.error(
-                    f.path + ("type",),
-                    f"unknown type '{f.type}'{did_you_mean(f.type, self.reg.codecs)} "
-                    f"(built in: integer, boolean, string, number, json; "
-                    f"others come from registry '{self.reg.name}')",
-                )
-                continue
-            for i, item in enumerate(f.enum or ()):
-                if not fits_type(codec.py_type, item):
-                    self.error(
-                        f.path + ("enum", i),
-                        f"enum item {item!r} is of type {yaml_kind(item)}, but the field's "
-                        f"type is {f.type}: every choice must be of that type",
-                    )
-            if (f.minimum is not None or f.maximum is not None) and f.type not in ("integer", "number"):
-                self.error(
-                    f.path + ("minimum" if f.minimum is not None else "maximum",),
-                    f"'minimum' and 'maximum' apply to integer and number fields, not to {f.type}",
-                )
-                continue
-            if f.minimum is not None and f.maximum is not None and f.minimum > f.maximum:
-                self.error(f.path + ("minimum",), f"minimum {f.minimum} is above maximum {f.maximum}")
-                continue
-            if f.default is not MISSING and not python_checker(f, codec)(f.default):
-                self.error(
-                    f.path + ("default",),
-                    f"default {yaml_shown(f.default)} is not a valid {f.type}{' list' if f.list else ''}",
-                )
+            codecs = self.reg.codecs if self.reg is not None else BUILTIN_CODECS
+            name = self.reg.name if self.reg is not None else None
+            check_field(f, codecs, self.error, registry=name, need_default=need_default)
 
     # -- states and events -------------------------------------------------
     def states(self) -> None:
@@ -353,13 +326,13 @@ class _Checker:
                     if unguarded_at is not None:
                         self.error(
                             b.path,
-                            f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken: "
+                            f"{self.never(b, i, state)}: "
                             f"{self.branch_place(branches[unguarded_at], unguarded_at, b)} before it has no "
                             f"guard and always wins",
                         )
                     elif taken:
                         places = [self.branch_place(branches[j], j, b) for j in taken]
-                        never = f"{self.branch_place(b, i)} of '{ev.name}' from '{state}' can never be taken"
+                        never = self.never(b, i, state)
                         self.error(b.path, f"{never}: {taken_words(places, [branches[j] for j in taken])}")
                     elif not b.guarded:
                         unguarded_at = i

@@ -257,3 +257,25 @@ def policy_value_problem(p: PolicyParam, value: Any) -> str | None:
     if p.enum is not None and value not in p.enum:
         return f"is not one of {list(p.enum)}"
     return None
+
+
+#: A value as ``==`` tells it apart at run time (``ctx.args[arg] == only``): ``1`` and ``1.0`` are one value
+#: of a number, and a boolean is its own kind (``true == 1`` in Python, never in a table).
+ValueKey = tuple[str, Any]
+
+
+def value_key(v: Any) -> ValueKey:
+    """``v`` as a key that two values share when a table must count them as one (an enum's items, a
+    ``when:`` list's values)."""
+    if isinstance(v, bool):
+        return ("boolean", v)
+    if isinstance(v, (int, float)):
+        return ("number", v)
+    return (type(v).__name__, v)
+
+
+def yaml_kind(value: object) -> str:
+    """A value's type in the YAML's words (``integer``, ``string``), for messages about a value of the wrong type."""
+    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )

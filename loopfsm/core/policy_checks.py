@@ -1,5 +1,5 @@
-"""The checks of a table's ``policy:`` block: bounds that cross, enum items of the wrong type, defaults out of
-bounds, and numbers nothing in the table reads.
+"""The checks of a table's ``policy:`` block: bounds that cross, enum items of the wrong type, out of bounds
+or listed twice, defaults out of bounds, and numbers nothing in the table reads.
 
 Kept apart from :mod:`.checks` as :mod:`.verify_model` is: one block of the file, checked by itself.
 """
@@ -9,18 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .fieldtypes import POLICY_TYPES, fits_type, policy_value_problem
+from .field_checks import enum_problems
+from .fieldtypes import POLICY_TYPES, policy_value_problem
 from .spec import Ref, Spec, leaf_refs, policy_ref
 
 if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a cached spec
     from .source import PathT
-
-
-def yaml_kind(value: object) -> str:
-    """A value's type in the YAML's words (``integer``, ``string``), for messages about a value of the wrong type."""
-    return {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}.get(
-        type(value), type(value).__name__
-    )
 
 
 def check_policy(spec: Spec, error: Callable[[PathT, str], None], warn: Callable[..., None]) -> None:
@@ -30,14 +24,9 @@ def check_policy(spec: Spec, error: Callable[[PathT, str], None], warn: Callable
             error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
             continue  # every default breaks one of two crossed bounds; the bounds are the mistake
         bad_enum = False
-        for i, item in enumerate(p.enum or ()):
-            if not fits_type(POLICY_TYPES[p.type], item):
-                bad_enum = True
-                error(
-                    p.path + ("enum", i),
-                    f"enum item {item!r} is of type {yaml_kind(item)}, but the policy's "
-                    f"type is {p.type}: every choice must be of that type",
-                )
+        for i, message in enum_problems(p.enum or (), POLICY_TYPES[p.type], p.type, p.minimum, p.maximum, "policy"):
+            bad_enum = True
+            error(p.path + ("enum", i), message)
         if bad_enum:
             continue
         problem = policy_value_problem(p, p.default)

@@ -28,6 +28,10 @@ PathT = tuple[Any, ...]
 _BOOL_TAG, _STR_TAG = "tag:yaml.org,2002:bool", "tag:yaml.org,2002:str"
 _INT_TAG = "tag:yaml.org,2002:int"
 _CORE_BOOLEANS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
+# And for numbers: YAML 1.1 reads a float only with a dot and a signed exponent, so ``1e3`` and ``2.5e3`` were
+# strings, and ``maximum: 1e3`` was refused as "got string '1e3'".  The 1.2 core schema's floats are numbers.
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_CORE_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
 
 # libyaml's safe loader when PyYAML was built with it (about ten times faster), the
 # pure-Python one otherwise; both refuse language-specific tags and keep marks.
@@ -239,6 +243,8 @@ class _Composer:
                     tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
                     if tag == _BOOL_TAG and event.value not in _CORE_BOOLEANS:
                         tag = _STR_TAG  # YAML 1.2 core schema: on/off/yes/no/y/n are words, not booleans
+                    elif tag == _STR_TAG and event.implicit[0] and _CORE_FLOAT.fullmatch(event.value):
+                        tag = _FLOAT_TAG
                 if tag == _INT_TAG and len(event.value) > MAX_INT_CHARS:
                     raise _Refused(
                         event.start_mark,

@@ -11,10 +11,10 @@ import json
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from .errors import did_you_mean
-from .fieldtypes import fits_type, python_checker, yaml_shown
+from .fieldtypes import ValueKey, fits_type, python_checker, value_key, yaml_shown
 from .registry import BUILTIN_CODECS
 from .source import PathT
 from .spec import Branch, Condition, FieldDef, Rule
@@ -59,10 +59,16 @@ def check_condition(owner: str, args: dict[str, FieldDef], c: Condition, error: 
     if f.enum is not None and not all(fits_type(py_type, x) for x in f.enum):
         return  # the argument's own enum is wrong, and says so at its line: no value can be judged against it
     holds = python_checker(f, BUILTIN_CODECS[f.type])
+    if f.enum is not None and not all(holds(x) for x in f.enum):
+        return  # an item outside the argument's bounds, refused at its line
     for i, v in enumerate(c.values):
         if holds(v):
             continue
         where = c.path + ((i,) if c.choice else ())
+        if f.type == "integer" and isinstance(v, float) and v.is_integer() and holds(int(v)):
+            # ``1.0`` is a number to YAML; the feed's integer 1 would equal it, but the table should say 1.
+            error(where, f"argument '{c.arg}' of {owner} is an integer: write {int(v)}, not {v!r}")
+            continue
         if f.enum is not None and fits_type(BUILTIN_CODECS[f.type].py_type, v):
             hint = did_you_mean(v, [str(x) for x in f.enum]) if isinstance(v, str) else ""
             choices = ", ".join(x if isinstance(x, str) else json.dumps(x) for x in f.enum)
@@ -73,11 +79,11 @@ def check_condition(owner: str, args: dict[str, FieldDef], c: Condition, error: 
                 f"argument '{c.arg}' of {owner} is never {yaml_shown(v)} (it is "
                 f"{f.type}{' or null' if f.nullable else ''}{_bounds_words(f)})",
             )
-    seen: set[_Key] = set()
+    seen: set[ValueKey] = set()
     for i, v in enumerate(c.values):
-        if _key(v) in seen:
+        if value_key(v) in seen:
             error(c.path + (i,), f"{yaml_shown(v)} is listed twice for argument '{c.arg}'")
-        seen.add(_key(v))
+        seen.add(value_key(v))
     every = _every_value(f)
     if every is not None and every <= seen:
         # Always true, the branch is unconditional in all but name: the ones after it never run,
@@ -89,27 +95,15 @@ def check_condition(owner: str, args: dict[str, FieldDef], c: Condition, error: 
         )
 
 
-# A value as ``==`` tells it apart at run time (``ctx.args[arg] == only``): ``1`` and ``1.0`` are one value
-# of a number argument, and a boolean is its own kind (check_condition keeps ``true`` off number arguments).
-_Key = tuple[str, Any]
-
 # A bounded integer argument with at most this many values has them listed, as an enum's are.
 _FEW = 64
 
 
-def _key(v: Any) -> _Key:
-    if isinstance(v, bool):
-        return ("boolean", v)
-    if isinstance(v, (int, float)):
-        return ("number", v)
-    return (type(v).__name__, v)
-
-
-def _every_value(f: FieldDef) -> set[_Key] | None:
+def _every_value(f: FieldDef) -> set[ValueKey] | None:
     """Every value an argument can take, when there are few enough to list (an enum, a boolean, an integer
     bounded both ways by at most ``_FEW`` values), else None."""
     values = _every_listed(f)
-    return None if values is None else {_key(v) for v in values}
+    return None if values is None else {value_key(v) for v in values}
 
 
 def _every_listed(f: FieldDef) -> list[Any] | None:
@@ -119,16 +113,19 @@ def _every_listed(f: FieldDef) -> list[Any] | None:
         values: list[Any] = list(f.enum)
     elif f.type == "boolean":
         values = [True, False]
-    elif (
-        f.type == "integer"
-        and isinstance(f.minimum, int)
-        and isinstance(f.maximum, int)
-        and 0 <= f.maximum - f.minimum < _FEW
-    ):
-        values = list(range(f.minimum, f.maximum + 1))
+    elif f.type == "integer" and _finite(f.minimum) and _finite(f.maximum):
+        # ``minimum: 0.0`` bounds an integer as ``0`` does: the integers from the first at or above it.
+        low, high = math.ceil(f.minimum), math.floor(f.maximum)
+        if not 0 <= high - low < _FEW:
+            return None
+        values = list(range(low, high + 1))
     else:
         return None
     return [*values, None] if f.nullable else values
+
+
+def _finite(bound: object) -> TypeGuard[float]:
+    return isinstance(bound, (int, float)) and not isinstance(bound, bool) and math.isfinite(bound)
 
 
 def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
@@ -139,10 +136,15 @@ def covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
     never tried.  A branch with neither (no ``when:``, no guard) is reported as always winning instead.  The
     same holds of a decision's rules, where the earlier one answers in the later one's states.
     """
-    if earlier.guards or not earlier.when:
-        return False
-    mine = {c.arg: {_key(v) for v in c.values} for c in later.when}
-    return all(c.arg in mine and mine[c.arg] <= {_key(v) for v in c.values} for c in earlier.when)
+    return not earlier.guards and bool(earlier.when) and when_covers(earlier, later)
+
+
+def when_covers(earlier: Branch | Rule, later: Branch | Rule) -> bool:
+    """Whether every feed that meets ``later``'s ``when:`` meets ``earlier``'s too (``earlier`` asks nothing
+    ``later`` leaves open), guards aside: :func:`covers` without them, and the picture's "if not X" beside a
+    guarded way tried first."""
+    mine = {c.arg: {value_key(v) for v in c.values} for c in later.when}
+    return all(c.arg in mine and mine[c.arg] <= {value_key(v) for v in c.values} for c in earlier.when)
 
 
 # How much of the conditions a message quotes.
@@ -210,15 +212,18 @@ def taken_before(
     """
     # Charged by the values compared, not the pairs: two branches of one 60,000-value list took 52 s.
     cost = len(earlier) + _values(later) + sum(_values(e) for e in earlier)
-    if not later.guarded or not earlier or not work.spend(cost, later.path):
+    if not later.guarded or not earlier or not _known(later, args) or not work.spend(cost, later.path):
         return []
-    mine = {c.arg: {_key(v) for v in c.values} for c in later.when}
+    mine = {c.arg: {value_key(v) for v in c.values} for c in later.when}
     # The unguarded ones some feed of ``later`` could meet: a condition on an argument ``later`` names
     # shares a value with it.  Only they can take its feeds.
     meeting = [
         (i, e)
         for i, e in enumerate(earlier)
-        if not e.guards and e.when and all(c.arg not in mine or mine[c.arg] & set(map(_key, c.values)) for c in e.when)
+        if not e.guards
+        and e.when
+        and _known(e, args)
+        and all(c.arg not in mine or mine[c.arg] & set(map(value_key, c.values)) for c in e.when)
     ]
     one = next((i for i, e in meeting if covers(e, later)), None)
     if one is not None:
@@ -239,7 +244,7 @@ def takes_every_feed(
     if not work.spend(sum(_values(b) for b in branches), at):
         return None
     anything = replace(branches[-1], when=(), guards=(), path=at)
-    meeting = [(i, b) for i, b in enumerate(branches) if not b.guards and b.when]
+    meeting = [(i, b) for i, b in enumerate(branches) if not b.guards and b.when and _known(b, args)]
     if covered_together(meeting, anything, args, work) is not None:
         return True
     return None if work.left == 0 else False
@@ -249,6 +254,12 @@ def falls_short(branches: Sequence[Branch], args: dict[str, FieldDef], work: Com
     """Whether a state's all-guarded ``branches`` may leave a feed untaken: :func:`takes_every_feed` says
     they do not take every feed (not when it could not tell)."""
     return takes_every_feed(branches, args, work, at) is False
+
+
+def _known(b: Branch | Rule, args: dict[str, FieldDef]) -> bool:
+    """Whether each of ``b``'s conditions names an argument there is: one that names no argument is reported
+    where it stands (:func:`check_condition`), and says nothing of which feeds it takes."""
+    return all(c.arg in args for c in b.when)
 
 
 def _values(b: Branch | Rule) -> int:
@@ -318,17 +329,21 @@ def covered_together(
         if every is not None:
             domains.append(every)
             continue
-        named = {_key(v): v for _, e in tried for c in e.when if c.arg == name for v in c.values}
+        named = {value_key(v): v for _, e in tried for c in e.when if c.arg == name for v in c.values}
         domains.append([*named.values(), _OTHER])
     points = math.prod(len(d) for d in domains)
     if points > _MOST_POINTS or not work.spend(points * len(tried), later.path):
         return None
-    keys = {id(c): {_key(v) for v in c.values} for _, e in tried for c in e.when}
+    keys = {id(c): {value_key(v) for v in c.values} for _, e in tried for c in e.when}
     takers: set[int] = set()
     for point in itertools.product(*domains):
         at = dict(zip(names, point, strict=True))
         taker = next(
-            (i for i, e in tried if all(at[c.arg] is not _OTHER and _key(at[c.arg]) in keys[id(c)] for c in e.when)),
+            (
+                i
+                for i, e in tried
+                if all(at[c.arg] is not _OTHER and value_key(at[c.arg]) in keys[id(c)] for c in e.when)
+            ),
             None,
         )
         if taker is None:

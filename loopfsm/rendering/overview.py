@@ -38,6 +38,7 @@ from collections.abc import Sequence
 
 from loopfsm.core.spec import WILDCARD, Branch, Condition, EventDef, Ref, Spec
 from loopfsm.core.tracing import branch_name
+from loopfsm.core.when_checks import when_covers
 
 from .labels import said
 
@@ -449,17 +450,11 @@ def _deciding(branches: Sequence[Branch], i: int) -> str:
         return "otherwise"
     (a,) = before
     said = " and ".join(guard_words(g) for g in a.guards)
-    if not _covers(a, b):
+    if not when_covers(a, b):
         return "unless " + " and ".join([*a.conditions(), said])
     if len(a.guards) == 1:
         return "if " + (said.removeprefix("not ") if said.startswith("not ") else f"not {said}")
     return f"if not ({said})"
-
-
-def _covers(a: Branch, b: Branch) -> bool:
-    """Whether every feed that meets ``b``'s ``when:`` meets ``a``'s too (``a`` asks nothing ``b`` leaves open)."""
-    mine = {c.arg: c.values for c in b.when}
-    return all(c.arg in mine and all(v in c.values for v in mine[c.arg]) for c in a.when)
 
 
 def _may_overlap(a: Branch, b: Branch) -> bool:

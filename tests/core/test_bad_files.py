@@ -490,8 +490,8 @@ events:
         - {when: {outcome: completed, encrypted: true}, stay: true}   # <-
 """,
         # its own place (0 under idle), and the first: branch by its path and line: "branch 0" of idle is itself
-        "branch 0 of 'go' from 'idle' can never be taken: the branch events.go.first[0] (line 17) before it has no "
-        "guard and takes every feed it does (outcome=completed)",
+        "branch 0 of 'go' from 'idle' (traced as go/idle[1]) can never be taken: the branch events.go.first[0] "
+        "(line 17) before it has no guard and takes every feed it does (outcome=completed)",
         "events.go.from.idle[0]",
     ),
     "decision rule shadowed by an earlier when": (

@@ -251,9 +251,11 @@ def test_an_unguarded_shared_branch_hides_the_states_own_branches():
     found = problems(text)
     assert any(
         # the state's own branch 0, after the shared one, named by its path: "branch 1" was its place in the
-        # copied list, and "branch 0 before it" the shared branch, which is no branch 0 of the state's
+        # copied list, and "branch 0 before it" the shared branch, which is no branch 0 of the state's; the
+        # trace's name for it (poke/waiting[1], counted after the shared one) said beside
         p.startswith(
-            f"{marked_line(text, 'limit: 0')}: branch 0 of 'poke' from 'waiting' can never be taken: the branch "
+            f"{marked_line(text, 'limit: 0')}: branch 0 of 'poke' from 'waiting' (traced as poke/waiting[1]) can "
+            "never be taken: the branch "
             "events.poke.first[0] (line "
         )
         for p in found

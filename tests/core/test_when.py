@@ -517,3 +517,87 @@ def test_past_its_comparisons_check_refuses_no_state_for_wanting_an_otherwise(mo
     monkeypatch.setattr(when_checks, "COMPARISONS", 20)
     spec = parse(text, "m.yaml")  # not refused: before, "every branch of 'go' from 'a' is guarded ..."
     assert spec.events["go"].otherwise is None
+
+
+def _errors(text: str) -> list[str]:
+    with pytest.raises(SpecError) as err:
+        parse(text, "m.yaml")
+    return [f"{p.path}: {p.message}" for p in err.value.problems if p.severity == "error"]
+
+
+def test_an_integer_bounded_by_float_bounds_has_its_every_value_listed_too():
+    """``minimum: 0.0`` bounds an integer as ``0`` does: a list of 0, 1 and 2 always holds either way."""
+    for low, high in (("0", "2"), ("0.0", "2.0"), ("-0.5", "2.5")):
+        text = _branches("{level: [0, 1, 2]}").replace("minimum: 0, maximum: 2", f"minimum: {low}, maximum: {high}")
+        assert any("so this condition always holds" in e for e in _errors(text)), (low, high)
+    text = _branches("{level: [0, 1]}").replace("minimum: 0, maximum: 2", "minimum: 0.0, maximum: 2.5")
+    parse(text, "m.yaml")  # 2 is left: the branch is a real condition
+
+
+def test_an_integral_float_on_an_integer_argument_is_refused_with_the_integer_to_write():
+    """The feed's 1 equals 1.0, but the table says what it means: "is never 1.0" was untrue, "write 1" is the fix."""
+    (error,) = _errors(_branches("{score: 1.0}"))
+    assert error == "events.go.from.a[0].when.score: argument 'score' of feed 'go' is an integer: write 1, not 1.0"
+    (error,) = _errors(_branches("{score: 1.5}"))
+    assert "is never number 1.5 (it is integer, at least 0)" in error
+
+
+def test_a_condition_on_a_misspelt_argument_is_reported_once_and_hides_no_branch():
+    """A typo's condition takes no feed at all: it made the next branch on the same typo "never taken" too."""
+    errors = _errors(_branches("{scroe: 1}", "{scroe: 1, urgent: true}"))
+    assert errors == [
+        "events.go.from.a[0].when.scroe: feed 'go' has no argument 'scroe'; did you mean 'score'? (it takes: "
+        "verdict, urgent, score, tags, extra, level, ratio, maybe)",
+        "events.go.from.a[1].when.scroe: feed 'go' has no argument 'scroe'; did you mean 'score'? (it takes: "
+        "verdict, urgent, score, tags, extra, level, ratio, maybe)",
+    ]
+
+
+@pytest.mark.parametrize(
+    "enum, pick, where, message",
+    [
+        ("[1, 5], maximum: 3", 5, "enum[1]", "enum item 5 is above the field's maximum 3: no value could be it"),
+        ("[-1, 2], minimum: 0", -1, "enum[0]", "enum item -1 is below the field's minimum 0: no value could be it"),
+        ("[1, 2, 1]", 2, "enum[2]", "enum item 1 is listed twice (item 0 is 1)"),
+    ],
+)
+def test_an_enum_item_no_value_could_be_or_listed_twice_is_refused_at_its_place(enum, pick, where, message):
+    """A ``when:`` naming such an item read "is never integer 5 (it is one of 1, 5)": the enum is the mistake."""
+    text = _branches(f"{{pick: {pick}}}").replace(
+        "      maybe:", f"      pick: {{type: integer, enum: {enum}}}\n      maybe:"
+    )
+    assert _errors(text) == [f"events.go.args.pick.{where}: {message}"]
+
+
+def test_a_number_enum_listing_1_and_1_0_lists_one_value_twice_and_so_does_a_policy():
+    text = _branches("{pick: 2}").replace("      maybe:", "      pick: {type: number, enum: [1, 2, 1.0]}\n      maybe:")
+    assert _errors(text) == ["events.go.args.pick.enum[2]: enum item 1.0 is listed twice (item 0 is 1)"]
+    text = (
+        _branches("{pick: 2}")
+        .replace(
+            "\nstates:",
+            "\npolicy:\n  limit: {type: number, enum: [1, 1.0], default: 1, read_by: a test, description: l}\nstates:",
+        )
+        .replace("      maybe:", "      pick: {type: number}\n      maybe:")
+    )
+    assert _errors(text) == ["policy.limit.enum[1]: enum item 1.0 is listed twice (item 0 is 1)"]
+
+
+def test_yaml_1_2_floats_are_numbers():
+    """YAML 1.1 reads ``1e3`` (no dot) and ``2.5e3`` (no sign) as strings: ``maximum: 1e3`` was refused."""
+    text = _branches("{ratio: 2.5e3}").replace(
+        "ratio: {type: number, default: 0}", "ratio: {type: number, maximum: 1e4}"
+    )
+    spec = parse(text, "m.yaml")
+    assert spec.events["go"].args["ratio"].maximum == 10_000.0
+    assert spec.events["go"].sources["a"][0].when[0].values == (2500.0,)
+    quoted = _branches("{verdict: '1e3'}")
+    assert "is never string '1e3'" in _errors(quoted)[0]  # quoted, it stays a string
+
+
+def test_the_docs_give_the_search_bounds_the_code_has():
+    from loopfsm.core import when_checks  # noqa: PLC0415
+
+    text = " ".join(page("docs/format.md").split())
+    assert f"at most {when_checks._MOST_POINTS:,} per branch" in text
+    assert f"at most {when_checks.COMPARISONS:,} comparisons per file" in text
