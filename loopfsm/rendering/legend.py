@@ -24,7 +24,7 @@ class Legend:
     fields: bool
     notes: bool
     terminal: bool
-    again: bool
+    home: str | None  # the initial state, when the arrows back to it are not drawn
     note_guard: bool = False  # a dashed grey arrow from a note
     held: tuple[str, ...] = ()  # the machine's own data, which every state holds
 
@@ -74,8 +74,9 @@ class Legend:
             )
         if self.terminal:
             out.append(("double border", "black", "a final state"))
-        if self.again:
-            out.append(("dotted box", "black", "the initial state drawn again at the end of each arrow back to it"))
+        if self.home:
+            back = f"back to the initial state {self.home}: its arrow is not drawn"
+            out.append((f"\u2192 {self.home}", "black", back))
         return out
 
     def sheet_rows(self) -> list[tuple[str, str, str]]:

@@ -191,13 +191,11 @@ def _mark_decided(graph: graphviz.Digraph, spec: Spec, decided: Sequence[Decisio
     The node is stated again with a style only: DOT merges the attributes, so
     its box keeps its size and the layout its place.  The words are an
     ``xlabel``, which ``dot`` sets after placing every node and arrow, so they
-    move nothing either.  The initial state drawn again at the ends of the
-    arrows back to it (see ``dot.state_graph``) is the same state and its copies are outlined alike.
+    move nothing either.
     """
     by_state: dict[str, list[DecisionChange]] = {}
     for c in decided:
         by_state.setdefault(c.state, []).append(c)
-    copies = dot.drawn_again(graph)
     for state, changes in by_state.items():
         # DOT reads a backslash and n in a tooltip as a line break: each line's own backslashes are doubled
         lines = [f"decision {c.decision}: {'; '.join(c.changes)}" for c in changes]
@@ -213,9 +211,6 @@ def _mark_decided(graph: graphviz.Digraph, spec: Spec, decided: Sequence[Decisio
             "class": "decided",
         }
         graph.node(state, **attrs)
-        if state == spec.initial:  # its copies at the arrows' ends: outlined, its words said once, at the top
-            for copy in copies:
-                graph.node(copy, **{k: v for k, v in attrs.items() if k != "xlabel"})
 
 
 def _legend(spec: Spec) -> str:

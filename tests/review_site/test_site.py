@@ -565,14 +565,10 @@ def decided_states(page: str) -> dict[str, str]:
     """The states the page's picture outlines for changed decision rules, each with the words drawn beside it."""
     svg = page.split("<svg", 1)[1].split("</svg>", 1)[0]
     found = {}
-    copies = 0  # of the initial state, drawn again at each arrow back to it: one key, "__again__", for all
     for m in re.finditer(r'<g id="node\d+" class="node decided">\s*<title>([^<]*)</title>(.*?)(?=<!--|$)', svg, re.S):
         words = re.findall(r'<text [^>]*fill="#c2410c">([^<]*)</text>', m.group(2))
-        name = html.unescape(m.group(1))
-        copies += name.startswith("__again")
-        found["__again__" if name.startswith("__again") else name] = html.unescape(" / ".join(words))
-    assert svg.count('class="node decided"') == len(found) - ("__again__" in found) + copies  # none missed
-    assert copies in (0, len(re.findall(r"<title>__again\d+__</title>", svg)))  # every copy outlined, or none
+        found[html.unescape(m.group(1))] = html.unescape(" / ".join(words))
+    assert svg.count('class="node decided"') == len(found)  # none missed
     return found
 
 
@@ -594,7 +590,7 @@ def decided_list(page: str) -> str:
         pytest.param(
             [(IDLE_BREAK, IDLE_BREAK.replace("{request: break}", "{request: [break, inject]}"))],
             # Idle is drawn again where each arrow back to it ends: the copies are outlined, the words said once
-            {"Idle": "admit: 1 rule changed", "__again__": ""},
+            {"Idle": "admit: 1 rule changed"},
             "rule break_when_idle: when request=break -> request in [break, inject]",
             id="a when",
         ),
@@ -612,7 +608,7 @@ def decided_list(page: str) -> str:
         ),
         pytest.param(
             [(IDLE_BREAK, "")],
-            {"Idle": "admit: 1 rule changed", "__again__": ""},
+            {"Idle": "admit: 1 rule changed"},
             "rule break_when_idle removed: request=break => answer(value=idle)",
             id="a rule removed",
         ),
@@ -634,7 +630,7 @@ def test_the_diff_page_marks_the_states_whose_decision_rules_changed_and_no_othe
     assert decided_states(page) == marked
     said = " ".join(decided_list(page).split())
     assert words in said
-    states = [s for s in marked if s != "__again__"]
+    states = list(marked)
     assert f"admit in {', '.join(states)}" in said  # the decision, and the states it changed in
     assert '<td class="decided">orange box</td><td>a state where a decision' in page  # the legend says what it is
     tip = re.search(r'class="node decided">\s*<title>[^<]*</title>\s*<g [^>]*><a xlink:title="([^"]*)"', page)
@@ -724,7 +720,7 @@ def test_a_removed_decision_says_so_beside_each_state_it_answered_in(tmp_path):
     text = (ROOT / "machines" / "router_run.yaml").read_text()
     block = text[text.index("  continuations:\n") : text.index("  mediate:\n")]
     page = decision_diff_page(tmp_path, "router_run", (block, ""))
-    marked = {state: words for state, words in decided_states(page).items() if state != "__again__"}  # no words
+    marked = decided_states(page)
     assert marked and set(marked.values()) == {"continuations: decision removed"}
 
 
