@@ -337,7 +337,7 @@ class _Checker:
                     elif not b.guarded:
                         unguarded_at = i
                     for c in b.when:
-                        check_condition(f"feed '{ev.name}'", ev.args, c, self.error)
+                        check_condition(f"feed '{ev.name}'", ev.args, c, self.error, self.work)
                     for g in leaf_refs(b.guards):
                         self.ref("guard", g)
                     for a in b.actions:
@@ -498,7 +498,7 @@ class _Checker:
                     )
                 tried.append((r, scope))
                 for c in r.when:
-                    check_condition(f"decision '{d.name}'", d.args, c, self.error)
+                    check_condition(f"decision '{d.name}'", d.args, c, self.error, self.work)
                 for g in leaf_refs(r.guards):
                     self.ref("guard", g)
                 self.ref("result", r.result)
@@ -637,6 +637,21 @@ class _Checker:
         """The ``migrations:`` chain (see :mod:`loopfsm.core.migration_checks`)."""
         check_migrations(self.spec, self.reg, self)
 
+    def whole_numbers(self) -> None:
+        """The settings counted in whole numbers hold integers: JSON Schema's "integer" takes ``2.0``, and
+        YAML 1.2's ``1e1`` is 10.0, so ``verify: {depth: 1e1}`` passed and ``loopfsm verify`` then failed."""
+        spec, vm = self.spec, self.spec.verify_model
+        said: list[tuple[PathT, Any]] = [(("version",), spec.version)]
+        if vm is not None:
+            said += [(vm.path + ("depth",), vm.depth), (vm.path + ("max_states",), vm.max_states)]
+        for m in spec.migrations:
+            said.append((m.path + ("from",), m.from_version))
+            said += [(m.path + ("reads", "codecs", name), v) for name, v in m.reads_codecs.items()]
+        for path, value in said:
+            if isinstance(value, float):
+                whole = f" (write {int(value)})" if value.is_integer() and abs(value) < 1e18 else ""
+                self.error(path, f"expected an integer here, got number {value!r}{whole}")
+
     def run(self) -> list[Problem]:
         self.names()
         check_policy(self.spec, self.error, self.warn)
@@ -649,6 +664,7 @@ class _Checker:
         self.outcomes()
         self.trace()
         self.migrations()
+        self.whole_numbers()
         self.invariants()
         self.arg_values()
         check_verify_model(self.spec, self.error, self.state_ref)

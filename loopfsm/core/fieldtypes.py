@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import typing
 from typing import Any
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from .errors import shown
 from .registry import Codec, DataField, StateName
@@ -63,7 +63,7 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
     specialisations that were here (0.98x), so the others went.
     """
     py = codec.py_type
-    allowed = f.enum
+    allowed: Collection[Any] | None = f.enum
     bounded = f.minimum is not None or f.maximum is not None
     if py is int and allowed is None and not f.nullable and not f.list and not bounded:
         return lambda v: (
@@ -73,12 +73,15 @@ def python_checker(f: FieldDef, codec: Codec) -> Callable[[Any], bool]:
         if f.nullable:
             return lambda v: v is None or isinstance(v, str)
         return lambda v: isinstance(v, str)
-    if py is str and allowed is not None and not f.nullable and not f.list:
+    if py is str and allowed is not None and not f.nullable and not f.list and all(isinstance(x, str) for x in allowed):
         choices = frozenset(allowed)
         return lambda v: isinstance(v, str) and v in choices
     if codec.name == "json":
         return _json_checker(f)
     lo, hi = f.minimum, f.maximum
+    # Membership in a set, where the items allow: a 40,000-item integer enum made each value a scan of it.
+    if allowed is not None and all(isinstance(x, (str, int, float, type(None))) for x in allowed):
+        allowed = frozenset(allowed)
 
     def one(v: Any) -> bool:
         if f.nullable and v is None:

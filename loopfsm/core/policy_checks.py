@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .field_checks import enum_problems
+from .field_checks import bound_problems, enum_problems
 from .fieldtypes import POLICY_TYPES, policy_value_problem
 from .spec import Ref, Spec, leaf_refs, policy_ref
 
@@ -20,14 +20,18 @@ if TYPE_CHECKING:  # pragma: no cover - the YAML reader is not needed to check a
 def check_policy(spec: Spec, error: Callable[[PathT, str], None], warn: Callable[..., None]) -> None:
     """Report each problem of the policy block at its own place (``warn`` takes ``key=True``)."""
     for p in spec.policy.values():
-        if p.minimum is not None and p.maximum is not None and p.minimum > p.maximum:
-            error(p.path + ("minimum",), f"minimum {p.minimum} is above maximum {p.maximum}")
-            continue  # every default breaks one of two crossed bounds; the bounds are the mistake
-        bad_enum = False
-        for i, message in enum_problems(p.enum or (), POLICY_TYPES[p.type], p.type, p.minimum, p.maximum, "policy"):
-            bad_enum = True
+        unmeetable = list(bound_problems(p.minimum, p.maximum, p.type == "integer"))
+        for which, message in unmeetable:
+            error(p.path + (which,), message)
+        if unmeetable:
+            continue  # every default breaks bounds no value meets; the bounds are the mistake
+        mistyped = False
+        for i, message, wrong_type in enum_problems(
+            p.enum or (), POLICY_TYPES[p.type], p.type, p.minimum, p.maximum, f"policy '{p.name}'"
+        ):
+            mistyped = mistyped or wrong_type  # an enum of the right type still judges the default
             error(p.path + ("enum", i), message)
-        if bad_enum:
+        if mistyped:
             continue
         problem = policy_value_problem(p, p.default)
         if problem:

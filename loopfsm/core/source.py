@@ -32,6 +32,8 @@ _CORE_BOOLEANS = frozenset({"true", "True", "TRUE", "false", "False", "FALSE"})
 # strings, and ``maximum: 1e3`` was refused as "got string '1e3'".  The 1.2 core schema's floats are numbers.
 _FLOAT_TAG = "tag:yaml.org,2002:float"
 _CORE_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+# (with a dot or an exponent: YAML 1.1 reads ``08`` and ``09``, no octal, as strings, and they stay so)
+_FLOAT_MARKS = frozenset(".eE")
 
 # libyaml's safe loader when PyYAML was built with it (about ten times faster), the
 # pure-Python one otherwise; both refuse language-specific tags and keep marks.
@@ -243,7 +245,13 @@ class _Composer:
                     tag = self.loader.resolve(yaml.ScalarNode, event.value, event.implicit)
                     if tag == _BOOL_TAG and event.value not in _CORE_BOOLEANS:
                         tag = _STR_TAG  # YAML 1.2 core schema: on/off/yes/no/y/n are words, not booleans
-                    elif tag == _STR_TAG and event.implicit[0] and _CORE_FLOAT.fullmatch(event.value):
+                    elif (
+                        tag == _STR_TAG
+                        and event.implicit[0]
+                        and len(event.value) <= MAX_INT_CHARS
+                        and not _FLOAT_MARKS.isdisjoint(event.value)
+                        and _CORE_FLOAT.fullmatch(event.value)
+                    ):
                         tag = _FLOAT_TAG
                 if tag == _INT_TAG and len(event.value) > MAX_INT_CHARS:
                     raise _Refused(

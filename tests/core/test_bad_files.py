@@ -424,7 +424,7 @@ policy:
 states:
   idle: {initial: true, description: waiting}
 """,
-        "enum item 2 is of type integer, but the policy's type is string",
+        "enum item 2 of policy 'mode' is of type integer, but its type is string",
         "policy.mode.enum[1]",
     ),
     "enum item of another type in a feed argument": (
@@ -442,7 +442,7 @@ events:
       idle:
         - to: done
 """,
-        "enum item 'three' is of type string, but the field's type is integer",
+        "enum item 'three' of field 'level' is of type string, but its type is integer",
         "events.go.args.level.enum[2]",
     ),
     "duplicate rule name": (

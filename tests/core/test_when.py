@@ -556,9 +556,9 @@ def test_a_condition_on_a_misspelt_argument_is_reported_once_and_hides_no_branch
 @pytest.mark.parametrize(
     "enum, pick, where, message",
     [
-        ("[1, 5], maximum: 3", 5, "enum[1]", "enum item 5 is above the field's maximum 3: no value could be it"),
-        ("[-1, 2], minimum: 0", -1, "enum[0]", "enum item -1 is below the field's minimum 0: no value could be it"),
-        ("[1, 2, 1]", 2, "enum[2]", "enum item 1 is listed twice (item 0 is 1)"),
+        ("[1, 5], maximum: 3", 5, "enum[1]", "enum item 5 of field 'pick' is above its maximum 3: no value is"),
+        ("[-1, 2], minimum: 0", -1, "enum[0]", "enum item -1 of field 'pick' is below its minimum 0: no value is"),
+        ("[1, 2, 1]", 2, "enum[2]", "enum item 1 of field 'pick' is listed twice (item 0 is 1)"),
     ],
 )
 def test_an_enum_item_no_value_could_be_or_listed_twice_is_refused_at_its_place(enum, pick, where, message):
@@ -571,7 +571,7 @@ def test_an_enum_item_no_value_could_be_or_listed_twice_is_refused_at_its_place(
 
 def test_a_number_enum_listing_1_and_1_0_lists_one_value_twice_and_so_does_a_policy():
     text = _branches("{pick: 2}").replace("      maybe:", "      pick: {type: number, enum: [1, 2, 1.0]}\n      maybe:")
-    assert _errors(text) == ["events.go.args.pick.enum[2]: enum item 1.0 is listed twice (item 0 is 1)"]
+    assert _errors(text) == ["events.go.args.pick.enum[2]: enum item 1.0 of field 'pick' is listed twice (item 0 is 1)"]
     text = (
         _branches("{pick: 2}")
         .replace(
@@ -580,7 +580,7 @@ def test_a_number_enum_listing_1_and_1_0_lists_one_value_twice_and_so_does_a_pol
         )
         .replace("      maybe:", "      pick: {type: number}\n      maybe:")
     )
-    assert _errors(text) == ["policy.limit.enum[1]: enum item 1.0 is listed twice (item 0 is 1)"]
+    assert _errors(text) == ["policy.limit.enum[1]: enum item 1.0 of policy 'limit' is listed twice (item 0 is 1)"]
 
 
 def test_yaml_1_2_floats_are_numbers():
