@@ -315,7 +315,12 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     tall = columns(spec, ov) >= WRAP_AT
     ways = [w for ws in ov.ways.values() for w in ws]
     noted = [*ov.any_moves, *(e for sh in ov.shared for e in sh.moves)]
+    home = _home(spec, ov) if tall else None
+    boxed = [a for a in way_arrows(spec, ov, tall) if a.port is None and a.dst != home]
     return Legend(
+        boxed_final=any(spec.states[a.dst].terminal for a in boxed),
+        boxed_one=any(not spec.states[a.dst].terminal for a in boxed),
+        asks=any(w.guard or w.asks for w in ways),
         ordered=any(w.place is not None for w in ways),
         guard_decides=any(w.by_guard for w in ways),
         dashed=any(w.by_guard and w.dest is not None for w in ways),
@@ -325,7 +330,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
         notes=bool(ov.any_moves or ov.any_stays or ov.anywhere or ov.shared),
         note_guard=any(e.by_guard for e in noted),
         terminal=bool(spec.terminal_states),
-        home=_home(spec, ov) if tall else None,
+        home=home,
         held=tuple(spec.data),
     )
 

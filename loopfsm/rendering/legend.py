@@ -26,6 +26,9 @@ class Legend:
     terminal: bool
     home: str | None  # the initial state, when the arrows back to it are not drawn
     note_guard: bool = False  # a dashed grey arrow from a note
+    boxed_final: bool = False  # an arrow into a final state leaves its card's edge, not a line
+    boxed_one: bool = False  # a card whose ways all go to one state has one arrow from its edge
+    asks: bool = False  # a small line under a way says what decides it
     held: tuple[str, ...] = ()  # the machine's own data, which every state holds
 
     def rows(self) -> list[tuple[str, str, str]]:
@@ -38,24 +41,25 @@ class Legend:
                 (
                     "blue",
                     GUARD_COLOR,
-                    "decided also by what the machine holds (its data, policy or clock), said on the line under it;"
-                    " a black way by the feed's own arguments alone",
+                    'decided also by the machine\'s own data, policy or clock (a guard, named after "if");'
+                    " a black way by the feed's own arguments alone"
+                    + (". The small line under a way says what decides it" if self.asks else ""),
                 )
             )
         if self.dashed:
             out.append(("- - \u25b6", GUARD_COLOR, "the arrow of a blue way"))
         if self.moves:
-            edge = (
-                "into a final state, or when all the box's ways reach one state"
-                if self.terminal
-                else ("when all the box's ways reach one state")
-            )
-            out.append(
-                (
-                    "\u2192 X",
-                    "black",
-                    f"the way moves the run to state X, along the arrow that leaves its line (leaves the box {edge})",
+            edges = [
+                w
+                for w, on in (
+                    ("into a final state", self.boxed_final),
+                    ("when all its ways go to one state", self.boxed_one),
                 )
+                if on
+            ]
+            edge = f" (from the box's edge {' or '.join(edges)})" if edges else ""
+            out.append(
+                ("\u2192 X", "black", f"the way moves the run to state X; its arrow leaves one end of the line{edge}")
             )
         if self.stays:
             out.append(("stays", "black", "the state takes the feed and does not move"))

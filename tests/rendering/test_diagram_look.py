@@ -379,9 +379,17 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
     cards_text, legend_text = source.rsplit("label=<<TABLE", 1)  # the legend is the graph's label, last
     title = legend_text.split("</TABLE>>", 1)[0]
     ways = [w for ws in overview(s).ways.values() for w in ws]
-    assert ("decided also by what the machine holds" in title) == (f'COLOR="{GUARD_COLOR}"' in cards_text)
-    assert ("decided also by what the machine holds" in title) == any(w.by_guard for w in ways)
+    assert ("decided also by the machine's own data" in title) == (f'COLOR="{GUARD_COLOR}"' in cards_text)
+    assert ("decided also by the machine's own data" in title) == any(w.by_guard for w in ways)
+    # the small line under a way ("if run_encrypted", "if the feed says encrypted") is said when one is drawn
+    assert ("The small line under a way says what decides it" in title) == any(w.guard or w.asks for w in ways)
     assert ("moves the run to state X" in title) == any(w.dest for w in ways)
+    # an arrow from a box's edge, not a line, is said only where one is drawn
+    title = " ".join(title.replace('<BR ALIGN="LEFT"/>', " ").split())
+    boxed = re.findall(r"^\t(\w+)(?::s)? -> (\w+)(?: \[.*\])?$", source, re.M)
+    drawn = [(a, b) for a, b in boxed if a in s.states and b in s.states]
+    assert ("from the box's edge into a final state" in title) == any(b in s.terminal_states for _, b in drawn)
+    assert ("when all its ways go to one state" in title) == any(b not in s.terminal_states for _, b in drawn)
     assert ("does not move" in title) == any(w.dest is None for w in ways)
     assert ("a final state" in title) == bool(s.terminal_states)
     home = dot.legend(s).home

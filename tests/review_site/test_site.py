@@ -61,7 +61,7 @@ def test_the_index_links_every_machine_and_each_page_has_its_diagram_and_sheet(c
     index = client.get("/").text
     assert 'href="machines/agent_loop.html"' in index and 'href="machines/turnstile.html"' in index
     page = client.get("/machines/agent_loop.html").text
-    assert "<svg" in page and "decided also by what the machine holds" in page  # the diagram with its legend
+    assert "<svg" in page and "decided also by the machine&#39;s own data" in page  # the diagram with its legend
     for section in ("Design review", "Policy", "Traced", "Invariants"):
         assert f"<h2>{section}" in page, section
     assert 'id="simulator"' in page and "https://" not in page.split("<svg", 1)[0]  # no CDN, no network
