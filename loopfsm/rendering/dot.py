@@ -328,6 +328,7 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
         stays=any(w.dest is None for w in ways),
         fields=any(spec.states[s].data for s in spec.states),
         notes=bool(ov.any_moves or ov.any_stays or ov.anywhere or ov.shared),
+        note_arrows=any(e.dst != home for e in noted),
         note_guard=any(e.by_guard for e in noted),
         terminal=bool(spec.terminal_states),
         home=home,

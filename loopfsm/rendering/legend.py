@@ -29,6 +29,7 @@ class Legend:
     boxed_final: bool = False  # an arrow into a final state leaves its card's edge, not a line
     boxed_one: bool = False  # a card whose ways all go to one state has one arrow from its edge
     asks: bool = False  # a small line under a way says what decides it
+    note_arrows: bool = True  # a note has an arrow drawn (not when its moves all go back to the initial state)
     held: tuple[str, ...] = ()  # the machine's own data, which every state holds
 
     def rows(self) -> list[tuple[str, str, str]]:
@@ -59,7 +60,11 @@ class Legend:
             ]
             edge = f" (from the box's edge {' or '.join(edges)})" if edges else ""
             out.append(
-                ("\u2192 X", "black", f"the way moves the run to state X; its arrow leaves one end of the line{edge}")
+                (
+                    "\u2192 X",
+                    "black",
+                    f"the way moves the run to state X; its arrow leaves its line's left or right end{edge}",
+                )
             )
         if self.stays:
             out.append(("stays", "black", "the state takes the feed and does not move"))
@@ -72,7 +77,9 @@ class Legend:
                 (
                     "grey",
                     NOTE_COLOR,
-                    "a note (a box with a folded corner) and its arrows: a feed several states take alike"
+                    "a note (a box with a folded corner)"
+                    + (" and its arrows" if self.note_arrows else "")
+                    + ": a feed several states take alike"
                     + (", dashed where a guard decides it" if self.note_guard else ""),
                 )
             )

@@ -390,6 +390,9 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
     drawn = [(a, b) for a, b in boxed if a in s.states and b in s.states]
     assert ("from the box's edge into a final state" in title) == any(b in s.terminal_states for _, b in drawn)
     assert ("when all its ways go to one state" in title) == any(b not in s.terminal_states for _, b in drawn)
+    # a note's arrows are named only where a note has one (router_run's break note says "→ Idle" instead)
+    noted = re.search(r"^\t(__any__|__shared\d+__) -> ", source, re.M)
+    assert ("a note (a box with a folded corner) and its arrows" in title) == bool(noted)
     assert ("does not move" in title) == any(w.dest is None for w in ways)
     assert ("a final state" in title) == bool(s.terminal_states)
     home = dot.legend(s).home
