@@ -22,10 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .geometry import untidiness
+from .geometry import Untidiness, untidiness
 
 #: The most layouts one picture's search makes, the first included.
-LAYOUTS = 80
+LAYOUTS = 120
 
 #: A card line's arrow as :func:`.dot.state_graph` writes it: ``Idle:w3e:e -> AwaitingEncrypt [id="way:..."]``
 #: (its left end ``w3w:w``), with a side of its head when one was chosen.
@@ -38,18 +38,26 @@ _ARROW = re.compile(
 
 @dataclass(frozen=True)
 class Ends:
-    """Where an arrow leaves its line (``e`` its right end, ``w`` its left) and the side of its target it
-    arrives at (``""``: where ``dot`` likes, ``n`` its top, ``ne``/``nw`` its top's right or left corner)."""
+    """Where an arrow leaves its line (``e`` its right end, ``w`` its left), the side of its target it arrives
+    at (``""``: where ``dot`` likes, ``n`` its top, ``ne``/``nw`` its top's right or left corner), and whether
+    ``dot`` is asked to keep it short and straight (``weight``, which moves the boxes it joins: router_run's
+    Idle -> AwaitingEncrypt, routed round the left of the cards and hooked back across Idle's corner, went
+    straight down once its target stood below Idle)."""
 
     tail: str
     head: str = ""
+    heavy: bool = False
 
 
-def _options(tail: str) -> list[Ends]:
+#: The weight of a heavy arrow (dot's default is 1).
+HEAVY = 4
+
+
+def _options(tail: str, heavy: bool = False) -> list[Ends]:
     """The ends tried for an arrow that leaves its line's ``tail`` end as written: that end and the other, each
-    arriving anywhere, at the top, or at the top's corner on its own side."""
+    arriving anywhere, at the top, or at the top's corner on its own side (as heavy as it is)."""
     other = "w" if tail == "e" else "e"
-    return [Ends(side, head) for side in (tail, other) for head in ("", "n", "n" + side)]
+    return [Ends(side, head, heavy) for side in (tail, other) for head in ("", "n", "n" + side)]
 
 
 def with_ends(source: str, chosen: dict[int, Ends]) -> str:
@@ -61,7 +69,8 @@ def with_ends(source: str, chosen: dict[int, Ends]) -> str:
         if ends is None:
             return m.group(0)
         head = f":{ends.head}" if ends.head else ""
-        return f"\t{m['src']}:{m['port']}{ends.tail}:{ends.tail} -> {m['dst']}{head} {m['attrs']}"
+        attrs = f"[weight={HEAVY} {m['attrs'][1:]}" if ends.heavy else m["attrs"]
+        return f"\t{m['src']}:{m['port']}{ends.tail}:{ends.tail} -> {m['dst']}{head} {attrs}"
 
     return _ARROW.sub(one, source)
 
@@ -72,43 +81,79 @@ def tidiest(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: i
     ``lay`` lays DOT text out (``dot -Tjson``'s output), or says None when no time is left for more.  The
     arrows the layout blames (:attr:`.geometry.Untidiness.blame`: crossing, hooking, through a box), worst
     first, are each given each of their other ends, the best kept; then again from the new layout, as long as
-    a change makes it tidier.  Ties go to the text's order, so the same text always gets the same ends.
+    a change makes it tidier.  Then the arrow blamed most is made heavy, which moves boxes and so may make
+    the picture worse before it makes it better, and the search runs again from there; the tidier of the two
+    is kept (router_run's Idle -> AwaitingEncrypt hooked round Idle's corner in the first and went straight
+    down in the second).  Ties go to the text's order, so the same text always gets the same ends.
     """
-    found = [
-        (m["port"], m.group(0).split(" -> ")[0].rsplit(":", 1)[1], _id(m["attrs"])) for m in _ARROW.finditer(source)
-    ]
+    found = [(m.group(0).split(" -> ")[0].rsplit(":", 1)[1], _id(m["attrs"])) for m in _ARROW.finditer(source)]
     first = lay(source) if found else None
     if first is None:
         return source
-    chosen = {i: Ends(tail) for i, (_, tail, _) in enumerate(found)}
-    best = untidiness(first)
-    left = layouts - 1
+    budget = _Budget(layouts - 1)
+    chosen, best = _descend(
+        source, found, {i: Ends(tail) for i, (tail, _) in enumerate(found)}, untidiness(first), lay, budget
+    )
+    worst = max(range(len(found)), key=lambda i: (best.blame.get(found[i][1], 0.0), -i))
+    if best.blame.get(found[worst][1], 0.0) < BLAMED or chosen[worst].heavy or not budget.take():
+        return with_ends(source, chosen)
+    kicked = {**chosen, worst: Ends(chosen[worst].tail, chosen[worst].head, True)}
+    laid = lay(with_ends(source, kicked))
+    if laid is None:
+        return with_ends(source, chosen)
+    again, other = _descend(source, found, kicked, untidiness(laid), lay, budget)
+    return with_ends(source, again if other.score < best.score - 1e-6 else chosen)
+
+
+@dataclass
+class _Budget:
+    """The layouts a search may still make."""
+
+    left: int
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def _descend(
+    source: str,
+    found: list[tuple[str, str]],
+    chosen: dict[int, Ends],
+    best: Untidiness,
+    lay: Callable[[str], dict[str, Any] | None],
+    budget: _Budget,
+) -> tuple[dict[int, Ends], Untidiness]:
+    """From ``chosen`` (laid out as ``best``), each blamed arrow's other ends in turn, a change kept when the
+    layout is tidier, until none is or the budget or time runs out."""
     tried: set[tuple[int, Ends]] = set()
     while True:
         blamed = sorted(
-            (i for i, (_, _, name) in enumerate(found) if best.blame.get(name, 0.0) >= BLAMED),
-            key=lambda i: -best.blame.get(found[i][2], 0.0),
+            (i for i, (_, name) in enumerate(found) if best.blame.get(name, 0.0) >= BLAMED),
+            key=lambda i: -best.blame.get(found[i][1], 0.0),
         )
         better = False
         for i in blamed:
-            for ends in _options(found[i][1]):
+            for ends in _options(found[i][0], chosen[i].heavy):
                 if ends == chosen[i] or (i, ends) in tried:
                     continue
-                if left == 0:
-                    return with_ends(source, chosen)
-                left -= 1
+                if not budget.take():
+                    return chosen, best
                 tried.add((i, ends))
                 trial = {**chosen, i: ends}
                 laid = lay(with_ends(source, trial))
                 if laid is None:
-                    return with_ends(source, chosen)
+                    budget.left = 0
+                    return chosen, best
                 score = untidiness(laid)
                 if score.score < best.score - 1e-6:
                     best, chosen, better = score, trial, True
             if better:
                 break  # the layout changed: blame it afresh
         if not better:
-            return with_ends(source, chosen)
+            return chosen, best
 
 
 #: An arrow blamed for less than this (a tenth of a crossing) is left as it is.
