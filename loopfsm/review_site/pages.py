@@ -149,7 +149,7 @@ def _drawn(spec: Spec) -> dict[str, Any]:
     branches it is drawn for and no other (a note's ways are not its states' lines)."""
     ov = overview(spec)
     ways = {
-        state: [{"port": f"w{k}", "branch": w.branch, "to": w.dest} for k, w in enumerate(ws)]
+        state: [{"port": f"w{k}", "branch": w.branch, "to": w.dest, "place": w.place} for k, w in enumerate(ws)]
         for state in spec.states
         if (ws := [w for f in by_feed(ov.ways.get(state, [])) for w in f.ways])
     }

@@ -155,6 +155,28 @@ def test_a_state_and_an_arrow_show_their_branches_by_click_and_by_keyboard(site,
     assert page.errors == []
 
 
+def test_a_states_branches_carry_the_numbers_its_card_gives_them(site, page):
+    """The list numbered every branch of awaiting_approval 1 to 15 (refusals and the deadline among them), and
+    "approved", 3 on the card, was 5 there.  A branch the card numbers carries that number, and no other does."""
+    from loopfsm.core import loader
+    from loopfsm.review_site.pages import table_json
+
+    drawn = table_json(loader.load(ROOT / "machines" / "agent_loop.yaml"))["ways"]["awaiting_approval"]
+    want = {w["branch"]: str(w["place"]) for w in drawn if w["place"] is not None}
+    page.goto(site + "machines/agent_loop.html")
+    page.wait_for_selector("#sim-state")
+    page.locator("figure.diagram g.node", has=page.locator("title", has_text=re.compile("^awaiting_approval$"))).click()
+    items = page.locator("#details ol.branches li")
+    got = {}
+    for i in range(items.count()):
+        li = items.nth(i)
+        place = li.locator(".place")
+        got[li.locator("code").first.text_content()] = place.text_content() if place.count() else None
+    assert {k: v for k, v in got.items() if v is not None} == want and len(want) >= 5
+    assert any(v is None for v in got.values())  # a refusal has no number on the card, and none here
+    assert page.errors == []
+
+
 def test_an_arrow_lists_the_branches_it_is_drawn_for_and_no_other(site, page):
     """router_run's AwaitingApproval has two arrows, 3 to AwaitingTool and 4 to AwaitingEncrypt: each lists its
     own branch; the break note draws no arrow (its move goes back to Idle, whose arrows are not drawn), and the

@@ -19,18 +19,22 @@
   const json = (v) => JSON.stringify(v);
 
   // -- details of a state or an arrow ---------------------------------------------------------------
-  const stateOf = (node) => (node.startsWith("__again") ? table.initial : node);
+  const stateOf = (node) => node;
   // An arrow's title is "HalfOpen:w->Open" (the box, the side its line's arrow leaves from, the target); a
-  // line's arrow is named for its way ("way:HalfOpen:w3").  An arrow back to the initial state ends at a
-  // copy of it ("__again2__").
+  // line's arrow is named for its way ("way:HalfOpen:w3").
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     const [a, b] = t.split("->");
     return [a.split(":")[0], stateOf(b), g.id.startsWith("way:") ? g.id.split(":")[2] : null];
   }
+  // The number a branch has on its state's card (the order the state tries the feed's ways), when it has one:
+  // the list numbered every branch of the state 1, 2, 3..., and "approved" was 3 on the card and 5 in the list.
+  const places = {};
+  for (const ways of Object.values(table.ways)) for (const w of ways) if (w.place !== null) places[w.branch] = w.place;
   function branchItem(b) {
     const where = b.refuse !== null ? "refused: " + b.refuse : b.to === null ? "stays" : "to " + b.to;
-    return el("li", {},
+    const place = b.name in places ? el("span", { class: "place" }, String(places[b.name])) : null;
+    return el("li", {}, place,
       el("code", {}, b.name), " ", el("strong", {}, b.feed), b.when.length ? " if " + b.when.join(" and ") : "",
       ": ", where, b.actions.length ? " / " + b.actions.join(", ") : "",
       b.description ? el("div", { class: "why" }, b.description) : null,
