@@ -13,6 +13,9 @@ do not parse, do not carry the key they are filed under, or have the wrong
 shape; the directory is used only when it belongs to the current user and
 nobody else may write to it.  A failed read or write is a miss, never an error.
 
+The same directory keeps the arrow ends a diagram's search chose (``ends-*.json``,
+:mod:`loopfsm.rendering.ends_cache`), by :func:`read_entry` and :func:`write_entry` and the same rules.
+
 Where: ``$LOOPFSM_CACHE_DIR`` if set (set it empty to turn the cache off),
 otherwise the platform's user cache directory (``$XDG_CACHE_HOME/loopfsm`` or
 ``~/.cache/loopfsm`` on Linux, ``~/Library/Caches/loopfsm`` on macOS,
@@ -155,12 +158,15 @@ class Hit:
         self.doc, self.registry, self.warnings, self.fingerprint = doc, registry, warnings, fingerprint
 
 
-def lookup(key: str) -> Hit | None:
-    """The entry filed under ``key``, or None if there is none or it cannot be trusted to be one."""
+def read_entry(name: str, fmt: int) -> dict[str, Any] | None:
+    """The JSON object filed as ``name`` (a hex key, with any prefix of ours), if it is one of format ``fmt``
+    filed under that name; None when there is none, the cache is off, or it cannot be trusted to be one.
+
+    Every reader checks the entry's shape as well: it is untrusted input."""
     folder = cache_dir()
     if folder is None or not _usable_dir(folder, create=False):
         return None
-    path = folder / f"{key}.json"
+    path = folder / f"{name}.json"
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_ENTRY_BYTES:
@@ -169,7 +175,15 @@ def lookup(key: str) -> Hit | None:
             raw = json.loads(fh.read(MAX_ENTRY_BYTES + 1))
     except (OSError, ValueError, RecursionError):
         return None
-    if not isinstance(raw, dict) or raw.get("format") != ENTRY_FORMAT or raw.get("key") != key:
+    if not isinstance(raw, dict) or raw.get("format") != fmt or raw.get("key") != name:
+        return None
+    return raw
+
+
+def lookup(key: str) -> Hit | None:
+    """The entry filed under ``key``, or None if there is none or it cannot be trusted to be one."""
+    raw = read_entry(key, ENTRY_FORMAT)
+    if raw is None:
         return None
     doc, registry, warnings = raw.get("doc"), raw.get("registry"), raw.get("warnings")
     fingerprint = raw.get("fingerprint")
@@ -196,6 +210,14 @@ def store(key: str, doc: Any, registry: str, warnings: list[Problem], fingerprin
         "doc": doc,
         "warnings": [[p.file, p.line, p.column, p.path, p.message, p.severity] for p in warnings],
     }
+    write_entry(key, entry)
+
+
+def write_entry(name: str, entry: dict[str, Any]) -> None:
+    """File the JSON object ``entry`` as ``name``, atomically; any failure just leaves the cache without it."""
+    folder = cache_dir()
+    if folder is None:
+        return
     try:
         text = json.dumps(entry, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError):
@@ -209,7 +231,7 @@ def store(key: str, doc: Any, registry: str, warnings: list[Problem], fingerprin
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-        os.replace(tmp, folder / f"{key}.json")
+        os.replace(tmp, folder / f"{name}.json")
         tmp = None
     except OSError:
         pass

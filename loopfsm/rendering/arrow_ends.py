@@ -76,7 +76,18 @@ def with_ends(source: str, chosen: dict[int, Ends]) -> str:
 
 
 def tidiest(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: int = LAYOUTS) -> str:
-    """``source`` with the ends of its card arrows that make the tidiest layout found in ``layouts`` layouts.
+    """``source`` with the ends :func:`choose` finds."""
+    return with_ends(source, choose(source, lay, layouts))
+
+
+def arrows(source: str) -> list[str]:
+    """The card arrows of ``source``, as the end each leaves as written (``e`` or ``w``), in the text's order: the
+    ends :func:`with_ends` takes are numbered by it."""
+    return [m.group(0).split(" -> ")[0].rsplit(":", 1)[1] for m in _ARROW.finditer(source)]
+
+
+def choose(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: int = LAYOUTS) -> dict[int, Ends]:
+    """The ends of ``source``'s card arrows that make the tidiest layout found in ``layouts`` layouts.
 
     ``lay`` lays DOT text out (``dot -Tjson``'s output), or says None when no time is left for more.  The
     arrows the layout blames (:attr:`.geometry.Untidiness.blame`: crossing, hooking, through a box), worst
@@ -87,22 +98,21 @@ def tidiest(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: i
     down in the second).  Ties go to the text's order, so the same text always gets the same ends.
     """
     found = [(m.group(0).split(" -> ")[0].rsplit(":", 1)[1], _id(m["attrs"])) for m in _ARROW.finditer(source)]
+    written = {i: Ends(tail) for i, (tail, _) in enumerate(found)}
     first = lay(source) if found else None
     if first is None:
-        return source
+        return written
     budget = _Budget(layouts - 1)
-    chosen, best = _descend(
-        source, found, {i: Ends(tail) for i, (tail, _) in enumerate(found)}, untidiness(first), lay, budget
-    )
+    chosen, best = _descend(source, found, written, untidiness(first), lay, budget)
     worst = max(range(len(found)), key=lambda i: (best.blame.get(found[i][1], 0.0), -i))
     if best.blame.get(found[worst][1], 0.0) < BLAMED or chosen[worst].heavy or not budget.take():
-        return with_ends(source, chosen)
+        return chosen
     kicked = {**chosen, worst: Ends(chosen[worst].tail, chosen[worst].head, True)}
     laid = lay(with_ends(source, kicked))
     if laid is None:
-        return with_ends(source, chosen)
+        return chosen
     again, other = _descend(source, found, kicked, untidiness(laid), lay, budget)
-    return with_ends(source, again if other.score < best.score - 1e-6 else chosen)
+    return again if other.score < best.score - 1e-6 else chosen
 
 
 @dataclass

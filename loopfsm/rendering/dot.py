@@ -18,7 +18,8 @@ from typing import Any, cast
 
 import graphviz
 
-from loopfsm.rendering.arrow_ends import tidiest
+from loopfsm.rendering import ends_cache
+from loopfsm.rendering.arrow_ends import arrows, choose, with_ends
 from loopfsm.rendering.svgtext import flowed
 from loopfsm.rendering.errors import DOT_TIMEOUT, DrawingTooSlow, GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
@@ -545,22 +546,33 @@ _TIDIED: dict[str, str] = {}
 
 
 def _tidied(source: str, program: str, until: float) -> str:
-    """``source`` with its card arrows' ends chosen (:func:`.arrow_ends.tidiest`) by the monotonic time
-    ``until``; as it is when the first layout alone takes past it."""
+    """``source`` with its card arrows' ends chosen (:func:`.arrow_ends.choose`) by the monotonic time
+    ``until``, or found in the cache (:mod:`.ends_cache`); as it is when the first layout alone takes past it."""
     if source in _TIDIED:
         return _TIDIED[source]
+    if not arrows(source):
+        return source
+    name = ends_cache.key(source, program)
+    chosen = ends_cache.lookup(name, source)
+    complete = True
+    if chosen is None:
 
-    def lay(text: str) -> dict[str, Any] | None:
-        try:
-            return cast(dict[str, Any], json.loads(_run_dot(program, "json", text, until, 0.0)))
-        except DrawingTooSlow:
-            return None  # no time left to try more ends: the best found so far is drawn
+        def lay(text: str) -> dict[str, Any] | None:
+            nonlocal complete
+            try:
+                return cast(dict[str, Any], json.loads(_run_dot(program, "json", text, until, 0.0)))
+            except DrawingTooSlow:
+                complete = False
+                return None  # no time left to try more ends: the best found so far is drawn
 
-    chosen = tidiest(source, lay)
+        chosen = choose(source, lay)
+        if complete:  # a search cut short by the clock is not kept: another machine would go further
+            ends_cache.store(name, chosen)
+    drawn = with_ends(source, chosen)
     if len(_TIDIED) >= 64:
         _TIDIED.pop(next(iter(_TIDIED)))
-    _TIDIED[source] = chosen
-    return chosen
+    _TIDIED[source] = drawn
+    return drawn
 
 
 def svg_stamp(svg: str) -> str | None:

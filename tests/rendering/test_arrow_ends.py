@@ -157,3 +157,30 @@ def test_router_runs_drawn_arrows_are_tidier_than_as_written_and_none_hooks_roun
 def test_no_time_left_draws_the_picture_as_written():
     source = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source
     assert dot._tidied(source + "\n", shutil.which("dot") or "dot", time.monotonic() - 1) == source + "\n"
+
+
+def test_the_chosen_ends_are_kept_in_the_cache_and_a_tampered_entry_is_not_believed(monkeypatch, tmp_path):
+    """Up to 120 layouts a picture: build, the review site and a live instance's picture draw the same text
+    again, in other processes too.  Only the ends are kept, each one the search could choose."""
+    from loopfsm.core import speccache
+    from loopfsm.rendering import ends_cache
+
+    monkeypatch.setenv(speccache.ENV_VAR, str(tmp_path))
+    program = shutil.which("dot") or "dot"
+    source = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source + "\n\n"
+    dot._TIDIED.clear()
+    drawn = dot._tidied(source, program, time.monotonic() + 30)
+    name = ends_cache.key(source, program)
+    assert (tmp_path / f"{name}.json").is_file()
+    dot._TIDIED.clear()
+    monkeypatch.setattr(dot, "choose", lambda *a, **k: pytest.fail("searched again"))
+    assert dot._tidied(source, program, time.monotonic() + 30) == drawn  # from the file, no layout made
+    entry = json.loads((tmp_path / f"{name}.json").read_text())
+    for bad in (["x", "", False], ["e", "nw", False], ["e", "", "yes"], ["e"]):
+        tampered = {**entry, "ends": [bad, *entry["ends"][1:]]}
+        (tmp_path / f"{name}.json").write_text(json.dumps(tampered))
+        assert ends_cache.lookup(name, source) is None, bad
+    (tmp_path / f"{name}.json").write_text(json.dumps({**entry, "ends": entry["ends"][:-1]}))
+    assert ends_cache.lookup(name, source) is None  # one arrow short
+    monkeypatch.setattr(ends_cache, "graphviz_version", lambda program: "dot - graphviz version 99")
+    assert ends_cache.key(source, program) != name  # another Graphviz lays the text out otherwise
