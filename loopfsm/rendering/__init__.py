@@ -88,4 +88,5 @@ def render_instance(instance: Any, fmt: str = "svg", *, detailed: bool = False) 
     if fmt not in ("svg", "dot"):
         raise ValueError(f"unknown format {fmt!r}; choose from svg, dot, mermaid")
     g = dot.state_graph(spec, detailed=detailed, highlight=state)
-    return g.source if fmt == "dot" else dot.to_svg(g)
+    # the plain picture's arrow ends: the state lit, nothing else moves from the picture a reviewer knows
+    return g.source if fmt == "dot" else dot.to_svg(g, like=dot.state_graph(spec, detailed=detailed))

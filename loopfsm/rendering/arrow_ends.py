@@ -24,6 +24,10 @@ from typing import Any
 
 from .geometry import Untidiness, untidiness
 
+#: A picture with more card arrows than this is drawn as written: each layout's measure grows as the square of
+#: its arrows (a hostile 40-state table held 300), and no choice of ends makes such a picture readable.
+MOST_ARROWS = 60
+
 #: The most layouts one picture's search makes, the first included.
 LAYOUTS = 120
 
@@ -99,7 +103,7 @@ def choose(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: in
     """
     found = [(m.group(0).split(" -> ")[0].rsplit(":", 1)[1], _id(m["attrs"])) for m in _ARROW.finditer(source)]
     written = {i: Ends(tail) for i, (tail, _) in enumerate(found)}
-    first = lay(source) if found else None
+    first = lay(source) if 0 < len(found) <= MOST_ARROWS else None
     if first is None:
         return written
     budget = _Budget(layouts - 1)

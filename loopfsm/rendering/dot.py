@@ -19,7 +19,7 @@ from typing import Any, cast
 import graphviz
 
 from loopfsm.rendering import ends_cache
-from loopfsm.rendering.arrow_ends import arrows, choose, with_ends
+from loopfsm.rendering.arrow_ends import Ends, arrows, choose, with_ends
 from loopfsm.rendering.svgtext import flowed
 from loopfsm.rendering.errors import DOT_TIMEOUT, DrawingTooSlow, GraphvizMissing, RenderError
 from loopfsm.core.spec import Decision, Rule, Spec
@@ -489,12 +489,16 @@ def source_digest(source: str) -> str:
     return hashlib.sha256(f"svg {SVG_FORMAT}\n{source}".encode()).hexdigest()
 
 
-def to_svg(g: graphviz.Digraph, timeout: float | None = None) -> str:
-    """SVG from ``dot``, stamped with the digest of its DOT source (see :func:`svg_from_source`)."""
-    return svg_from_source(g.source, DOT_TIMEOUT if timeout is None else timeout)
+def to_svg(g: graphviz.Digraph, timeout: float | None = None, *, like: graphviz.Digraph | None = None) -> str:
+    """SVG from ``dot``, stamped with the digest of its DOT source (see :func:`svg_from_source`).
+
+    ``like`` is the plain picture ``g`` marks (a live instance's state lit, a diff's changes outlined): its
+    arrows keep the ends chosen for it, so the picture a reviewer knows does not rearrange itself, and no
+    search is made for each marked copy (each took about 2.5 s of router_run's layouts)."""
+    return svg_from_source(g.source, DOT_TIMEOUT if timeout is None else timeout, like=like.source if like else None)
 
 
-def svg_from_source(source: str, timeout: float = DOT_TIMEOUT) -> str:
+def svg_from_source(source: str, timeout: float = DOT_TIMEOUT, *, like: str | None = None) -> str:
     """SVG from the DOT text ``source``, stamped with the digest of that text.
 
     ``build --check`` compares that stamp with the digest of the DOT text it
@@ -517,7 +521,7 @@ def svg_from_source(source: str, timeout: float = DOT_TIMEOUT) -> str:
             "install it (e.g. 'apt-get install -y graphviz')"
         )
     until = time.monotonic() + timeout
-    drawn = _tidied(source, program, until - timeout * 2 / 3)
+    drawn = _tidied(source, program, until - timeout * 2 / 3, like)
     svg = flowed(_run_dot(program, "svg", drawn, until, timeout).decode("utf-8"))
     stamp = f"<!-- {SOURCE_MARK}: {source_digest(source)} -->\n"
     head, sep, rest = svg.partition("<svg")
@@ -540,18 +544,26 @@ def _run_dot(program: str, fmt: str, source: str, until: float, timeout: float) 
     return done.stdout
 
 
-#: The pictures whose arrow ends were chosen in this process, by their DOT text: the review site and a build
+#: The arrow ends chosen in this process, by the DOT text they were chosen for: the review site and a build
 #: draw the same picture more than once.
-_TIDIED: dict[str, str] = {}
+_CHOSEN: dict[str, dict[int, Ends]] = {}
 
 
-def _tidied(source: str, program: str, until: float) -> str:
+def _tidied(source: str, program: str, until: float, like: str | None = None) -> str:
     """``source`` with its card arrows' ends chosen (:func:`.arrow_ends.choose`) by the monotonic time
-    ``until``, or found in the cache (:mod:`.ends_cache`); as it is when the first layout alone takes past it."""
-    if source in _TIDIED:
-        return _TIDIED[source]
+    ``until``, or found in the cache (:mod:`.ends_cache`); as it is when the first layout alone takes past it.
+    With ``like`` (the plain picture ``source`` marks, its arrows the same), the ends chosen for that."""
     if not arrows(source):
         return source
+    plain = like if like is not None and arrows(like) == arrows(source) else source
+    return with_ends(source, _ends(plain, program, until))
+
+
+def _ends(source: str, program: str, until: float) -> dict[int, Ends]:
+    """The ends chosen for ``source``'s card arrows: from this process's memory or the cache directory, or
+    searched for by ``until``."""
+    if source in _CHOSEN:
+        return _CHOSEN[source]
     name = ends_cache.key(source, program)
     chosen = ends_cache.lookup(name, source)
     complete = True
@@ -566,13 +578,13 @@ def _tidied(source: str, program: str, until: float) -> str:
                 return None  # no time left to try more ends: the best found so far is drawn
 
         chosen = choose(source, lay)
-        if complete:  # a search cut short by the clock is not kept: another machine would go further
-            ends_cache.store(name, chosen)
-    drawn = with_ends(source, chosen)
-    if len(_TIDIED) >= 64:
-        _TIDIED.pop(next(iter(_TIDIED)))
-    _TIDIED[source] = drawn
-    return drawn
+        if not complete:  # a search cut short by the clock is not kept: another machine would go further
+            return chosen
+        ends_cache.store(name, chosen)
+    if len(_CHOSEN) >= 64:
+        _CHOSEN.pop(next(iter(_CHOSEN)))
+    _CHOSEN[source] = chosen
+    return chosen
 
 
 def svg_stamp(svg: str) -> str | None:

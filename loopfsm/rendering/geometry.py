@@ -134,12 +134,26 @@ def crossings(a: Sequence[Point], b: Sequence[Point]) -> int:
     def side(p: Point, q: Point, r: Point) -> float:
         return (q[0] - p[0]) * (r[1] - p[1]) - (q[1] - p[1]) * (r[0] - p[0])
 
+    if not a or not b or not _overlap(_bounds(a), _bounds(b)):
+        return 0  # apart: most pairs of a picture's arrows, and the pairs of a large picture grow as its square
     found = 0
     for p1, p2 in itertools.pairwise(a):
+        box = _bounds((p1, p2))
         for q1, q2 in itertools.pairwise(b):
+            if not _overlap(box, _bounds((q1, q2))):
+                continue
             if side(p1, p2, q1) * side(p1, p2, q2) < 0 and side(q1, q2, p1) * side(q1, q2, p2) < 0:
                 found += 1
     return found
+
+
+def _bounds(points: Sequence[Point]) -> tuple[float, float, float, float]:
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
 
 
 def _near(p: Point, line: Sequence[Point], within: float) -> bool:

@@ -173,7 +173,7 @@ def _diagram(spec: Spec, removed: Sequence[tuple[str, str, str]] = (), decided: 
             label = dot.edge_label([f"removed: {words}"])
             graph.edge(src, dst, label, style="dotted", color=REMOVED, fontcolor=REMOVED, penwidth="2")
         _mark_decided(graph, spec, decided)
-        svg = dot.to_svg(graph)
+        svg = dot.to_svg(graph, like=dot.state_graph(spec))  # the plain picture's arrows: it does not rearrange
     except GraphvizMissing:
         return (
             '<p class="missing">The diagram needs Graphviz (its <code>dot</code> program), which is not installed '

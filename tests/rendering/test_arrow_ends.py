@@ -168,11 +168,11 @@ def test_the_chosen_ends_are_kept_in_the_cache_and_a_tampered_entry_is_not_belie
     monkeypatch.setenv(speccache.ENV_VAR, str(tmp_path))
     program = shutil.which("dot") or "dot"
     source = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source + "\n\n"
-    dot._TIDIED.clear()
+    dot._CHOSEN.clear()
     drawn = dot._tidied(source, program, time.monotonic() + 30)
     name = ends_cache.key(source, program)
     assert (tmp_path / f"{name}.json").is_file()
-    dot._TIDIED.clear()
+    dot._CHOSEN.clear()
     monkeypatch.setattr(dot, "choose", lambda *a, **k: pytest.fail("searched again"))
     assert dot._tidied(source, program, time.monotonic() + 30) == drawn  # from the file, no layout made
     entry = json.loads((tmp_path / f"{name}.json").read_text())
@@ -184,3 +184,34 @@ def test_the_chosen_ends_are_kept_in_the_cache_and_a_tampered_entry_is_not_belie
     assert ends_cache.lookup(name, source) is None  # one arrow short
     monkeypatch.setattr(ends_cache, "graphviz_version", lambda program: "dot - graphviz version 99")
     assert ends_cache.key(source, program) != name  # another Graphviz lays the text out otherwise
+
+
+def test_a_marked_picture_keeps_the_plain_pictures_arrows(monkeypatch):
+    """A live instance's picture (its state lit) is drawn with the ends chosen for the plain picture: the
+    arrows a reviewer knows stay where they were, and no search is made for each marked copy."""
+    from loopfsm.machines import RouterRun
+    from loopfsm.rendering import render_instance
+
+    spec = loader.load(ROOT / "machines" / "router_run.yaml")
+    plain = dot.to_svg(dot.state_graph(spec))
+    searched: list[str] = []
+    real = dot.choose
+    monkeypatch.setattr(dot, "choose", lambda source, lay: searched.append(source) or real(source, lay))
+    lit = render_instance(RouterRun())
+    assert searched == []  # the plain picture's ends, remembered
+
+    def arrows_drawn(svg: str) -> dict[str, str]:
+        return dict(re.findall(r'<g id="(way:[^"]+)" class="edge">.*?<path [^>]*d="([^"]+)"', svg, re.S))
+
+    assert arrows_drawn(lit) == arrows_drawn(plain) and len(arrows_drawn(plain)) >= 10
+
+
+def test_a_picture_of_more_arrows_than_the_search_takes_is_drawn_as_written():
+    from loopfsm.rendering import arrow_ends
+
+    many = "digraph x {\n" + "".join(f'\tA:w{i}e:e -> B [id="way:A:w{i}"]\n' for i in range(arrow_ends.MOST_ARROWS + 1))
+    assert tidiest(many + "}\n", lambda t: pytest.fail("laid out")) == many + "}\n"
+    few = "digraph x {\n" + "".join(f'\tA:w{i}e:e -> B [id="way:A:w{i}"]\n' for i in range(arrow_ends.MOST_ARROWS))
+    laid: list[str] = []
+    tidiest(few + "}\n", lambda t: laid.append(t) or None)
+    assert laid == [few + "}\n"]  # at the bound, still tried
