@@ -7,6 +7,7 @@ own labelled arrow, guards and actions included.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -14,6 +15,7 @@ import subprocess
 import textwrap
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import graphviz
@@ -486,7 +488,22 @@ SVG_FORMAT = 3
 
 
 def source_digest(source: str) -> str:
-    return hashlib.sha256(f"svg {SVG_FORMAT}\n{source}".encode()).hexdigest()
+    """The stamp of the SVG drawn from ``source``: its text, :data:`SVG_FORMAT`, and the code that chooses the
+    arrows' ends, so a change to that search redraws the pictures (it left one drawn by the search before)."""
+    return hashlib.sha256(f"svg {SVG_FORMAT}\n{_search_code()}\n{source}".encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def _search_code() -> str:
+    """A digest of the modules that choose the arrows' ends (their text, not their dates: a clone agrees)."""
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for name in ("arrow_ends.py", "geometry.py"):
+        try:
+            digest.update((here / name).read_bytes())
+        except OSError:  # an install without the sources: the version alone
+            digest.update(name.encode())
+    return digest.hexdigest()
 
 
 def to_svg(g: graphviz.Digraph, timeout: float | None = None, *, like: graphviz.Digraph | None = None) -> str:

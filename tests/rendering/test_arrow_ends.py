@@ -215,3 +215,12 @@ def test_a_picture_of_more_arrows_than_the_search_takes_is_drawn_as_written():
     laid: list[str] = []
     tidiest(few + "}\n", lambda t: laid.append(t) or None)
     assert laid == [few + "}\n"]  # at the bound, still tried
+
+
+def test_an_svgs_stamp_changes_with_the_code_that_chooses_its_arrows(monkeypatch):
+    """The stamp was the DOT text's alone: after the search changed, `build` kept router_run's SVG as the
+    earlier search had drawn it, and `build --check` called it up to date."""
+    source = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source
+    before = dot.source_digest(source)
+    monkeypatch.setattr(dot, "_search_code", lambda: "another search")
+    assert dot.source_digest(source) != before
