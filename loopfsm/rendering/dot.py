@@ -323,10 +323,11 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     return Legend(
         boxed_final=any(spec.states[a.dst].terminal for a in boxed),
         boxed_one=any(not spec.states[a.dst].terminal for a in boxed),
+        lined=any(a.port is not None and a.dst != home for a in way_arrows(spec, ov, tall)),
         asks=any(w.guard or w.asks for w in ways),
         ordered=any(w.place is not None for w in ways),
         guard_decides=any(w.by_guard for w in ways),
-        dashed=any(w.by_guard and w.dest is not None for w in ways),
+        dashed=any(w.by_guard and w.dest is not None and w.dest != home for w in ways),
         moves=any(w.dest is not None for w in ways),
         stays=any(w.dest is None for w in ways),
         fields=any(spec.states[s].data for s in spec.states),
@@ -495,10 +496,12 @@ def source_digest(source: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _search_code() -> str:
-    """A digest of the modules that choose the arrows' ends (their text, not their dates: a clone agrees)."""
+    """A digest of the modules that turn DOT text into the SVG, arrow ends included (their text, not their
+    dates: a clone agrees).  Which pictures are searched is decided in this module: a change left
+    tool_breaker's SVG searched under a stamp that said it was drawn as written."""
     here = Path(__file__).resolve().parent
     digest = hashlib.sha256()
-    for name in ("arrow_ends.py", "geometry.py"):
+    for name in ("arrow_ends.py", "geometry.py", "dot.py", "svgtext.py"):  # what decides the SVG from the text
         try:
             digest.update((here / name).read_bytes())
         except OSError:  # an install without the sources: the version alone
@@ -561,6 +564,9 @@ def _run_dot(program: str, fmt: str, source: str, until: float, timeout: float) 
     return done.stdout
 
 
+#: A picture with more arrows than this (card arrows or not) is drawn as written: see :func:`_tidied`.
+MOST_EDGES = 150
+
 #: The arrow ends chosen in this process, by the DOT text they were chosen for: the review site and a build
 #: draw the same picture more than once.
 _CHOSEN: dict[str, dict[int, Ends]] = {}
@@ -570,7 +576,9 @@ def _tidied(source: str, program: str, until: float, like: str | None = None) ->
     """``source`` with its card arrows' ends chosen (:func:`.arrow_ends.choose`) by the monotonic time
     ``until``, or found in the cache (:mod:`.ends_cache`); as it is when the first layout alone takes past it.
     With ``like`` (the plain picture ``source`` marks, its arrows the same), the ends chosen for that."""
-    if not arrows(source):
+    if not arrows(source) or "rankdir=TB" not in source or source.count(" -> ") > MOST_EDGES:
+        # Left to right, the ends chosen sent arrows round the whole picture, above their own card, which the
+        # measure does not see; and scoring a layout grows as the square of its arrows (600 took 4 s each).
         return source
     plain = like if like is not None and arrows(like) == arrows(source) else source
     return with_ends(source, _ends(plain, program, until))
@@ -595,8 +603,10 @@ def _ends(source: str, program: str, until: float) -> dict[int, Ends]:
                 return None  # no time left to try more ends: the best found so far is drawn
 
         chosen = choose(source, lay)
-        if not complete:  # a search cut short by the clock is not kept: another machine would go further
-            return chosen
+        if not complete:
+            # Cut short by the clock, the best found so far would depend on the machine's load: a busy machine
+            # drew another picture under the same stamp.  The ends as written are the same everywhere.
+            return {i: Ends(tail) for i, tail in enumerate(arrows(source))}
         ends_cache.store(name, chosen)
     if len(_CHOSEN) >= 64:
         _CHOSEN.pop(next(iter(_CHOSEN)))

@@ -29,6 +29,7 @@ class Legend:
     boxed_final: bool = False  # an arrow into a final state leaves its card's edge, not a line
     boxed_one: bool = False  # a card whose ways all go to one state has one arrow from its edge
     asks: bool = False  # a small line under a way says what decides it
+    lined: bool = True  # some arrow leaves a card's line (else every drawn arrow leaves a box's edge)
     note_arrows: bool = True  # a note has an arrow drawn (not when its moves all go back to the initial state)
     held: tuple[str, ...] = ()  # the machine's own data, which every state holds
 
@@ -59,13 +60,10 @@ class Legend:
                 if on
             ]
             edge = f" (from the box's edge {' or '.join(edges)})" if edges else ""
-            out.append(
-                (
-                    "\u2192 X",
-                    "black",
-                    f"the way moves the run to state X; its arrow leaves its line's left or right end{edge}",
-                )
-            )
+            leaves = "its arrow leaves its line's left or right end" + edge
+            if not self.lined:
+                leaves = f"its arrow leaves the box's edge {' or '.join(edges)}" if edges else "its arrow is not drawn"
+            out.append(("\u2192 X", "black", f"the way moves the run to state X; {leaves}"))
         if self.stays:
             out.append(("stays", "black", "the state takes the feed and does not move"))
         if self.fields or self.held:

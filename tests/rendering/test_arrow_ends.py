@@ -224,3 +224,66 @@ def test_an_svgs_stamp_changes_with_the_code_that_chooses_its_arrows(monkeypatch
     before = dot.source_digest(source)
     monkeypatch.setattr(dot, "_search_code", lambda: "another search")
     assert dot.source_digest(source) != before
+
+
+def test_only_a_top_to_bottom_picture_of_few_arrows_is_searched_and_a_search_cut_short_draws_as_written(monkeypatch):
+    """Left to right, the ends chosen sent arrows round the whole picture; 600 arrows took 4 s a layout to
+    score, past the time limit, and `dot` was blamed; under load a search cut short drew another picture under
+    the same stamp (a hostile user's findings)."""
+    program = shutil.which("dot") or "dot"
+    lr = dot.state_graph(loader.load(ROOT / "machines" / "tool_breaker.yaml")).source
+    assert "rankdir=LR" in lr and dot._tidied(lr, program, time.monotonic() + 30) == lr
+    tb = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source + "\n\n\n"
+    crowded = tb.replace("}\n", "".join(f"\tx{i} -> y{i}\n" for i in range(dot.MOST_EDGES)) + "}\n")
+    assert dot._tidied(crowded, program, time.monotonic() + 30) == crowded
+    dot._CHOSEN.clear()
+    monkeypatch.setattr(dot, "_run_dot", lambda *a, **k: (_ for _ in ()).throw(dot.DrawingTooSlow(1.0)))
+    assert dot._tidied(tb, program, time.monotonic() + 30) == tb  # no layout in time: as written, not cached
+    assert tb not in dot._CHOSEN
+
+
+BLUE_HOME = """\
+machine: blue2
+description: guarded ways only go home
+states:
+  Idle: {initial: true, description: start}
+  A: {description: a}
+  B: {description: b}
+  C: {description: c}
+  D: {description: d}
+events:
+  go:
+    description: go
+    args:
+      k: {type: string, enum: [fwd, other], description: which}
+    otherwise: stay
+    from:
+      Idle:
+        - {to: A, description: start it}
+      A:
+        - {when: {k: fwd}, to: B, description: a to b}
+        - {guard: timed_out, to: Idle, description: a times out}
+      B:
+        - {when: {k: fwd}, to: C, description: b to c}
+        - {guard: timed_out, to: Idle, description: b times out}
+      C:
+        - {when: {k: fwd}, to: D, description: c to d}
+        - {guard: timed_out, to: Idle, description: c times out}
+      D:
+        - {when: {k: fwd}, to: Idle, description: d done}
+        - {guard: timed_out, to: Idle, description: d times out}
+"""
+
+
+def test_the_legend_shows_the_dashed_arrow_only_when_one_is_drawn():
+    """Blue ways whose arrows all go back to an initial state not drawn left "- - ▶ the arrow of a blue way" in
+    a legend with no dashed arrow (a hostile user's table)."""
+    from loopfsm import Registry, parse
+
+    reg = Registry("blue2")
+    reg.guard(lambda m, ctx: False, name="timed_out")
+    s = parse(BLUE_HOME, "blue2.yaml", reg)
+    source = dot.state_graph(s).source
+    legend = dot.legend(s)
+    assert legend.home == "Idle" and legend.guard_decides
+    assert "style=dashed" not in source and not legend.dashed

@@ -388,7 +388,11 @@ def test_every_picture_has_a_legend_naming_exactly_the_marks_it_draws(path):
     title = " ".join(title.replace('<BR ALIGN="LEFT"/>', " ").split())
     boxed = re.findall(r"^\t(\w+)(?::s)? -> (\w+)(?: \[.*\])?$", source, re.M)
     drawn = [(a, b) for a, b in boxed if a in s.states and b in s.states]
-    assert ("from the box's edge into a final state" in title) == any(b in s.terminal_states for _, b in drawn)
+    assert ("box's edge into a final state" in title) == any(b in s.terminal_states for _, b in drawn)
+    # "its line's left or right end" only where some arrow leaves a line (turnstile's all leave the box)
+    assert ("its arrow leaves its line's left or right end" in title) == bool(
+        re.search(r"^\t\w+:w\d+[ew]", source, re.M)
+    )
     assert ("when all its ways go to one state" in title) == any(b not in s.terminal_states for _, b in drawn)
     # a note's arrows are named only where a note has one (router_run's break note says "→ Idle" instead)
     noted = re.search(r"^\t(__any__|__shared\d+__) -> ", source, re.M)

@@ -25,7 +25,8 @@
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     const [a, b] = t.split("->");
-    return [a.split(":")[0], stateOf(b), g.id.startsWith("way:") ? g.id.split(":")[2] : null];
+    // the target may carry the side its arrow arrives at ("AwaitingEncrypt:n"): the state is before the colon
+    return [a.split(":")[0], stateOf((b || "").split(":")[0]), g.id.startsWith("way:") ? g.id.split(":")[2] : null];
   }
   // The number a branch has on its state's card (the order the state tries the feed's ways), when it has one:
   // the list numbered every branch of the state 1, 2, 3..., and "approved" was 3 on the card and 5 in the list.
