@@ -194,7 +194,9 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
             attrs = {**attrs, **HIGHLIGHT}
         label = _node_title(spec, s.name) if detailed else card(spec, s.name, ov.ways.get(s.name, []))
         # nohtml: graphviz would pass a description written as "<...>" on as an HTML label, unquoted
-        tip = graphviz.nohtml(s.description.replace("\\", "\\\\"))  # DOT reads "\\N", "\\n" in a tooltip
+        # DOT reads "\\N", "\\n" in a tooltip; and dot refuses a string past 16 KiB ("syntax error in line 6"):
+        # a 20,000-character description passed check and could not be drawn
+        tip = graphviz.nohtml(_tip(s.description).replace("\\", "\\\\"))
         g.node(s.name, label, tooltip=tip, margin="0.1,0.06", fontsize="11", **attrs)
     g.edge("__start__", spec.initial)
     if tall and spec.terminal_states:
@@ -273,6 +275,14 @@ def state_graph(spec: Spec, *, detailed: bool = False, highlight: str | None = N
     assert kinds.notes == notes and kinds.home == home
     g.attr(label=_title_with_legend(title, kinds), labeljust="l" if tall else "c")
     return g
+
+
+#: The most characters of a description a hover text carries (dot refuses a string of 16 KiB or more).
+TIP_CHARS = 2000
+
+
+def _tip(text: str) -> str:
+    return text if len(text) <= TIP_CHARS else text[:TIP_CHARS].rstrip() + "\u2026"
 
 
 @dataclass(frozen=True)
@@ -432,7 +442,9 @@ def decision_graph(spec: Spec, d: Decision) -> graphviz.Digraph:
     prev_label = ""
     steps, unanswered = chain_steps(spec, d)
     for i, r, final in steps:
-        answer = dict(shape="box", style="filled", fillcolor="#eef4fb", tooltip=graphviz.nohtml(r.description or ""))
+        answer = dict(
+            shape="box", style="filled", fillcolor="#eef4fb", tooltip=graphviz.nohtml(_tip(r.description or ""))
+        )
         if final:
             g.node(f"a{i}", ref_label(spec, r.result), **answer)
             g.edge(prev, f"a{i}", prev_label)

@@ -287,3 +287,19 @@ def test_the_legend_shows_the_dashed_arrow_only_when_one_is_drawn():
     legend = dot.legend(s)
     assert legend.home == "Idle" and legend.guard_decides
     assert "style=dashed" not in source and not legend.dashed
+
+
+def test_a_very_long_description_is_cut_in_the_hover_text_and_the_picture_is_drawn():
+    """A 20,000-character state description passed check, and dot refused the picture ("syntax error in line
+    6": it takes no string of 16 KiB or more); the hover text keeps the first TIP_CHARS characters."""
+    from loopfsm import parse
+
+    text = (ROOT / "machines" / "turnstile.yaml").read_text()
+    long = "word " * 4000
+    spec = parse(
+        text.replace("description: The arm is locked; pushing does nothing.", f"description: {long}"), "t.yaml"
+    )
+    source = dot.state_graph(spec).source
+    assert long.strip()[: dot.TIP_CHARS - 10] in source and long.strip() not in source
+    svg = dot.svg_from_source(source)
+    assert "<svg" in svg and "\u2026" in svg
