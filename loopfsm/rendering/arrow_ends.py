@@ -79,11 +79,6 @@ def with_ends(source: str, chosen: dict[int, Ends]) -> str:
     return _ARROW.sub(one, source)
 
 
-def tidiest(source: str, lay: Callable[[str], dict[str, Any] | None], layouts: int = LAYOUTS) -> str:
-    """``source`` with the ends :func:`choose` finds."""
-    return with_ends(source, choose(source, lay, layouts))
-
-
 def arrows(source: str) -> list[str]:
     """The card arrows of ``source``, as the end each leaves as written (``e`` or ``w``), in the text's order: the
     ends :func:`with_ends` takes are numbered by it."""

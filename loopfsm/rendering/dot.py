@@ -7,7 +7,6 @@ own labelled arrow, guards and actions included.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import shutil
@@ -15,7 +14,6 @@ import subprocess
 import textwrap
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, cast
 
 import graphviz
@@ -329,11 +327,12 @@ def legend(spec: Spec, ov: Overview | None = None) -> Legend:
     ways = [w for ws in ov.ways.values() for w in ws]
     noted = [*ov.any_moves, *(e for sh in ov.shared for e in sh.moves)]
     home = _home(spec, ov) if tall else None
-    boxed = [a for a in way_arrows(spec, ov, tall) if a.port is None and a.dst != home]
+    drawn = [a for a in way_arrows(spec, ov, tall) if a.dst != home]
+    boxed = [a for a in drawn if a.port is None]
     return Legend(
         boxed_final=any(spec.states[a.dst].terminal for a in boxed),
         boxed_one=any(not spec.states[a.dst].terminal for a in boxed),
-        lined=any(a.port is not None and a.dst != home for a in way_arrows(spec, ov, tall)),
+        lined=any(a.port is not None for a in drawn),
         asks=any(w.guard or w.asks for w in ways),
         ordered=any(w.place is not None for w in ways),
         guard_decides=any(w.by_guard for w in ways),
@@ -503,22 +502,7 @@ SVG_FORMAT = 3
 def source_digest(source: str) -> str:
     """The stamp of the SVG drawn from ``source``: its text, :data:`SVG_FORMAT`, and the code that chooses the
     arrows' ends, so a change to that search redraws the pictures (it left one drawn by the search before)."""
-    return hashlib.sha256(f"svg {SVG_FORMAT}\n{_search_code()}\n{source}".encode()).hexdigest()
-
-
-@functools.lru_cache(maxsize=1)
-def _search_code() -> str:
-    """A digest of the modules that turn DOT text into the SVG, arrow ends included (their text, not their
-    dates: a clone agrees).  Which pictures are searched is decided in this module: a change left
-    tool_breaker's SVG searched under a stamp that said it was drawn as written."""
-    here = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for name in ("arrow_ends.py", "geometry.py", "dot.py", "svgtext.py"):  # what decides the SVG from the text
-        try:
-            digest.update((here / name).read_bytes())
-        except OSError:  # an install without the sources: the version alone
-            digest.update(name.encode())
-    return digest.hexdigest()
+    return hashlib.sha256(f"svg {SVG_FORMAT}\n{ends_cache.code()}\n{source}".encode()).hexdigest()
 
 
 def to_svg(g: graphviz.Digraph, timeout: float | None = None, *, like: graphviz.Digraph | None = None) -> str:

@@ -3,14 +3,13 @@ same picture is not searched again: up to 120 layouts of router_run cost about 2
 review site and a live instance's picture draw the same DOT text again and again.
 
 Filed under a key of the DOT text, the Graphviz version that laid it out, and the size and time of the
-modules whose code decides the ends (a new loopfsm or an edited checkout misses).  An entry holds only the
+text of the modules whose code decides the ends (a new loopfsm or an edited checkout misses).  An entry holds only the
 ends, never DOT text: it is read as untrusted input (the cache's own rules, :mod:`loopfsm.core.speccache`),
 and each end must be one the search could have chosen, for as many arrows as the text has.
 """
 
 from __future__ import annotations
 
-import os
 import subprocess
 from functools import lru_cache
 from pathlib import Path
@@ -21,7 +20,7 @@ from .arrow_ends import Ends, arrows
 
 FORMAT = 1
 _HERE = Path(__file__).resolve().parent
-_DECIDING = ("arrow_ends.py", "geometry.py", "dot.py", "ends_cache.py")
+_DECIDING = ("arrow_ends.py", "geometry.py", "dot.py", "svgtext.py", "ends_cache.py")
 _TAILS = frozenset({"e", "w"})
 _HEADS = frozenset({"", "n", "ne", "nw"})
 
@@ -37,22 +36,26 @@ def graphviz_version(program: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _code() -> str:
-    parts = []
+def code() -> str:
+    """A digest of the modules that turn DOT text into an SVG, arrow ends included: their text, not their
+    dates, so a clone agrees.  It files the ends here and stamps each SVG (:func:`.dot.source_digest`): a
+    changed search left router_run's SVG drawn by the earlier one while ``build --check`` said up to date."""
+    from hashlib import blake2b  # noqa: PLC0415 - only a drawing pays for it
+
+    digest = blake2b(digest_size=32)
     for name in _DECIDING:
         try:
-            st = os.stat(_HERE / name)
-        except OSError:
-            continue
-        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
-    return "\n".join(parts)
+            digest.update((_HERE / name).read_bytes())
+        except OSError:  # an install without the sources: the names alone
+            digest.update(name.encode())
+    return digest.hexdigest()
 
 
 def key(source: str, program: str) -> str:
     """The name the ends of ``source``, laid out by ``program``, are filed under."""
     from hashlib import blake2b  # noqa: PLC0415 - only a drawing pays for it
 
-    text = f"ends {FORMAT}\n{graphviz_version(program)}\n{_code()}\n{source}"
+    text = f"ends {FORMAT}\n{graphviz_version(program)}\n{code()}\n{source}"
     return "ends-" + blake2b(text.encode(), digest_size=32).hexdigest()
 
 

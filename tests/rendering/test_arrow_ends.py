@@ -14,10 +14,15 @@ import pytest
 
 from loopfsm.core import loader
 from loopfsm.rendering import dot
-from loopfsm.rendering.arrow_ends import Ends, tidiest, with_ends
+from loopfsm.rendering.arrow_ends import LAYOUTS, Ends, choose, with_ends
 from loopfsm.rendering.geometry import untidiness
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def tidiest(source: str, lay, layouts: int = LAYOUTS) -> str:
+    """``source`` drawn with the ends the search chooses."""
+    return with_ends(source, choose(source, lay, layouts))
 
 
 def _box(gvid: int, name: str, x: float, y: float, w_in: float = 1.0, h_in: float = 1.0) -> dict:
@@ -222,7 +227,7 @@ def test_an_svgs_stamp_changes_with_the_code_that_chooses_its_arrows(monkeypatch
     earlier search had drawn it, and `build --check` called it up to date."""
     source = dot.state_graph(loader.load(ROOT / "machines" / "router_run.yaml")).source
     before = dot.source_digest(source)
-    monkeypatch.setattr(dot, "_search_code", lambda: "another search")
+    monkeypatch.setattr(dot.ends_cache, "code", lambda: "another search")
     assert dot.source_digest(source) != before
 
 

@@ -19,14 +19,13 @@
   const json = (v) => JSON.stringify(v);
 
   // -- details of a state or an arrow ---------------------------------------------------------------
-  const stateOf = (node) => node;
   // An arrow's title is "HalfOpen:w->Open" (the box, the side its line's arrow leaves from, the target); a
   // line's arrow is named for its way ("way:HalfOpen:w3").
   function edgeEnds(g) {
     const t = g.querySelector("title")?.textContent || "";
     const [a, b] = t.split("->");
     // the target may carry the side its arrow arrives at ("AwaitingEncrypt:n"): the state is before the colon
-    return [a.split(":")[0], stateOf((b || "").split(":")[0]), g.id.startsWith("way:") ? g.id.split(":")[2] : null];
+    return [a.split(":")[0], (b || "").split(":")[0], g.id.startsWith("way:") ? g.id.split(":")[2] : null];
   }
   // The number a branch has on its state's card (the order the state tries the feed's ways), when it has one:
   // the list numbered every branch of the state 1, 2, 3..., and "approved" was 3 on the card and 5 in the list.
@@ -76,11 +75,11 @@
   for (const g of document.querySelectorAll("figure.diagram g.node, figure.diagram g.edge")) {
     const isNode = g.classList.contains("node");
     const title = g.querySelector("title")?.textContent || "";
-    if (isNode && !(stateOf(title) in table.states)) continue;
+    if (isNode && !(title in table.states)) continue;
     g.setAttribute("tabindex", "0");
     g.setAttribute("role", "button");
-    g.setAttribute("aria-label", isNode ? "state " + stateOf(title) : "arrow " + edgeEnds(g).slice(0, 2).join(" to "));
-    const act = () => (isNode ? showState(stateOf(title)) : showEdge(...edgeEnds(g)));
+    g.setAttribute("aria-label", isNode ? "state " + title : "arrow " + edgeEnds(g).slice(0, 2).join(" to "));
+    const act = () => (isNode ? showState(title) : showEdge(...edgeEnds(g)));
     g.addEventListener("click", act);
     g.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); act(); } });
   }
@@ -118,7 +117,7 @@
   }
   function highlight(state) {
     for (const g of document.querySelectorAll("figure.diagram g.node")) {
-      const t = stateOf(g.querySelector("title")?.textContent || "");
+      const t = g.querySelector("title")?.textContent || "";
       g.classList.toggle("current", t === state);
     }
   }
