@@ -308,3 +308,12 @@ def test_a_very_long_description_is_cut_in_the_hover_text_and_the_picture_is_dra
     assert long.strip()[: dot.TIP_CHARS - 10] in source and long.strip() not in source
     svg = dot.svg_from_source(source)
     assert "<svg" in svg and "\u2026" in svg
+
+
+def test_the_docs_give_the_search_bounds_the_code_has():
+    from loopfsm.rendering import arrow_ends
+
+    text = " ".join((ROOT / "docs" / "cli.md").read_text().split())
+    assert f"up to {arrow_ends.LAYOUTS} times" in text
+    assert f"more than {arrow_ends.MOST_ARROWS} card arrows, or {dot.MOST_EDGES} arrows in all" in text
+    assert f"first {dot.TIP_CHARS:,} characters" in " ".join((ROOT / "CHANGELOG.md").read_text().split())
